@@ -1,0 +1,60 @@
+// The command line: subcommands and their flags, parsed into plain option structs. Parsing is
+// pure (no MPI), so every rank reaches the same verdict on bad flags without communicating.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "workloads/config/run_config.hpp"
+
+namespace moebench {
+
+enum class Command { run, plan, presets, validate, version, help };
+
+// Model and workload flags as given; resolved against the model and the world size later.
+struct WorkloadFlags {
+  std::string preset;
+  std::string model_config;
+  std::optional<std::int64_t> seq_len;
+  std::int64_t micro_batch = 1;
+  std::optional<std::int64_t> layers;
+  std::optional<std::int64_t> dense_layers;
+  std::string attention = "on";
+  std::string routing = "balanced";
+  int ep = 1;
+  int ranks_per_node = 0;
+  std::string grad_reduce = "allreduce";
+  std::string optimizer = "adamw";
+  AdamWParams adamw;
+  std::uint64_t seed = 1234;
+  std::string backend = "cpu";
+  std::string comm = "mpi";
+  int blas_threads = 1;
+};
+
+struct CliOptions {
+  Command command = Command::help;
+  WorkloadFlags workload;
+  int warmup = 3;
+  int steps = 10;
+  bool verify = false;
+  std::string out;      // run: report path; plan: JSON path
+  bool json = false;    // plan: print JSON
+  int world = 1;        // plan: the world size to plan for
+  bool quiet = false;   // run: no table
+  int test_corrupt_dispatch_rank = -1;
+  std::vector<std::string> files;  // validate
+  std::string help_text;           // for Command::help
+  std::vector<std::string> argv;
+};
+
+// Parses argv. --help prints nothing but returns Command::help with the text. Bad flags throw
+// UsageError with one line naming the flag and what is valid.
+CliOptions parse_command_line(int argc, const char* const* argv);
+
+// The model, the workload and the layout for `world` ranks, with defaults filled in (seq 4096,
+// or the preset's own; all layers; dense layers in the model's proportion), validated.
+RunConfig resolve_run_config(const CliOptions& o, int world);
+
+}  // namespace moebench

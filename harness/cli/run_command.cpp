@@ -1,0 +1,188 @@
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <iostream>
+
+#include "harness/cli/commands.hpp"
+#include "harness/comm/communicator.hpp"
+#include "harness/compute/cpu_compute.hpp"
+#include "harness/measure/summary.hpp"
+#include "harness/output/atomic_file.hpp"
+#include "harness/output/run_report.hpp"
+#include "harness/output/table.hpp"
+#include "harness/verify/reference_check.hpp"
+#include "workloads/step/training_step.hpp"
+
+namespace moebench {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string iso_time_utc() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string fmt_gib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / kGiB);
+  return buf;
+}
+
+// Everything a run needs before its first allocation; UsageError when the run cannot be done.
+struct Setup {
+  RunConfig config;
+  Topology topo;
+  std::unique_ptr<Compute> compute;
+  MemoryEstimate memory;
+};
+
+Setup prepare(const CliOptions& o, MpiRuntime& rt) {
+  Setup s;
+  s.config = resolve_run_config(o, rt.size());
+  s.topo = rt.topology(s.config.layout.ep, s.config.layout.ranks_per_node);
+  s.compute = make_compute(s.config.backend, s.topo.local_rank, s.config.blas_threads);
+  const std::size_t bpe = dtype_size(s.compute->activation_dtype());
+  s.memory = estimate_memory(s.config, bpe);
+  double need = s.memory.total();
+  if (s.config.verify && rt.rank() == 0) need += estimate_reference_memory(s.config, bpe).total();
+  double available = static_cast<double>(s.compute->memory_available_bytes());
+  // Host memory is shared by every rank on the real node (not the emulated one).
+  if (s.compute->name() == "cpu") available /= rt.topology(s.config.layout.ep, 0).ranks_per_node;
+  if (need > available) {
+    throw UsageError("this configuration needs an estimated " + fmt_gib(need) + " per rank" +
+                     (s.config.verify && rt.rank() == 0 ? " (with the --verify reference)" : "") +
+                     " but " + fmt_gib(available) +
+                     " is available; use fewer --layers, a smaller --seq-len or --micro-batch, or "
+                     "a larger --ep (see `moebench plan`)");
+  }
+  if (rt.rank() == 0 && !o.out.empty()) ensure_writable_destination(o.out);
+  return s;
+}
+
+RunMeta make_meta(const CliOptions& o, const RunConfig& c, const MpiRuntime& rt,
+                  const std::string& start) {
+  RunMeta m;
+  m.tool_version = MOEBENCH_VERSION;
+  m.git_sha = MOEBENCH_GIT_SHA;
+  m.git_dirty = MOEBENCH_GIT_DIRTY != 0;
+  m.argv = o.argv;
+  m.start_time = start;
+  for (const std::string& h : rt.all_hosts()) {
+    if (std::find(m.hosts.begin(), m.hosts.end(), h) == m.hosts.end()) m.hosts.push_back(h);
+  }
+  m.mpi_library = MpiRuntime::library_version();
+  m.backend = c.backend;
+  m.comm = c.comm;
+  m.blas = blas_library_name();
+  m.build_type = MOEBENCH_BUILD_TYPE;
+  m.compiler = std::string("g++ ") + __VERSION__;
+  for (const char* name : {"SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_JOB_NODELIST",
+                           "SLURM_JOB_PARTITION", "SLURM_NNODES", "SLURM_NTASKS",
+                           "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS"}) {
+    if (const char* v = std::getenv(name)) m.environment.emplace_back(name, v);
+  }
+  return m;
+}
+
+// Gathers every rank's samples to rank 0 and summarises them there.
+RunResults gather_results(const MpiRuntime& rt, const Topology& topo,
+                          const std::vector<StepSample>& samples, const RunConfig& c,
+                          const StackAccounting& inst) {
+  std::vector<double> mine = {static_cast<double>(topo.node)};
+  for (const StepSample& s : samples) {
+    const std::vector<double> f = flatten(s);
+    mine.insert(mine.end(), f.begin(), f.end());
+  }
+  const std::vector<double> all = rt.gather_to_root(mine);
+  const std::vector<std::string> hosts = rt.all_hosts();
+  if (rt.rank() != 0) return {};
+  std::vector<RankSamples> ranks;
+  for (int r = 0; r < rt.size(); ++r) {
+    const double* p = all.data() + static_cast<std::size_t>(r) * mine.size();
+    RankSamples rs;
+    rs.rank = r;
+    rs.host = hosts[r];
+    rs.node = static_cast<int>(p[0]);
+    for (std::size_t i = 0; i < samples.size(); ++i) {
+      rs.steps.push_back(unflatten(p + 1 + i * kSampleDoubles));
+    }
+    ranks.push_back(std::move(rs));
+  }
+  return summarize_run(ranks, static_cast<double>(c.workload.tokens_per_rank()),
+                       inst.flops_per_step / c.layout.world);
+}
+
+}  // namespace
+
+int run_command(const CliOptions& o, MpiRuntime& rt) {
+  const std::string start = iso_time_utc();
+  Setup s;
+  std::string problem;
+  try {
+    s = prepare(o, rt);
+  } catch (const UsageError& e) {
+    problem = e.what();
+  }
+  // Ranks agree before anything runs: a bad file on one node must not hang the others.
+  const int first_bad = static_cast<int>(rt.allreduce_min(problem.empty() ? rt.size() : rt.rank()));
+  if (first_bad < rt.size()) {
+    if (rt.rank() == first_bad) {
+      throw UsageError(problem);
+    }
+    throw Error(ExitCode::usage, "");  // quiet: the first failing rank says why
+  }
+
+  const RunConfig& c = s.config;
+  Compute& compute = *s.compute;
+  auto comm = make_mpi_communicator(rt.world(), s.topo);
+  TrainingStep step(c, s.topo, compute, *comm);
+  step.initialize();
+
+  VerificationResult verification;
+  if (c.verify) {
+    step.run(c.test_corrupt_dispatch_rank == rt.rank());
+    verification = verify_step(c, s.topo, rt, compute, step);
+    step.initialize();  // the timed steps start from the same state either way
+  }
+  for (int i = 0; i < c.warmup; ++i) step.run();
+  std::vector<StepSample> samples;
+  for (int i = 0; i < c.steps; ++i) samples.push_back(step.run());
+
+  RunRecord record;
+  record.meta = make_meta(o, c, rt, start);
+  record.config = c;
+  record.topology = s.topo;
+  record.full_model = account_full_model(
+      c.model, c.workload.seq_len,
+      static_cast<double>(c.layout.world) * static_cast<double>(c.workload.tokens_per_rank()));
+  record.instantiated = account_instantiated(c);
+  record.collective_bytes = collective_bytes(c, dtype_size(compute.activation_dtype()));
+  record.memory = s.memory;
+  record.results = gather_results(rt, s.topo, samples, c, record.instantiated);
+  record.verification = verification;
+
+  if (rt.rank() == 0) {
+    if (!o.quiet) std::cout << format_run_table(record) << std::flush;
+    if (!o.out.empty()) {
+      write_file_atomically(o.out, make_run_report(record).dump(2) + "\n");
+      if (!o.quiet) std::cout << "# report: " << o.out << "\n" << std::flush;
+    }
+  }
+  if (c.verify && !verification.passed) {
+    if (rt.rank() == 0) {
+      std::cerr << "moebench: verification failed: " << verification.mismatches << " of "
+                << verification.compared
+                << " values differ from the single-process reference beyond tolerance\n";
+    }
+    return static_cast<int>(ExitCode::verification);
+  }
+  return 0;
+}
+
+}  // namespace moebench

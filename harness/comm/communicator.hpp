@@ -1,0 +1,58 @@
+// The communication interface: the collectives the training step runs, on buffers owned by the
+// compute backend. `mpi` implements it with MPI collectives on host memory; `nccl` (later) with
+// NCCL on device memory. Every call names the group it runs in; groups are built once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "harness/core/tensor.hpp"
+
+namespace moebench {
+
+enum class Group {
+  world,          // every rank
+  expert,         // the EP ranks that split the experts between them (consecutive ranks)
+  expert_data,    // the world/EP ranks that hold the same experts (stride EP)
+};
+const char* group_name(Group g);
+
+// Where this rank sits in each group. Built by the runtime from the world rank and EP.
+struct GroupInfo {
+  int rank = 0;
+  int size = 1;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual std::string name() const = 0;
+  virtual GroupInfo info(Group g) const = 0;
+
+  // Host-side exchange of counts: send.size() is a multiple n of the group size; rank i of the
+  // group gets send[i*n, (i+1)*n) and the result holds n values from each rank, in rank order.
+  virtual std::vector<std::int64_t> alltoall_counts(Group g,
+                                                    std::span<const std::int64_t> send) = 0;
+
+  // Variable-size all-to-all of rows: send rows [send_offsets[i], +send_rows[i]) of `send` to
+  // rank i; rows from rank i land at recv_offsets[i]. Row widths of send and recv are equal.
+  virtual void alltoallv(Group g, Mat send, std::span<const std::int64_t> send_rows,
+                         std::span<const std::int64_t> send_offsets, Mat recv,
+                         std::span<const std::int64_t> recv_rows,
+                         std::span<const std::int64_t> recv_offsets) = 0;
+
+  // Sum over the group, in place, on a contiguous buffer.
+  virtual void allreduce_sum(Group g, Mat buf) = 0;
+  // Sum over the group of the contiguous `buf` (numel divisible by the group size); this rank's
+  // shard (numel / size elements, rank order) is written to `shard`.
+  virtual void reduce_scatter_sum(Group g, Mat buf, Mat shard) = 0;
+  // Every rank's `shard` concatenated in rank order into `buf`.
+  virtual void allgather(Group g, Mat shard, Mat buf) = 0;
+  // Waits until every previously issued operation of this communicator has completed.
+  virtual void synchronize() = 0;
+};
+
+}  // namespace moebench

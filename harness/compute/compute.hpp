@@ -1,0 +1,152 @@
+// The compute interface: every piece of arithmetic the training step runs, on memory the backend
+// owns. `cpu` implements it with CBLAS and plain loops over the shared element-wise functions in
+// workloads/ops; `cuda` (later) with cuBLASLt and kernels calling those same functions.
+//
+// Conventions: matrices are row-major `Mat` views; float arguments are FP32; every op is
+// asynchronous with respect to the host on backends that can be, and ordered on one stream;
+// `synchronize()` waits for all of it. Ops that "accumulate" add into their output.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "harness/core/tensor.hpp"
+
+namespace moebench {
+
+struct RoutingSpec;
+
+struct AttentionShape {
+  std::int64_t batch = 1;    // sequences
+  std::int64_t seq_len = 1;  // tokens per sequence; rows of q/k/v are batch * seq_len
+  std::int64_t heads = 1;
+  std::int64_t qk_dim = 1;  // per-head q and k width
+  std::int64_t v_dim = 1;   // per-head v and output width
+  float scale = 1.0f;       // softmax scale, usually 1/sqrt(qk_dim)
+  bool causal = true;
+};
+
+// One GEMM of a grouped call: C = alpha * op(A) * op(B) + beta * C.
+struct GemmProblem {
+  Mat a;
+  Mat b;
+  Mat c;
+};
+
+struct AdamWStep {
+  float lr = 0.0f;
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+  float grad_scale = 1.0f;  // gradients are multiplied by this first (1/world for a mean)
+  int step = 1;             // 1-based, for bias correction
+};
+
+// Router parameters the kernels need (plain data, also usable on a device).
+struct RouterParams {
+  std::int32_t experts = 0;
+  std::int32_t top_k = 0;
+  std::int32_t groups = 1;
+  std::int32_t topk_groups = 1;
+  float scaling = 1.0f;
+  std::int32_t mode = 0;  // RoutingMode as int
+  float zipf_exponent = 0.0f;
+  std::uint64_t seed = 0;
+};
+
+class Compute {
+ public:
+  virtual ~Compute() = default;
+  virtual std::string name() const = 0;
+  // The storage type of activations, weights and gradients on this backend.
+  virtual DType activation_dtype() const = 0;
+
+  // Memory. Contents of a new tensor are unspecified.
+  virtual Tensor alloc(std::int64_t rows, std::int64_t cols, DType dtype) = 0;
+  Tensor alloc(std::int64_t rows, std::int64_t cols) {
+    return alloc(rows, cols, activation_dtype());
+  }
+  virtual void upload(const float* host, Mat dst) = 0;  // host FP32 -> dst (converted)
+  virtual void upload_i32(const std::int32_t* host, Mat dst) = 0;
+  virtual void download(Mat src, float* host) = 0;  // src -> host FP32; synchronises
+  virtual void download_i32(Mat src, std::int32_t* host) = 0;  // synchronises
+  virtual void synchronize() = 0;
+  virtual std::int64_t memory_available_bytes() const = 0;
+
+  // Element-wise and initialisation.
+  virtual void zero(Mat x) = 0;
+  virtual void copy(Mat src, Mat dst) = 0;
+  // y = alpha * x + beta * y
+  virtual void axpby(float alpha, Mat x, float beta, Mat y) = 0;
+  // Deterministic pseudo-random fill: element i gets scale * u(seed, stream, i), u uniform in
+  // [-1, 1) (workloads/ops/random.hpp), so any backend and any rank produce the same values.
+  virtual void fill_random(Mat x, std::uint64_t seed, std::uint64_t stream, float scale) = 0;
+  virtual void fill(Mat x, float value) = 0;
+
+  // GEMM: C = alpha * op(A) * op(B) + beta * C, op(X) = X or X^T.
+  virtual void gemm(bool trans_a, bool trans_b, float alpha, Mat a, Mat b, float beta, Mat c) = 0;
+  // Independent GEMMs with the same transposes (the experts' MLPs).
+  virtual void grouped_gemm(bool trans_a, bool trans_b, float alpha, std::span<const GemmProblem> p,
+                            float beta) = 0;
+
+  // RMSNorm over each row: y = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps) (saved, rows x 1).
+  virtual void rmsnorm_forward(Mat x, Mat weight, float eps, Mat y, Mat rstd) = 0;
+  // dx = d/dx (overwritten); dweight accumulates.
+  virtual void rmsnorm_backward(Mat dy, Mat x, Mat weight, Mat rstd, Mat dx, Mat dweight) = 0;
+
+  // Rotary embedding in place on x (rows = batch * seq_len tokens, position = row % seq_len):
+  // for each of `heads` heads at column head * head_stride + offset, rotate `dim` elements
+  // (pairs (i, i + dim/2), the "rotate half" layout). backward applies the inverse rotation.
+  virtual void rope_forward(Mat x, std::int64_t seq_len, std::int64_t heads,
+                            std::int64_t head_stride, std::int64_t offset, std::int64_t dim,
+                            float theta) = 0;
+  virtual void rope_backward(Mat dx, std::int64_t seq_len, std::int64_t heads,
+                             std::int64_t head_stride, std::int64_t offset, std::int64_t dim,
+                             float theta) = 0;
+
+  // SwiGLU: gate_up is rows x 2f ([gate | up]); out = silu(gate) * up (rows x f).
+  virtual void swiglu_forward(Mat gate_up, Mat out) = 0;
+  virtual void swiglu_backward(Mat gate_up, Mat dout, Mat dgate_up) = 0;
+
+  // Softmax attention per sequence and head. q: rows x heads*qk_dim, k: rows x heads*qk_dim,
+  // v: rows x heads*v_dim, out: rows x heads*v_dim, stats: rows x heads (log-sum-exp, saved for
+  // backward). Gradients are overwritten.
+  virtual void attention_forward(const AttentionShape& s, Mat q, Mat k, Mat v, Mat out,
+                                 Mat stats) = 0;
+  virtual void attention_backward(const AttentionShape& s, Mat q, Mat k, Mat v, Mat out,
+                                  Mat dout, Mat stats, Mat dq, Mat dk, Mat dv) = 0;
+
+  // Router: from logits (tokens x experts) and the selection bias (1 x experts), the sigmoid
+  // scores (saved), the chosen experts (tokens x top_k, i32) and their combine weights
+  // (tokens x top_k). first_token is the global index of row 0 (balanced and zipf routing are
+  // functions of it). See workloads/routing/route.hpp.
+  virtual void router_forward(const RouterParams& p, Mat logits, Mat bias, std::int64_t first_token,
+                              Mat scores, Mat indices, Mat weights) = 0;
+  // dlogits (overwritten) from the combine weights' gradient.
+  virtual void router_backward(const RouterParams& p, Mat scores, Mat indices, Mat dweights,
+                               Mat dlogits) = 0;
+
+  // Row movement for the permutation of tokens by expert. index is i32 (n x 1).
+  // gather: dst[i] = src[index[i]].
+  virtual void gather_rows(Mat src, Mat index, Mat dst) = 0;
+  // scatter_add: dst[index[i]] += (scale ? scale[i] : 1) * src[i]. scale is n x 1 or empty.
+  virtual void scatter_add_rows(Mat src, Mat index, Mat scale, Mat dst) = 0;
+  // dst[i] = scale[i] * src[index[i]] (the weighted gather of the combine's backward).
+  virtual void gather_rows_scaled(Mat src, Mat index, Mat scale, Mat dst) = 0;
+  // out[i] = dot(a[index[i]], b[i]) (the gradient of a combine weight).
+  virtual void gathered_row_dot(Mat a, Mat index, Mat b, Mat out) = 0;
+
+  // AdamW on a flat parameter range; m and v are the optimiser's FP32 moments.
+  virtual void adamw(const AdamWStep& s, Mat param, Mat grad, Mat m, Mat v) = 0;
+};
+
+// Creates a compute backend by name ("cpu", or "cuda" when built with CUDA). local_rank picks
+// the device. UsageError for an unknown or unavailable backend.
+std::unique_ptr<Compute> make_compute(const std::string& name, int local_rank, int blas_threads);
+std::vector<std::string> compute_backends();
+
+}  // namespace moebench

@@ -1,0 +1,35 @@
+// The one place that knows which compute backends this binary holds.
+#include <sstream>
+
+#include "harness/compute/compute.hpp"
+#include "harness/compute/cpu_compute.hpp"
+
+namespace moebench {
+
+namespace {
+
+std::string available() {
+  std::ostringstream os;
+  const std::vector<std::string> names = compute_backends();
+  for (std::size_t i = 0; i < names.size(); ++i) os << (i ? ", " : "") << names[i];
+  return os.str();
+}
+
+}  // namespace
+
+std::vector<std::string> compute_backends() {
+  return {"cpu"};
+}
+
+std::unique_ptr<Compute> make_compute(const std::string& name, [[maybe_unused]] int local_rank,
+                                      int blas_threads) {
+  if (name == "cpu") return std::make_unique<CpuCompute>(blas_threads);
+  if (name == "cuda") {
+    throw UsageError(
+        "backend 'cuda' is not built into this binary (configure with a CUDA toolkit; available: " +
+        available() + ")");
+  }
+  throw UsageError("unknown compute backend '" + name + "' (available: " + available() + ")");
+}
+
+}  // namespace moebench

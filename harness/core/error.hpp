@@ -1,0 +1,56 @@
+// Errors carry their exit code and enough context to be acted on. `main` catches them, records
+// them, and ends every rank with one clear line. Checks never depend on NDEBUG.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace moebench {
+
+// Exit codes are part of the interface (Slurm jobs and CI gate on them).
+enum class ExitCode : int {
+  ok = 0,
+  runtime = 1,       // a failure while running: the rank, host and cause are printed
+  usage = 2,         // bad flags, impossible layouts, invalid config or report files
+  verification = 3,  // --verify found mismatches against the single-process reference
+  claim = 4,         // a scaling-report verdict failed (moebench report)
+};
+
+class Error : public std::runtime_error {
+ public:
+  Error(ExitCode code, const std::string& what) : std::runtime_error(what), code_(code) {}
+  ExitCode code() const { return code_; }
+
+ private:
+  ExitCode code_;
+};
+
+// A user mistake: one line saying what is wrong and what would be valid. Exit code 2.
+class UsageError : public Error {
+ public:
+  explicit UsageError(const std::string& what) : Error(ExitCode::usage, what) {}
+};
+
+// Something failed at run time (a library call, an allocation, an internal invariant). Exit 1.
+class RuntimeError : public Error {
+ public:
+  explicit RuntimeError(const std::string& what) : Error(ExitCode::runtime, what) {}
+};
+
+namespace detail {
+[[noreturn]] void throw_check_failure(const char* expr, const char* file, int line,
+                                      const std::string& message);
+}  // namespace detail
+
+}  // namespace moebench
+
+// Internal invariant check, active in every build type.
+#define MB_CHECK(cond, msg)                                                         \
+  do {                                                                              \
+    if (!(cond)) {                                                                  \
+      std::ostringstream mb_check_os_;                                              \
+      mb_check_os_ << msg;                                                          \
+      ::moebench::detail::throw_check_failure(#cond, __FILE__, __LINE__, mb_check_os_.str()); \
+    }                                                                               \
+  } while (0)

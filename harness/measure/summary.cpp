@@ -1,0 +1,105 @@
+#include "harness/measure/summary.hpp"
+
+#include <algorithm>
+
+#include "harness/core/error.hpp"
+
+namespace moebench {
+
+std::vector<double> flatten(const StepSample& s) {
+  std::vector<double> v;
+  v.reserve(kSampleDoubles);
+  v.push_back(s.step_time_s);
+  for (const auto* a : {&s.time_s, &s.flops, &s.bytes, &s.bus_bytes}) {
+    v.insert(v.end(), a->begin(), a->end());
+  }
+  for (int g : s.group_size) v.push_back(g);
+  return v;
+}
+
+StepSample unflatten(const double* values) {
+  StepSample s;
+  s.step_time_s = *values++;
+  for (auto* a : {&s.time_s, &s.flops, &s.bytes, &s.bus_bytes}) {
+    for (double& x : *a) x = *values++;
+  }
+  for (int& g : s.group_size) g = static_cast<int>(*values++);
+  return s;
+}
+
+RunResults summarize_run(const std::vector<RankSamples>& ranks, double tokens_per_rank,
+                         double flops_per_step_per_gpu) {
+  MB_CHECK(!ranks.empty(), "no ranks to summarise");
+  const std::size_t steps = ranks.front().steps.size();
+  for (const RankSamples& r : ranks) {
+    MB_CHECK(r.steps.size() == steps, "rank " << r.rank << " has " << r.steps.size()
+                                              << " timed steps, rank 0 has " << steps);
+  }
+  RunResults out;
+  PerPhase<std::vector<double>> phase_max;
+  for (std::size_t i = 0; i < steps; ++i) {
+    double slowest = 0;
+    PerPhase<double> slowest_phase{};
+    for (const RankSamples& r : ranks) {
+      slowest = std::max(slowest, r.steps[i].step_time_s);
+      for (std::size_t p = 0; p < kPhaseCount; ++p) {
+        slowest_phase[p] = std::max(slowest_phase[p], r.steps[i].time_s[p]);
+      }
+    }
+    out.step_times_s.push_back(slowest);
+    for (std::size_t p = 0; p < kPhaseCount; ++p) phase_max[p].push_back(slowest_phase[p]);
+  }
+  out.step_time_s = summarize(out.step_times_s);
+  const double step = out.step_time_s.median;
+  if (step > 0) {
+    out.tflops_per_gpu = flops_per_step_per_gpu / step / 1e12;
+    out.tokens_per_s_per_gpu = tokens_per_rank / step;
+  }
+
+  const double samples = static_cast<double>(ranks.size() * std::max<std::size_t>(steps, 1));
+  for (std::size_t p = 0; p < kPhaseCount; ++p) {
+    PhaseResult r;
+    r.phase = static_cast<Phase>(p);
+    r.time_s = summarize(phase_max[p]);
+    double bus = 0;
+    for (const RankSamples& rs : ranks) {
+      for (const StepSample& s : rs.steps) {
+        r.flops += s.flops[p] / samples;
+        r.bytes += s.bytes[p] / samples;
+        bus += s.bus_bytes[p] / samples;
+        r.group_size = std::max(r.group_size, s.group_size[p]);
+      }
+    }
+    const double t = r.time_s.median;
+    if (t > 0) {
+      if (is_communication(r.phase)) {
+        r.algbw = r.bytes / t;
+        r.busbw = bus / t;
+      } else {
+        r.flop_rate = r.flops / t;
+      }
+    }
+    (is_communication(r.phase) ? out.communication_time_s : out.compute_time_s) += t;
+    out.phases.push_back(r);
+  }
+  out.exposed_communication_s = std::max(0.0, step - out.compute_time_s);
+
+  for (const RankSamples& rs : ranks) {
+    RankResult r;
+    r.rank = rs.rank;
+    r.host = rs.host;
+    r.node = rs.node;
+    std::vector<double> times;
+    PerPhase<std::vector<double>> phases;
+    for (const StepSample& s : rs.steps) {
+      times.push_back(s.step_time_s);
+      for (std::size_t p = 0; p < kPhaseCount; ++p) phases[p].push_back(s.time_s[p]);
+    }
+    r.step_time_s = median(times);
+    for (std::size_t p = 0; p < kPhaseCount; ++p) r.phase_time_s[p] = median(phases[p]);
+    out.per_rank.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace moebench

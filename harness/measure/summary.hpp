@@ -1,0 +1,28 @@
+// From every rank's step samples to the run's results: pure, so it is tested without MPI.
+#pragma once
+
+#include <vector>
+
+#include "harness/output/run_record.hpp"
+
+namespace moebench {
+
+// StepSample <-> a flat vector of doubles, for gathering over MPI.
+constexpr std::size_t kSampleDoubles = 1 + 5 * kPhaseCount;
+std::vector<double> flatten(const StepSample& s);
+StepSample unflatten(const double* values);
+
+struct RankSamples {
+  int rank = 0;
+  std::string host;
+  int node = 0;
+  std::vector<StepSample> steps;  // the timed steps, in order
+};
+
+// Each step's time is the slowest rank's; a phase's time per step is the slowest rank's time in
+// that phase. FLOPs and bytes are per rank per step, averaged over ranks and steps.
+// flops_per_step_per_gpu: the instantiated stack's Megatron FLOPs per rank per step.
+RunResults summarize_run(const std::vector<RankSamples>& ranks, double tokens_per_rank,
+                         double flops_per_step_per_gpu);
+
+}  // namespace moebench

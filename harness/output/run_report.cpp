@@ -1,0 +1,158 @@
+#include "harness/output/run_report.hpp"
+
+#include <string>
+
+namespace moebench {
+
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+// The arithmetic precision of the step: the cpu backend computes in f32; GPU backends train in
+// bf16 with f32 accumulation.
+std::string precision_of(const std::string& backend) {
+  return backend == "cpu" ? "fp32" : "bf16";
+}
+
+ojson meta_json(const RunMeta& m) {
+  ojson env = ojson::object();
+  for (const auto& [key, value] : m.environment) env[key] = value;
+  return ojson{{"tool_version", m.tool_version},
+               {"git_sha", m.git_sha},
+               {"git_dirty", m.git_dirty},
+               {"argv", m.argv},
+               {"start_time", m.start_time},
+               {"hosts", m.hosts},
+               {"mpi_library", m.mpi_library},
+               {"backend", m.backend},
+               {"comm", m.comm},
+               {"blas", m.blas},
+               {"build_type", m.build_type},
+               {"compiler", m.compiler},
+               {"environment", env}};
+}
+
+ojson config_json(const RunConfig& c) {
+  ojson j;
+  j["model"] = ojson(to_json(c.model));
+  j["workload"] = ojson(to_json(c.workload));
+  j["seed"] = c.seed;
+  j["warmup"] = c.warmup;
+  j["steps"] = c.steps;
+  j["grad_reduce"] = to_string(c.grad_reduce);
+  j["optimizer"] = to_string(c.optimizer);
+  j["adamw"] = ojson{{"lr", c.adamw.lr},
+                     {"beta1", c.adamw.beta1},
+                     {"beta2", c.adamw.beta2},
+                     {"eps", c.adamw.eps},
+                     {"weight_decay", c.adamw.weight_decay}};
+  j["precision"] = precision_of(c.backend);
+  j["verify"] = c.verify;
+  j["blas_threads"] = c.blas_threads;
+  if (c.test_corrupt_dispatch_rank >= 0) {
+    j["test_corrupt_dispatch_rank"] = c.test_corrupt_dispatch_rank;
+  }
+  return j;
+}
+
+ojson parallel_json(const RunRecord& r) {
+  const ParallelLayout& l = r.config.layout;
+  return ojson{{"world", l.world},
+               {"ep", l.ep},
+               {"dp", l.dp()},
+               {"edp", l.edp()},
+               {"nodes", r.topology.nodes},
+               {"ranks_per_node", r.topology.ranks_per_node},
+               {"emulated_nodes", l.ranks_per_node > 0}};
+}
+
+ojson accounting_json(const RunRecord& r) {
+  const CollectiveBytes& b = r.collective_bytes;
+  return ojson{{"full_model", ojson(to_json(r.full_model))},
+               {"instantiated", ojson(to_json(r.instantiated))},
+               {"collective_bytes", ojson{{"dispatch", b.dispatch},
+                                          {"combine", b.combine},
+                                          {"dense_grad_reduce", b.dense_grad_reduce},
+                                          {"expert_grad_reduce", b.expert_grad_reduce},
+                                          {"param_allgather", b.param_allgather}}},
+               {"memory_estimate", ojson(to_json(r.memory))}};
+}
+
+ojson phase_json(const PhaseResult& p) {
+  return ojson{{"kind", is_communication(p.phase) ? "communication" : "compute"},
+               {"time_s", ojson(to_json(p.time_s))},
+               {"flops", p.flops},
+               {"bytes", p.bytes},
+               {"flop_rate", p.flop_rate},
+               {"algbw", p.algbw},
+               {"busbw", p.busbw},
+               {"group_size", p.group_size}};
+}
+
+ojson results_json(const RunResults& res) {
+  ojson phases = ojson::object();
+  for (const PhaseResult& p : res.phases) phases[std::string(phase_name(p.phase))] = phase_json(p);
+  ojson per_rank = ojson::array();
+  for (const RankResult& rr : res.per_rank) {
+    ojson times = ojson::object();
+    for (std::size_t i = 0; i < kPhaseCount; ++i) {
+      times[std::string(kPhaseNames[i])] = rr.phase_time_s[i];
+    }
+    per_rank.push_back(ojson{{"rank", rr.rank},
+                             {"host", rr.host},
+                             {"node", rr.node},
+                             {"step_time_s", rr.step_time_s},
+                             {"phase_time_s", times}});
+  }
+  return ojson{{"step_time_s", ojson(to_json(res.step_time_s))},
+               {"step_times_s", res.step_times_s},
+               {"tflops_per_gpu", res.tflops_per_gpu},
+               {"tokens_per_s_per_gpu", res.tokens_per_s_per_gpu},
+               {"compute_time_s", res.compute_time_s},
+               {"communication_time_s", res.communication_time_s},
+               {"exposed_communication_s", res.exposed_communication_s},
+               {"phases", phases},
+               {"per_rank", per_rank},
+               {"bandwidth_convention",
+                "nccl-tests: algbw = send bytes / time; busbw = algbw * (n-1)/n (all-to-all, "
+                "reduce-scatter, all-gather), * 2(n-1)/n (all-reduce)"}};
+}
+
+ojson verification_json(const VerificationResult& v) {
+  ojson tensors = ojson::array();
+  for (const TensorCheck& t : v.tensors) {
+    tensors.push_back(ojson{{"name", t.name},
+                            {"compared", t.compared},
+                            {"mismatches", t.mismatches},
+                            {"max_abs_error", t.max_abs_error},
+                            {"max_rel_error", t.max_rel_error}});
+  }
+  return ojson{{"enabled", v.enabled},
+               {"passed", v.passed},
+               {"reference", v.reference},
+               {"rtol", v.rtol},
+               {"atol", v.atol},
+               {"tolerance_reason", v.tolerance_reason},
+               {"compared", v.compared},
+               {"mismatches", v.mismatches},
+               {"max_abs_error", v.max_abs_error},
+               {"max_rel_error", v.max_rel_error},
+               {"tensors", tensors}};
+}
+
+}  // namespace
+
+nlohmann::ordered_json make_run_report(const RunRecord& r) {
+  ojson j;
+  j["schema_version"] = kRunSchemaVersion;
+  j["kind"] = kRunReportKind;
+  j["meta"] = meta_json(r.meta);
+  j["config"] = config_json(r.config);
+  j["parallel"] = parallel_json(r);
+  j["accounting"] = accounting_json(r);
+  j["results"] = results_json(r.results);
+  j["verification"] = verification_json(r.verification);
+  return j;
+}
+
+}  // namespace moebench

@@ -1,0 +1,24 @@
+// JSON Schema (draft-07) validation of reports and inputs, through valijson. Only this file's
+// .cpp includes valijson, so its exception mode and adapter stay in one place.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace moebench {
+
+// One readable message per failure, "<path>: <what>" with a JSON-pointer path ("/meta/argv/0";
+// "/" for the document itself). Empty when `doc` is valid. A schema that cannot be parsed is a
+// RuntimeError.
+std::vector<std::string> schema_errors(const nlohmann::json& doc, const nlohmann::json& schema);
+
+// The path of reports/<file_name>: next to the executable (the build copies the schemas to
+// <build>/reports/), else in the source tree the binary was built from. RuntimeError otherwise.
+std::string find_schema(const std::string& file_name);
+
+// find_schema + parse. RuntimeError when the file cannot be read or is not JSON.
+nlohmann::json load_schema(const std::string& file_name);
+
+}  // namespace moebench

@@ -1,0 +1,89 @@
+#include "harness/output/table.hpp"
+
+#include <cstdarg>
+#include <cstdio>
+#include <string>
+
+namespace moebench {
+
+namespace {
+
+std::string sprintf_str(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string sprintf_str(const char* fmt, ...) {
+  char buf[512];
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(buf, sizeof(buf), fmt, args);
+  va_end(args);
+  return buf;
+}
+
+// A right-aligned cell, blank when the quantity does not apply to the phase.
+std::string cell(bool applies, const char* fmt, double value, int width) {
+  if (!applies) return std::string(static_cast<std::size_t>(width), ' ');
+  std::string text = sprintf_str(fmt, value);
+  if (static_cast<int>(text.size()) < width) text.insert(0, width - text.size(), ' ');
+  return text;
+}
+
+std::string header(const RunRecord& r) {
+  const RunConfig& c = r.config;
+  const Workload& w = c.workload;
+  std::string out;
+  out += sprintf_str("# moebench: model %s, %lld layers (%lld dense, %lld MoE), %lld tokens/rank\n",
+                     c.model.name.c_str(), static_cast<long long>(w.layers),
+                     static_cast<long long>(w.dense_layers), static_cast<long long>(w.moe_layers()),
+                     static_cast<long long>(w.tokens_per_rank()));
+  out += sprintf_str("# world %d, ep %d, edp %d, nodes %d (%d ranks/node), backend %s, comm %s\n",
+                     c.layout.world, c.layout.ep, c.layout.edp(), r.topology.nodes,
+                     r.topology.ranks_per_node, r.meta.backend.c_str(), r.meta.comm.c_str());
+  out += sprintf_str("# %d warmup + %d timed steps; times are the slowest rank's, medians\n#\n",
+                     c.warmup, c.steps);
+  return out;
+}
+
+std::string phase_rows(const RunRecord& r) {
+  const double step = r.results.step_time_s.median;
+  std::string out =
+      "#  phase           time(ms)   share  TFLOP/s   size(MB)  algbw(GB/s)  busbw(GB/s)\n";
+  for (const PhaseResult& p : r.results.phases) {
+    const bool comm = is_communication(p.phase);
+    const double t = p.time_s.median;
+    out += sprintf_str("   %-14s", std::string(phase_name(p.phase)).c_str());
+    out += cell(true, "%.3f", t * 1e3, 10);
+    out += cell(step > 0, "%.1f%%", 100.0 * t / step, 8);
+    out += cell(!comm && p.flops > 0, "%.3f", p.flop_rate / 1e12, 9);
+    out += cell(comm, "%.2f", p.bytes / 1e6, 11);
+    out += cell(comm, "%.2f", p.algbw / 1e9, 13);
+    out += cell(comm, "%.2f", p.busbw / 1e9, 13);
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    out += '\n';
+  }
+  return out;
+}
+
+std::string verification_line(const VerificationResult& v) {
+  if (!v.enabled) return "# verification: off\n";
+  return sprintf_str("# verification: %lld wrong of %lld compared (max rel err %.1e) %s\n",
+                     v.mismatches, v.compared, v.max_rel_error, v.passed ? "PASSED" : "FAILED");
+}
+
+}  // namespace
+
+std::string format_run_table(const RunRecord& r) {
+  const RunResults& res = r.results;
+  std::string out = header(r) + phase_rows(r);
+  out += "#\n";
+  out +=
+      sprintf_str("# step time: median %.3f ms, p95 %.3f ms over %zu steps\n",
+                  res.step_time_s.median * 1e3, res.step_time_s.p95 * 1e3, res.step_time_s.count);
+  out += sprintf_str("# TFLOP/s/GPU: %.3f   tokens/s/GPU: %.0f\n", res.tflops_per_gpu,
+                     res.tokens_per_s_per_gpu);
+  out += sprintf_str("# compute %.3f ms, communication %.3f ms, exposed communication %.3f ms\n",
+                     res.compute_time_s * 1e3, res.communication_time_s * 1e3,
+                     res.exposed_communication_s * 1e3);
+  out += verification_line(r.verification);
+  return out;
+}
+
+}  // namespace moebench

@@ -1,0 +1,201 @@
+#include "harness/runtime/mpi_runtime.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "harness/core/error.hpp"
+#include "harness/runtime/mpi_check.hpp"
+
+namespace moebench {
+
+namespace {
+
+// Names are exchanged in fixed-size slots so one MPI_Allgather suffices.
+constexpr int kHostSlot = 256;
+
+std::string local_host_name() {
+  char buf[kHostSlot] = {};
+  if (gethostname(buf, sizeof(buf) - 1) == 0 && buf[0] != '\0') return buf;
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int len = 0;
+  if (MPI_Get_processor_name(name, &len) == MPI_SUCCESS) return std::string(name, len);
+  return "unknown";
+}
+
+}  // namespace
+
+void check_mpi(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  int rank = -1;
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  throw RuntimeError(std::string(call) + " failed: " + std::string(text, len) + " (rank " +
+                     std::to_string(rank) + " on " + local_host_name() + ")");
+}
+
+MpiRuntime::MpiRuntime(int* argc, char*** argv) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+      throw RuntimeError("MPI_Init_thread failed: MPI could not start");
+    }
+  }
+  // Failures come back as codes so they turn into exceptions with the rank and host.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  host_ = local_host_name();
+}
+
+MpiRuntime::~MpiRuntime() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+Topology MpiRuntime::topology(int ep, int ranks_per_node_override) const {
+  if (ranks_per_node_override > 0) {
+    return make_topology_emulated(size_, rank_, ep, ranks_per_node_override);
+  }
+  MPI_Comm node_comm = MPI_COMM_NULL;
+  check_mpi(
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_comm),
+      "MPI_Comm_split_type");
+  int local_rank = 0;
+  int local_size = 1;
+  MPI_Comm_rank(node_comm, &local_rank);
+  MPI_Comm_size(node_comm, &local_size);
+  // Node leaders (local rank 0, i.e. each node's lowest world rank) are numbered in world-rank
+  // order; the leader's index is the node index, broadcast inside the node.
+  MPI_Comm leaders = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split(MPI_COMM_WORLD, local_rank == 0 ? 0 : MPI_UNDEFINED, rank_, &leaders),
+            "MPI_Comm_split");
+  int node_info[2] = {0, 1};  // node index, node count
+  if (leaders != MPI_COMM_NULL) {
+    MPI_Comm_rank(leaders, &node_info[0]);
+    MPI_Comm_size(leaders, &node_info[1]);
+    MPI_Comm_free(&leaders);
+  }
+  const int rc = MPI_Bcast(node_info, 2, MPI_INT, 0, node_comm);
+  MPI_Comm_free(&node_comm);
+  check_mpi(rc, "MPI_Bcast");
+  return make_topology(size_, rank_, ep, node_info[0], node_info[1], local_rank, local_size);
+}
+
+std::vector<std::string> MpiRuntime::all_hosts() const {
+  std::vector<char> mine(kHostSlot, '\0');
+  std::copy_n(host_.data(), std::min<std::size_t>(host_.size(), kHostSlot - 1), mine.data());
+  std::vector<char> all(static_cast<std::size_t>(kHostSlot) * size_, '\0');
+  check_mpi(MPI_Allgather(mine.data(), kHostSlot, MPI_CHAR, all.data(), kHostSlot, MPI_CHAR,
+                          MPI_COMM_WORLD),
+            "MPI_Allgather");
+  std::vector<std::string> hosts;
+  hosts.reserve(size_);
+  for (int r = 0; r < size_; ++r)
+    hosts.emplace_back(all.data() + static_cast<std::size_t>(r) * kHostSlot);
+  return hosts;
+}
+
+std::string MpiRuntime::library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int len = 0;
+  if (MPI_Get_library_version(text, &len) != MPI_SUCCESS) return "unknown";
+  std::string s(text, std::strlen(text));
+  const auto end = s.find_first_of("\r\n");
+  if (end != std::string::npos) s.resize(end);
+  while (!s.empty() && (s.back() == ',' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+double MpiRuntime::allreduce_max(double v) const {
+  double out = 0;
+  check_mpi(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+  return out;
+}
+
+double MpiRuntime::allreduce_min(double v) const {
+  double out = 0;
+  check_mpi(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+  return out;
+}
+
+double MpiRuntime::allreduce_sum(double v) const {
+  double out = 0;
+  check_mpi(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+  return out;
+}
+
+long long MpiRuntime::allreduce_sum(long long v) const {
+  long long out = 0;
+  check_mpi(MPI_Allreduce(&v, &out, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+  return out;
+}
+
+bool MpiRuntime::all_true(bool v) const {
+  int in = v ? 1 : 0;
+  int out = 0;
+  check_mpi(MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD), "MPI_Allreduce");
+  return out != 0;
+}
+
+std::vector<double> MpiRuntime::gather_to_root(const std::vector<double>& v) const {
+  MB_CHECK(v.size() <= static_cast<std::size_t>(INT_MAX), "gather of " << v.size() << " values");
+  const int n = static_cast<int>(v.size());
+  std::vector<int> counts(rank_ == 0 ? size_ : 0);
+  check_mpi(MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Gather");
+  std::vector<int> displs(counts.size());
+  long long total = 0;
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    MB_CHECK(total <= INT_MAX, "gather of more than INT_MAX values");
+    displs[r] = static_cast<int>(total);
+    total += counts[r];
+  }
+  MB_CHECK(total <= INT_MAX, "gather of " << total << " values exceeds INT_MAX");
+  std::vector<double> out(static_cast<std::size_t>(total));
+  check_mpi(MPI_Gatherv(v.data(), n, MPI_DOUBLE, out.data(), counts.data(), displs.data(),
+                        MPI_DOUBLE, 0, MPI_COMM_WORLD),
+            "MPI_Gatherv");
+  return out;
+}
+
+void MpiRuntime::broadcast(std::vector<float>& v, int root) const {
+  long long n = static_cast<long long>(v.size());
+  check_mpi(MPI_Bcast(&n, 1, MPI_LONG_LONG, root, MPI_COMM_WORLD), "MPI_Bcast");
+  MB_CHECK(n <= INT_MAX, "broadcast of " << n << " floats exceeds INT_MAX");
+  if (rank_ != root) v.resize(static_cast<std::size_t>(n));
+  check_mpi(MPI_Bcast(v.data(), static_cast<int>(n), MPI_FLOAT, root, MPI_COMM_WORLD), "MPI_Bcast");
+}
+
+void MpiRuntime::broadcast(std::string& s, int root) const {
+  long long n = static_cast<long long>(s.size());
+  check_mpi(MPI_Bcast(&n, 1, MPI_LONG_LONG, root, MPI_COMM_WORLD), "MPI_Bcast");
+  MB_CHECK(n <= INT_MAX, "broadcast of a " << n << "-byte string exceeds INT_MAX");
+  if (rank_ != root) s.resize(static_cast<std::size_t>(n));
+  check_mpi(MPI_Bcast(s.data(), static_cast<int>(n), MPI_CHAR, root, MPI_COMM_WORLD), "MPI_Bcast");
+}
+
+void MpiRuntime::barrier() const {
+  check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+}
+
+void MpiRuntime::abort(int code) const {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);  // MPI_Abort does not return; this only satisfies [[noreturn]]
+}
+
+}  // namespace moebench

@@ -1,0 +1,61 @@
+// MPI for the harness itself: start-up, node identity, and the small host-side exchanges the
+// driver needs (timings, host names, agreement on errors). The training step's data path goes
+// through a Communicator instead.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <mpi.h>
+
+#include "harness/runtime/topology.hpp"
+
+namespace moebench {
+
+class MpiRuntime {
+ public:
+  // MPI_Init_thread (FUNNELED). Throws RuntimeError if MPI cannot start.
+  MpiRuntime(int* argc, char*** argv);
+  ~MpiRuntime();  // MPI_Finalize unless aborted
+  MpiRuntime(const MpiRuntime&) = delete;
+  MpiRuntime& operator=(const MpiRuntime&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::string& host() const { return host_; }
+  MPI_Comm world() const { return MPI_COMM_WORLD; }
+
+  // The node layout from MPI_Comm_split_type(SHARED), or emulated with K ranks per node.
+  Topology topology(int ep, int ranks_per_node_override) const;
+
+  // Host names of every rank, in rank order (on every rank).
+  std::vector<std::string> all_hosts() const;
+  // The MPI library's version string.
+  static std::string library_version();
+
+  double allreduce_max(double v) const;
+  double allreduce_min(double v) const;
+  double allreduce_sum(double v) const;
+  long long allreduce_sum(long long v) const;
+  bool all_true(bool v) const;  // logical and over ranks
+  // Every rank's values concatenated in rank order, on rank 0 only (empty elsewhere).
+  std::vector<double> gather_to_root(const std::vector<double>& v) const;
+  void broadcast(std::vector<float>& v, int root) const;  // resizes on non-roots
+  void broadcast(std::string& s, int root) const;
+  void barrier() const;
+  // Ends every rank (MPI_Abort) with the exit code, after flushing stderr.
+  [[noreturn]] void abort(int code) const;
+
+ private:
+  int rank_ = 0;
+  int size_ = 1;
+  std::string host_;
+};
+
+class Communicator;
+// The mpi communication backend over `world` (split into the expert and expert-data groups of
+// `topo`). Use MPI_COMM_SELF with a 1-rank topology for the single-process reference.
+std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm world, const Topology& topo);
+
+}  // namespace moebench

@@ -1,0 +1,254 @@
+// Exercises every Communicator method of the mpi backend in every group, and the MpiRuntime's
+// exchanges, with seeded integer-valued data whose sums are exact in f32, so every check is ==.
+// Usage: mpirun -n W mpi_communicator_test EP. Exit 0 only when every rank passed.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "harness/comm/communicator.hpp"
+#include "harness/core/error.hpp"
+#include "harness/runtime/mpi_runtime.hpp"
+
+namespace mb = moebench;
+
+namespace {
+
+struct Checker {
+  int rank = 0;
+  int passed = 0;
+  int failed = 0;
+  void check(bool ok, const std::string& what) {
+    if (ok) {
+      ++passed;
+    } else {
+      ++failed;
+      std::fprintf(stderr, "rank %d: FAILED %s\n", rank, what.c_str());
+    }
+  }
+};
+
+mb::Mat mat(std::vector<float>& v, std::int64_t rows, std::int64_t cols) {
+  return mb::Mat{v.data(), rows, cols, cols, mb::DType::f32};
+}
+
+// World ranks of the members of this rank's group, in group-rank order.
+std::vector<int> members(mb::Group g, const mb::Topology& t) {
+  std::vector<int> m;
+  switch (g) {
+    case mb::Group::world:
+      for (int r = 0; r < t.world; ++r) m.push_back(r);
+      break;
+    case mb::Group::expert:
+      for (int j = 0; j < t.ep; ++j) m.push_back(t.ep_group * t.ep + j);
+      break;
+    case mb::Group::expert_data:
+      for (int j = 0; j < t.edp; ++j) m.push_back(t.ep_rank + j * t.ep);
+      break;
+  }
+  return m;
+}
+
+// Rows group rank s sends to group rank d (zero for some pairs, asymmetric in s and d).
+std::int64_t rows_between(int s, int d) {
+  return (2 * s + d) % 3;
+}
+float payload(int s, int d, std::int64_t r, std::int64_t c) {
+  return static_cast<float>(s * 10000 + d * 100 + r * 10 + c);
+}
+
+void test_group(mb::Communicator& comm, mb::Group g, const mb::Topology& t, Checker& ck) {
+  const std::string gname = mb::group_name(g);
+  const std::vector<int> mem = members(g, t);
+  const int n = static_cast<int>(mem.size());
+  const mb::GroupInfo gi = comm.info(g);
+  ck.check(gi.size == n, gname + " size");
+  ck.check(gi.rank >= 0 && gi.rank < n && mem[gi.rank] == t.rank, gname + " rank");
+  const int me = gi.rank;
+
+  {  // alltoall_counts: 2 values per destination
+    std::vector<std::int64_t> send(2 * n);
+    for (int d = 0; d < n; ++d) {
+      for (int j = 0; j < 2; ++j) send[2 * d + j] = 1000 * me + 10 * d + j;
+    }
+    const auto recv = comm.alltoall_counts(g, send);
+    bool ok = recv.size() == send.size();
+    for (int s = 0; ok && s < n; ++s) {
+      for (int j = 0; j < 2; ++j) ok = ok && recv[2 * s + j] == 1000 * s + 10 * me + j;
+    }
+    ck.check(ok, gname + " alltoall_counts");
+  }
+
+  {  // alltoallv with gaps between segments, so offsets matter
+    const std::int64_t cols = 3;
+    std::vector<std::int64_t> sr(n), so(n), rr(n), ro(n);
+    std::int64_t srows = 0, rrows = 0;
+    for (int i = 0; i < n; ++i) {
+      sr[i] = rows_between(me, i);
+      so[i] = srows + 1;
+      srows += sr[i] + 1;
+      rr[i] = rows_between(i, me);
+      ro[i] = rrows + 2;
+      rrows += rr[i] + 2;
+    }
+    std::vector<float> sbuf(srows * cols, -5.0f), rbuf(rrows * cols, -1.0f);
+    for (int d = 0; d < n; ++d) {
+      for (std::int64_t r = 0; r < sr[d]; ++r) {
+        for (std::int64_t c = 0; c < cols; ++c) sbuf[(so[d] + r) * cols + c] = payload(me, d, r, c);
+      }
+    }
+    comm.alltoallv(g, mat(sbuf, srows, cols), sr, so, mat(rbuf, rrows, cols), rr, ro);
+    std::vector<float> want(rrows * cols, -1.0f);
+    for (int s = 0; s < n; ++s) {
+      for (std::int64_t r = 0; r < rr[s]; ++r) {
+        for (std::int64_t c = 0; c < cols; ++c) want[(ro[s] + r) * cols + c] = payload(s, me, r, c);
+      }
+    }
+    ck.check(rbuf == want, gname + " alltoallv");
+  }
+
+  const std::int64_t m = 5;  // elements per rank's shard
+  {                          // allreduce_sum
+    std::vector<float> buf(n * m);
+    for (std::int64_t k = 0; k < n * m; ++k) buf[k] = static_cast<float>((t.rank + 1) * (k + 1));
+    comm.allreduce_sum(g, mat(buf, n, m));
+    const int rank_sum = std::accumulate(mem.begin(), mem.end(), 0) + n;
+    bool ok = true;
+    for (std::int64_t k = 0; k < n * m; ++k)
+      ok = ok && buf[k] == static_cast<float>(rank_sum * (k + 1));
+    ck.check(ok, gname + " allreduce_sum");
+  }
+
+  {  // reduce_scatter_sum
+    std::vector<float> buf(n * m), shard(m, -1.0f);
+    for (std::int64_t k = 0; k < n * m; ++k) buf[k] = static_cast<float>((t.rank + 1) * (k + 1));
+    comm.reduce_scatter_sum(g, mat(buf, n * m, 1), mat(shard, m, 1));
+    const int rank_sum = std::accumulate(mem.begin(), mem.end(), 0) + n;
+    bool ok = true;
+    for (std::int64_t k = 0; k < m; ++k) {
+      ok = ok && shard[k] == static_cast<float>(rank_sum * (me * m + k + 1));
+    }
+    ck.check(ok, gname + " reduce_scatter_sum");
+  }
+
+  for (bool in_place : {false, true}) {  // allgather, separate shard and shard inside buf
+    std::vector<float> shard(m), buf(n * m, -1.0f);
+    for (std::int64_t k = 0; k < m; ++k) shard[k] = static_cast<float>(t.rank * 100 + k);
+    mb::Mat shard_view = mat(shard, 1, m);
+    if (in_place) {
+      std::copy(shard.begin(), shard.end(), buf.begin() + me * m);
+      shard_view = mat(buf, n, m).row_slice(me, 1);
+    }
+    comm.allgather(g, shard_view, mat(buf, n, m));
+    bool ok = true;
+    for (int s = 0; s < n; ++s) {
+      for (std::int64_t k = 0; k < m; ++k)
+        ok = ok && buf[s * m + k] == static_cast<float>(mem[s] * 100 + k);
+    }
+    ck.check(ok, gname + (in_place ? " allgather in place" : " allgather"));
+  }
+  comm.synchronize();
+}
+
+template <typename F>
+void expect_error(F&& f, const std::string& what, Checker& ck) {
+  bool threw = false;
+  try {
+    f();
+  } catch (const mb::RuntimeError&) {
+    threw = true;
+  }
+  ck.check(threw, what + " throws RuntimeError");
+}
+
+void test_misuse(mb::Communicator& comm, Checker& ck) {
+  const int n = comm.info(mb::Group::world).size;
+  std::vector<float> buf(4 * n);
+  mb::Mat bf16{buf.data(), 1, 4, 4, mb::DType::bf16};
+  expect_error([&] { comm.allreduce_sum(mb::Group::world, bf16); }, "bf16 allreduce", ck);
+  mb::Mat strided{buf.data(), 2, 1, 2, mb::DType::f32};
+  expect_error([&] { comm.allreduce_sum(mb::Group::world, strided); }, "strided allreduce", ck);
+  std::vector<std::int64_t> short_counts(n + 1, 0);
+  expect_error(
+      [&] {
+        comm.alltoallv(mb::Group::world, mat(buf, n, 4), short_counts, short_counts, mat(buf, n, 4),
+                       short_counts, short_counts);
+      },
+      "alltoallv with wrong count arrays", ck);
+  std::vector<float> shard(3);
+  expect_error([&] { comm.allgather(mb::Group::world, mat(shard, 1, 3), mat(buf, n, 4)); },
+               "allgather size mismatch", ck);
+}
+
+void test_runtime(const mb::MpiRuntime& rt, Checker& ck) {
+  const int w = rt.size();
+  const int r = rt.rank();
+  ck.check(rt.allreduce_max(r) == w - 1, "allreduce_max");
+  ck.check(rt.allreduce_min(r + 1.0) == 1.0, "allreduce_min");
+  ck.check(rt.allreduce_sum(static_cast<double>(r)) == w * (w - 1) / 2.0, "allreduce_sum double");
+  ck.check(rt.allreduce_sum(static_cast<long long>(r) << 33) ==
+               (static_cast<long long>(w) * (w - 1) / 2) << 33,
+           "allreduce_sum long long beyond 32 bits");
+  ck.check(rt.all_true(true), "all_true(true)");
+  ck.check(!rt.all_true(r != w - 1), "all_true with one false");
+  std::vector<double> mine(r % 3, static_cast<double>(r));  // uneven lengths, some empty
+  const auto gathered = rt.gather_to_root(mine);
+  std::vector<double> want;
+  if (r == 0) {
+    for (int s = 0; s < w; ++s) want.insert(want.end(), s % 3, static_cast<double>(s));
+  }
+  ck.check(gathered == want, "gather_to_root");
+  std::vector<float> v;
+  if (r == w - 1) v = {1.5f, 2.5f, -3.0f};
+  rt.broadcast(v, w - 1);
+  ck.check(v == std::vector<float>{1.5f, 2.5f, -3.0f}, "broadcast floats");
+  std::string s = r == 0 ? "moebench" : "x";
+  rt.broadcast(s, 0);
+  ck.check(s == "moebench", "broadcast string");
+  const auto hosts = rt.all_hosts();
+  ck.check(static_cast<int>(hosts.size()) == w && hosts[r] == rt.host(), "all_hosts");
+  ck.check(!mb::MpiRuntime::library_version().empty(), "library_version");
+  const mb::Topology t = rt.topology(1, 0);
+  ck.check(t.nodes >= 1 && t.node < t.nodes && t.local_rank < t.ranks_per_node, "topology nodes");
+  ck.check(rt.allreduce_sum(static_cast<long long>(t.local_rank == 0)) == t.nodes,
+           "one local rank 0 per node");
+  rt.barrier();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  mb::MpiRuntime rt(&argc, &argv);
+  Checker ck;
+  ck.rank = rt.rank();
+  int code = 0;
+  try {
+    const int ep = argc > 1 ? std::atoi(argv[1]) : 1;
+    const mb::Topology topo = rt.topology(ep, 0);
+    auto comm = mb::make_mpi_communicator(rt.world(), topo);
+    ck.check(comm->name() == "mpi", "name");
+    for (mb::Group g : {mb::Group::world, mb::Group::expert, mb::Group::expert_data}) {
+      test_group(*comm, g, topo, ck);
+    }
+    test_misuse(*comm, ck);
+    // The single-process reference's communicator: every group is this rank alone.
+    const mb::Topology self = mb::make_topology(1, 0, 1, 0, 1, 0, 1);
+    auto solo = mb::make_mpi_communicator(MPI_COMM_SELF, self);
+    for (mb::Group g : {mb::Group::world, mb::Group::expert, mb::Group::expert_data}) {
+      test_group(*solo, g, self, ck);
+    }
+    test_runtime(rt, ck);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank %d: error: %s\n", rt.rank(), e.what());
+    ++ck.failed;
+  }
+  const long long failed = rt.allreduce_sum(static_cast<long long>(ck.failed));
+  const long long passed = rt.allreduce_sum(static_cast<long long>(ck.passed));
+  if (rt.rank() == 0) std::printf("%lld passed, %lld failed\n", passed, failed);
+  code = failed == 0 ? 0 : 1;
+  return code;
+}

@@ -1,0 +1,410 @@
+// The cpu backend against naive references and finite differences. Values come from
+// uniform_pm1, so every input is O(1) and reproducible.
+#include "harness/compute/cpu_compute.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <vector>
+
+#include "workloads/ops/elementwise.hpp"
+#include "workloads/ops/random.hpp"
+#include "workloads/routing/route.hpp"
+
+namespace moebench {
+namespace {
+
+using Vec = std::vector<float>;
+
+Vec random_vec(std::size_t n, std::uint64_t stream, float scale = 1.0f) {
+  Vec v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = scale * uniform_pm1(11, stream, i);
+  return v;
+}
+
+Tensor make(CpuCompute& c, std::int64_t rows, std::int64_t cols, const Vec& v) {
+  Tensor t = c.alloc(rows, cols);
+  c.upload(v.data(), t);
+  return t;
+}
+
+Vec read(CpuCompute& c, Mat m) {
+  Vec v(static_cast<std::size_t>(m.numel()));
+  c.download(m, v.data());
+  return v;
+}
+
+Tensor make_index(CpuCompute& c, const std::vector<std::int32_t>& idx) {
+  Tensor t = c.alloc(static_cast<std::int64_t>(idx.size()), 1, DType::i32);
+  c.upload_i32(idx.data(), t);
+  return t;
+}
+
+// Finite differences in FP32 with h = 1e-2 on O(1) inputs (see elementwise_test.cpp): the
+// loss is accumulated in double, truncation (~h^2) and output rounding (~1e-7 * terms / h) stay
+// near 1e-4, so 2e-3 absolute plus 1e-2 relative passes a correct gradient and fails a wrong one.
+constexpr float kH = 1e-2f;
+
+void check_grad(double analytic, double numeric) {
+  CHECK(std::abs(analytic - numeric) <= 2e-3 + 1e-2 * std::abs(numeric));
+}
+
+// For each element of x: central difference of loss() against grad[i].
+void check_fd(CpuCompute& c, Tensor& x, const Vec& grad, const std::function<double()>& loss) {
+  Vec xv = read(c, x);
+  REQUIRE(grad.size() == xv.size());
+  for (std::size_t i = 0; i < xv.size(); ++i) {
+    const float x0 = xv[i];
+    xv[i] = x0 + kH;
+    c.upload(xv.data(), x);
+    const double lp = loss();
+    xv[i] = x0 - kH;
+    c.upload(xv.data(), x);
+    const double lm = loss();
+    xv[i] = x0;
+    c.upload(xv.data(), x);
+    check_grad(grad[i], (lp - lm) / (2 * kH));
+  }
+}
+
+double dot(const Vec& a, const Vec& b) {
+  double s = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) s += static_cast<double>(a[i]) * b[i];
+  return s;
+}
+
+TEST_CASE("gemm matches a naive product for every transpose, on strided views") {
+  CpuCompute c(1);
+  const std::int64_t m = 5, n = 7, k = 6, pad = 3;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      CAPTURE(ta);
+      CAPTURE(tb);
+      const std::int64_t ar = ta ? k : m, ac = ta ? m : k;
+      const std::int64_t br = tb ? n : k, bc = tb ? k : n;
+      // Each operand is a column slice of a wider tensor, so ld > cols.
+      Tensor a = make(c, ar, ac + pad, random_vec(ar * (ac + pad), 1));
+      Tensor b = make(c, br, bc + pad, random_vec(br * (bc + pad), 2));
+      Tensor cc = make(c, m, n + pad, random_vec(m * (n + pad), 3));
+      const Vec a_all = read(c, a), b_all = read(c, b), c_before = read(c, cc);
+      c.gemm(ta, tb, 0.7f, a.view().col_slice(0, ac), b.view().col_slice(pad, bc), 0.3f,
+             cc.view().col_slice(1, n));
+      const Vec got = read(c, cc);
+      for (std::int64_t i = 0; i < m; ++i) {
+        for (std::int64_t j = 0; j < n + pad; ++j) {
+          const std::size_t at = i * (n + pad) + j;
+          if (j < 1 || j > n) {
+            CHECK(got[at] == c_before[at]);  // outside the view: untouched
+            continue;
+          }
+          double s = 0.0;
+          for (std::int64_t p = 0; p < k; ++p) {
+            const double av = ta ? a_all[p * (ac + pad) + i] : a_all[i * (ac + pad) + p];
+            const double bv =
+                tb ? b_all[(j - 1) * (bc + pad) + pad + p] : b_all[p * (bc + pad) + pad + (j - 1)];
+            s += av * bv;
+          }
+          // FP32 accumulation of k = 6 O(1) products: 1e-5 absolute is tens of ulps.
+          CHECK(got[at] == doctest::Approx(0.7 * s + 0.3 * c_before[at]).epsilon(1e-5));
+        }
+      }
+    }
+  }
+  SUBCASE("inconsistent shapes are rejected") {
+    Tensor a = c.alloc(4, 3), b = c.alloc(4, 2), out = c.alloc(4, 2);
+    CHECK_THROWS_AS(c.gemm(false, false, 1.0f, a, b, 0.0f, out), RuntimeError);
+  }
+}
+
+TEST_CASE("grouped_gemm runs each problem, skips empty ones, and zeroes empty sums") {
+  CpuCompute c(1);
+  const std::int64_t k = 4, n = 3;
+  Tensor w0 = make(c, k, n, random_vec(k * n, 10));
+  Tensor w1 = make(c, k, n, random_vec(k * n, 11));
+  Tensor x0 = make(c, 2, k, random_vec(2 * k, 12));
+  Tensor x1 = c.alloc(0, k);
+  Tensor y0 = c.alloc(2, n), y1 = c.alloc(0, n);
+  const GemmProblem forward[] = {{x0, w0, y0}, {x1, w1, y1}};
+  c.grouped_gemm(false, false, 1.0f, forward, 0.0f);
+  Tensor y_ref = c.alloc(2, n);
+  c.gemm(false, false, 1.0f, x0, w0, 0.0f, y_ref);
+  CHECK(read(c, y0) == read(c, y_ref));
+  // Weight gradient of the expert with no rows: dW = X^T dY over zero rows must be zero.
+  Tensor dw1 = make(c, k, n, random_vec(k * n, 13));
+  const GemmProblem wgrad[] = {{x1, y1, dw1}};
+  c.grouped_gemm(true, false, 1.0f, wgrad, 0.0f);
+  for (float v : read(c, dw1)) CHECK(v == 0.0f);
+}
+
+TEST_CASE("fill_random is deterministic, stream-dependent and independent of ld") {
+  CpuCompute c(1);
+  Tensor a = c.alloc(3, 4), b = c.alloc(3, 4), d = c.alloc(3, 4);
+  c.fill_random(a, 5, 9, 0.5f);
+  c.fill_random(b, 5, 9, 0.5f);
+  c.fill_random(d, 5, 10, 0.5f);
+  const Vec av = read(c, a);
+  CHECK(av == read(c, b));
+  CHECK(av != read(c, d));
+  CHECK(av[6] == 0.5f * uniform_pm1(5, 9, 6));  // element (1, 2) has index 1 * 4 + 2
+  Tensor wide = c.alloc(3, 6);
+  c.fill(wide, 42.0f);
+  c.fill_random(wide.view().col_slice(1, 4), 5, 9, 0.5f);
+  const Vec wv = read(c, wide);
+  for (std::int64_t r = 0; r < 3; ++r) {
+    CHECK(wv[r * 6] == 42.0f);
+    CHECK(wv[r * 6 + 5] == 42.0f);
+    for (std::int64_t j = 0; j < 4; ++j) CHECK(wv[r * 6 + 1 + j] == av[r * 4 + j]);
+  }
+}
+
+TEST_CASE("copy, axpby, zero and upload honour ld; dtypes are checked") {
+  CpuCompute c(1);
+  Tensor x = make(c, 2, 3, {1, 2, 3, 4, 5, 6});
+  Tensor y = make(c, 2, 5, Vec(10, 1.0f));
+  Mat yv = y.view().col_slice(1, 3);
+  c.axpby(2.0f, x, 0.5f, yv);
+  CHECK(read(c, y) == Vec{1, 2.5f, 4.5f, 6.5f, 1, 1, 8.5f, 10.5f, 12.5f, 1});
+  c.copy(x, yv);
+  CHECK(read(c, yv) == Vec{1, 2, 3, 4, 5, 6});
+  c.zero(yv);
+  CHECK(read(c, y) == Vec{1, 0, 0, 0, 1, 1, 0, 0, 0, 1});
+  Tensor i = c.alloc(2, 3, DType::i32);
+  CHECK_THROWS_AS(c.copy(x, i), RuntimeError);
+  CHECK_THROWS_AS(c.alloc(2, 2, DType::bf16), RuntimeError);
+  CHECK(reinterpret_cast<std::uintptr_t>(c.alloc(3, 3).data()) % 64 == 0);
+  CHECK(c.memory_available_bytes() > 0);
+}
+
+TEST_CASE("rmsnorm backward matches finite differences (dx and dweight)") {
+  CpuCompute c(1);
+  const std::int64_t rows = 3, cols = 6;
+  const float eps = 1e-5f;
+  Tensor x = make(c, rows, cols, random_vec(rows * cols, 20));
+  Tensor w = make(c, 1, cols, random_vec(cols, 21));
+  const Vec dyv = random_vec(rows * cols, 22);
+  Tensor dy = make(c, rows, cols, dyv);
+  Tensor y = c.alloc(rows, cols), rstd = c.alloc(rows, 1);
+  auto loss = [&] {
+    c.rmsnorm_forward(x, w, eps, y, rstd);
+    return dot(read(c, y), dyv);
+  };
+  loss();
+  Tensor dx = c.alloc(rows, cols);
+  Tensor dw = make(c, 1, cols, Vec(cols, 1.0f));  // accumulates onto 1
+  c.rmsnorm_backward(dy, x, w, rstd, dx, dw);
+  Vec dwv = read(c, dw);
+  for (float& v : dwv) v -= 1.0f;
+  check_fd(c, x, read(c, dx), loss);
+  check_fd(c, w, dwv, loss);
+}
+
+TEST_CASE("rope on the backend: per-head rotation by row position, backward inverts it") {
+  CpuCompute c(1);
+  const std::int64_t seq = 3, batch = 2, heads = 2, stride = 7, offset = 2, dim = 4;
+  const std::int64_t cols = heads * stride;
+  const Vec xv = random_vec(batch * seq * cols, 30);
+  Tensor x = make(c, batch * seq, cols, xv);
+  c.rope_forward(x, seq, heads, stride, offset, dim, 100.0f);
+  const Vec got = read(c, x);
+  for (std::int64_t r = 0; r < batch * seq; ++r) {
+    Vec want(xv.begin() + r * cols, xv.begin() + (r + 1) * cols);
+    for (std::int64_t h = 0; h < heads; ++h)
+      rope_rotate(want.data() + h * stride + offset, dim, r % seq, 100.0f, false);
+    for (std::int64_t j = 0; j < cols; ++j) CHECK(got[r * cols + j] == want[j]);
+  }
+  c.rope_backward(x, seq, heads, stride, offset, dim, 100.0f);
+  const Vec back = read(c, x);
+  // A rotation and its inverse in float: a few ulps of O(1) values.
+  for (std::size_t i = 0; i < xv.size(); ++i)
+    CHECK(back[i] == doctest::Approx(xv[i]).epsilon(1e-5));
+  CHECK_THROWS_AS(c.rope_forward(x, seq, heads, stride, offset + 2, dim, 100.0f), RuntimeError);
+}
+
+TEST_CASE("swiglu backward matches finite differences") {
+  CpuCompute c(1);
+  const std::int64_t rows = 2, f = 3;
+  Tensor gu = make(c, rows, 2 * f, random_vec(rows * 2 * f, 40, 2.0f));
+  const Vec doutv = random_vec(rows * f, 41);
+  Tensor dout = make(c, rows, f, doutv);
+  Tensor out = c.alloc(rows, f), dgu = c.alloc(rows, 2 * f);
+  auto loss = [&] {
+    c.swiglu_forward(gu, out);
+    return dot(read(c, out), doutv);
+  };
+  c.swiglu_backward(gu, dout, dgu);
+  check_fd(c, gu, read(c, dgu), loss);
+}
+
+// Attention in double, straight from the definition.
+Vec naive_attention(const AttentionShape& s, const Vec& q, const Vec& k, const Vec& v) {
+  const std::int64_t t = s.seq_len, qc = s.heads * s.qk_dim, vc = s.heads * s.v_dim;
+  Vec out(static_cast<std::size_t>(s.batch * t * vc));
+  for (std::int64_t b = 0; b < s.batch; ++b) {
+    for (std::int64_t h = 0; h < s.heads; ++h) {
+      for (std::int64_t i = 0; i < t; ++i) {
+        std::vector<double> p(t, 0.0);
+        double mx = -1e300, sum = 0.0;
+        const std::int64_t n = s.causal ? i + 1 : t;
+        for (std::int64_t j = 0; j < n; ++j) {
+          double d = 0.0;
+          for (std::int64_t e = 0; e < s.qk_dim; ++e)
+            d += double{q[(b * t + i) * qc + h * s.qk_dim + e]} *
+                 k[(b * t + j) * qc + h * s.qk_dim + e];
+          p[j] = s.scale * d;
+          mx = std::max(mx, p[j]);
+        }
+        for (std::int64_t j = 0; j < n; ++j) sum += (p[j] = std::exp(p[j] - mx));
+        for (std::int64_t e = 0; e < s.v_dim; ++e) {
+          double o = 0.0;
+          for (std::int64_t j = 0; j < n; ++j)
+            o += p[j] / sum * v[(b * t + j) * vc + h * s.v_dim + e];
+          out[(b * t + i) * vc + h * s.v_dim + e] = static_cast<float>(o);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+TEST_CASE("attention forward matches a naive reference; backward matches finite differences") {
+  for (bool causal : {true, false}) {
+    CAPTURE(causal);
+    CpuCompute c(1);
+    AttentionShape s;
+    s.batch = 2;
+    s.seq_len = 5;
+    s.heads = 2;
+    s.qk_dim = 4;
+    s.v_dim = 3;
+    s.scale = 1.0f / std::sqrt(4.0f);
+    s.causal = causal;
+    const std::int64_t rows = s.batch * s.seq_len;
+    const std::int64_t qc = s.heads * s.qk_dim, vc = s.heads * s.v_dim;
+    const Vec qv = random_vec(rows * qc, 50, 1.5f), kv = random_vec(rows * qc, 51, 1.5f);
+    const Vec vv = random_vec(rows * vc, 52);
+    Tensor q = make(c, rows, qc, qv), k = make(c, rows, qc, kv), v = make(c, rows, vc, vv);
+    Tensor out = c.alloc(rows, vc), stats = c.alloc(rows, s.heads);
+    c.attention_forward(s, q, k, v, out, stats);
+    const Vec want = naive_attention(s, qv, kv, vv);
+    const Vec got = read(c, out);
+    // FP32 softmax and sums over <= 5 keys of O(1) values: 1e-5 relative is tens of ulps.
+    for (std::size_t i = 0; i < got.size(); ++i)
+      CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-5));
+
+    const Vec doutv = random_vec(rows * vc, 53);
+    Tensor dout = make(c, rows, vc, doutv);
+    Tensor dq = c.alloc(rows, qc), dk = c.alloc(rows, qc), dv = c.alloc(rows, vc);
+    c.fill(dq, 7.0f);  // gradients are overwritten, not accumulated
+    c.attention_backward(s, q, k, v, out, dout, stats, dq, dk, dv);
+    Tensor out2 = c.alloc(rows, vc), stats2 = c.alloc(rows, s.heads);
+    auto loss = [&] {
+      c.attention_forward(s, q, k, v, out2, stats2);
+      return dot(read(c, out2), doutv);
+    };
+    check_fd(c, q, read(c, dq), loss);
+    check_fd(c, k, read(c, dk), loss);
+    check_fd(c, v, read(c, dv), loss);
+  }
+}
+
+TEST_CASE("gather, scatter_add, scaled gather and gathered dot") {
+  CpuCompute c(1);
+  Tensor src = make(c, 3, 2, {1, 2, 3, 4, 5, 6});
+  Tensor idx = make_index(c, {2, 0, 2, 1});
+  Tensor dst = c.alloc(4, 2);
+  c.gather_rows(src, idx, dst);
+  CHECK(read(c, dst) == Vec{5, 6, 1, 2, 5, 6, 3, 4});
+
+  Tensor acc = make(c, 3, 2, Vec(6, 1.0f));
+  c.scatter_add_rows(dst, idx, Mat{}, acc);  // unscaled: each row adds back where it came from
+  CHECK(read(c, acc) == Vec{2, 3, 4, 5, 11, 13});
+  Tensor scale = make(c, 4, 1, {0.5f, 2.0f, -1.0f, 1.0f});
+  c.scatter_add_rows(dst, idx, scale, acc);
+  CHECK(read(c, acc) == Vec{4, 7, 7, 9, 8.5f, 10});
+
+  Tensor scaled = c.alloc(4, 2);
+  c.gather_rows_scaled(src, idx, scale, scaled);
+  CHECK(read(c, scaled) == Vec{2.5f, 3, 2, 4, -5, -6, 3, 4});
+
+  Tensor b = make(c, 4, 2, {1, 1, 1, -1, 0, 2, 2, 0});
+  Tensor out = c.alloc(4, 1);
+  c.gathered_row_dot(src, idx, b, out);
+  CHECK(read(c, out) == Vec{11, -1, 12, 6});
+
+  Tensor bad = make_index(c, {0, 3, 1, 1});
+  CHECK_THROWS_AS(c.gather_rows(src, bad, dst), RuntimeError);
+  CHECK_THROWS_AS(c.scatter_add_rows(dst, bad, Mat{}, acc), RuntimeError);
+}
+
+TEST_CASE("adamw on the backend matches the element update on every element of a view") {
+  CpuCompute c(1);
+  AdamWStep s;
+  s.lr = 0.01f;
+  s.weight_decay = 0.1f;
+  s.grad_scale = 0.5f;
+  s.step = 3;
+  Tensor p = make(c, 2, 4, Vec(8, 1.0f)), g = make(c, 2, 4, Vec(8, 0.5f));
+  Tensor m = make(c, 2, 4, Vec(8, 0.1f)), v = make(c, 2, 4, Vec(8, 0.2f));
+  auto view = [](const Tensor& t) { return t.view().col_slice(1, 2); };
+  c.adamw(s, view(p), view(g), view(m), view(v));
+  const Vec pv = read(c, p);
+  for (std::int64_t r = 0; r < 2; ++r) {
+    for (std::int64_t j = 0; j < 4; ++j) {
+      // Same numbers as elementwise_test.cpp's hand-computed step (FP32: 1e-6 relative).
+      const double want = (j == 1 || j == 2) ? 0.9953532404740754 : 1.0;
+      CHECK(pv[r * 4 + j] == doctest::Approx(want).epsilon(1e-6));
+    }
+  }
+}
+
+TEST_CASE("router: sigmoid scores, route_token's choice, and its backward") {
+  CpuCompute c(1);
+  RouterParams rp;
+  rp.experts = 8;
+  rp.top_k = 2;
+  rp.groups = 4;
+  rp.topk_groups = 2;
+  rp.scaling = 2.5f;
+  const std::int64_t tokens = 4, first = 10;
+  const Vec lv = random_vec(tokens * rp.experts, 60, 3.0f);
+  const Vec bv = random_vec(rp.experts, 61, 0.1f);
+  Tensor logits = make(c, tokens, rp.experts, lv), bias = make(c, 1, rp.experts, bv);
+  Tensor scores = c.alloc(tokens, rp.experts), weights = c.alloc(tokens, rp.top_k);
+  Tensor indices = c.alloc(tokens, rp.top_k, DType::i32);
+  for (std::int32_t mode : {kRouteRouter, kRouteBalanced}) {
+    CAPTURE(mode);
+    rp.mode = mode;
+    c.router_forward(rp, logits, bias, first, scores, indices, weights);
+    const Vec sv = read(c, scores), wv = read(c, weights);
+    const auto* iv = indices.view().as<std::int32_t>();
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      for (int e = 0; e < rp.experts; ++e)
+        CHECK(sv[t * rp.experts + e] == sigmoid(lv[t * rp.experts + e]));
+      std::int32_t idx[2];
+      float w[2];
+      route_token(rp, sv.data() + t * rp.experts, bv.data(), first + t, idx, w);
+      for (int j = 0; j < rp.top_k; ++j) {
+        CHECK(iv[t * rp.top_k + j] == idx[j]);
+        CHECK(wv[t * rp.top_k + j] == w[j]);
+      }
+    }
+  }
+  // Balanced selection does not depend on the logits, so the weights are smooth in them and
+  // router_backward (sigmoid derivative included) can be checked by finite differences.
+  rp.mode = kRouteBalanced;
+  const Vec dwv = random_vec(tokens * rp.top_k, 62);
+  Tensor dw = make(c, tokens, rp.top_k, dwv), dlogits = c.alloc(tokens, rp.experts);
+  c.fill(dlogits, 5.0f);  // overwritten, zero for unchosen experts
+  c.router_forward(rp, logits, bias, first, scores, indices, weights);
+  c.router_backward(rp, scores, indices, dw, dlogits);
+  auto loss = [&] {
+    c.router_forward(rp, logits, bias, first, scores, indices, weights);
+    return dot(read(c, weights), dwv);
+  };
+  check_fd(c, logits, read(c, dlogits), loss);
+}
+
+}  // namespace
+}  // namespace moebench

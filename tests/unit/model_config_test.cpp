@@ -1,0 +1,227 @@
+#include "workloads/config/model_config.hpp"
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/core/error.hpp"
+
+namespace moebench {
+namespace {
+
+// The UsageError message a call throws; "" when it throws none, so a missing throw fails the
+// CHECKs on the message too.
+template <typename F>
+std::string usage_message(F&& f) {
+  try {
+    f();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string data_file() {
+  return std::string(MOEBENCH_TEST_DATA_DIR) + "/deepseek-v3.config.json";
+}
+
+nlohmann::json tiny_json() {
+  return to_json(preset("deepseek-v3-tiny"));
+}
+
+void check_same_shapes(const ModelConfig& a, const ModelConfig& b) {
+  CHECK(a.hidden_size == b.hidden_size);
+  CHECK(a.num_hidden_layers == b.num_hidden_layers);
+  CHECK(a.first_k_dense_replace == b.first_k_dense_replace);
+  CHECK(a.intermediate_size == b.intermediate_size);
+  CHECK(a.moe_intermediate_size == b.moe_intermediate_size);
+  CHECK(a.n_routed_experts == b.n_routed_experts);
+  CHECK(a.n_shared_experts == b.n_shared_experts);
+  CHECK(a.num_experts_per_tok == b.num_experts_per_tok);
+  CHECK(a.n_group == b.n_group);
+  CHECK(a.topk_group == b.topk_group);
+  CHECK(a.routed_scaling_factor == b.routed_scaling_factor);
+  CHECK(a.q_lora_rank == b.q_lora_rank);
+  CHECK(a.kv_lora_rank == b.kv_lora_rank);
+  CHECK(a.qk_nope_head_dim == b.qk_nope_head_dim);
+  CHECK(a.qk_rope_head_dim == b.qk_rope_head_dim);
+  CHECK(a.v_head_dim == b.v_head_dim);
+  CHECK(a.num_attention_heads == b.num_attention_heads);
+  CHECK(a.vocab_size == b.vocab_size);
+  CHECK(a.num_nextn_predict_layers == b.num_nextn_predict_layers);
+  CHECK(a.rms_norm_eps == b.rms_norm_eps);
+  CHECK(a.rope_theta == b.rope_theta);
+}
+
+}  // namespace
+
+TEST_CASE("model_config: presets have the published and the tiny shapes") {
+  const auto list = preset_list();
+  REQUIRE(list.size() == 2);
+  CHECK(list[0].name == "deepseek-v3");
+  CHECK(list[1].name == "deepseek-v3-tiny");
+
+  const ModelConfig v3 = preset("deepseek-v3");
+  CHECK(v3.name == "deepseek-v3");
+  CHECK(v3.hidden_size == 7168);
+  CHECK(v3.num_hidden_layers == 61);
+  CHECK(v3.moe_layers() == 58);
+  CHECK(v3.n_routed_experts == 256);
+  CHECK(v3.num_experts_per_tok == 8);
+  CHECK(v3.q_lora_rank == 1536);
+  CHECK(v3.qk_head_dim() == 192);
+  CHECK(v3.vocab_size == 129280);
+
+  const ModelConfig tiny = preset("deepseek-v3-tiny");
+  CHECK(tiny.hidden_size == 256);
+  CHECK(tiny.num_hidden_layers == 4);
+  CHECK(tiny.moe_layers() == 3);
+  CHECK(tiny.n_routed_experts == 16);
+  CHECK(tiny.n_group == 4);
+  CHECK(tiny.topk_group == 2);
+  CHECK(tiny.num_experts_per_tok == 4);
+  CHECK(tiny.q_lora_rank == 96);
+  CHECK(tiny.num_nextn_predict_layers == 1);
+  CHECK_NOTHROW(validate(v3, v3.name));
+  CHECK_NOTHROW(validate(tiny, tiny.name));
+}
+
+TEST_CASE("model_config: an unknown preset lists the valid names") {
+  const std::string msg = usage_message([] { preset("deepseek-v4"); });
+  CHECK(msg.find("'deepseek-v4'") != std::string::npos);
+  CHECK(msg.find("deepseek-v3, deepseek-v3-tiny") != std::string::npos);
+}
+
+TEST_CASE("model_config: the published config.json equals the preset field by field") {
+  const ModelConfig m = load_model_config(data_file());
+  CHECK(m.name == data_file());
+  check_same_shapes(m, preset("deepseek-v3"));
+}
+
+TEST_CASE("model_config: to_json round-trips through the parser") {
+  const ModelConfig tiny = preset("deepseek-v3-tiny");
+  const nlohmann::json j = to_json(tiny);
+  CHECK(j["name"] == "deepseek-v3-tiny");
+  CHECK(j["q_lora_rank"] == 96);
+  check_same_shapes(model_config_from_json(j, "x.json"), tiny);
+}
+
+TEST_CASE("model_config: q_lora_rank null means a direct q projection") {
+  nlohmann::json j = tiny_json();
+  j["q_lora_rank"] = nullptr;
+  const ModelConfig m = model_config_from_json(j, "lite.json");
+  CHECK_FALSE(m.q_lora_rank.has_value());
+  CHECK(to_json(m)["q_lora_rank"].is_null());
+}
+
+TEST_CASE("model_config: unknown keys are ignored, optional keys defaulted") {
+  nlohmann::json j = tiny_json();
+  j["quantization_config"] = {{"fmt", "e4m3"}};
+  j["some_future_key"] = nlohmann::json::array({1, 2, 3});
+  j.erase("num_nextn_predict_layers");
+  j.erase("rms_norm_eps");
+  j.erase("rope_theta");
+  const ModelConfig m = model_config_from_json(j, "x.json");
+  CHECK(m.num_nextn_predict_layers == 0);
+  CHECK(m.rms_norm_eps == 1e-6);
+  CHECK(m.rope_theta == 10000.0);
+  CHECK(m.hidden_size == 256);
+}
+
+TEST_CASE("model_config: a missing required key names the file and the key") {
+  for (const char* key : {"n_group", "hidden_size", "q_lora_rank", "routed_scaling_factor"}) {
+    nlohmann::json j = tiny_json();
+    j.erase(key);
+    const std::string msg = usage_message([&] { model_config_from_json(j, "cfg.json"); });
+    CHECK(msg.rfind("cfg.json: missing required key '" + std::string(key) + "'", 0) == 0);
+  }
+  nlohmann::json j = tiny_json();
+  j.erase("n_group");
+  CHECK(usage_message([&] { model_config_from_json(j, "cfg.json"); }) ==
+        "cfg.json: missing required key 'n_group' (the DeepSeek-V3 family's config.json has it; "
+        "e.g. 8)");
+}
+
+TEST_CASE("model_config: a value of the wrong type names the key and the value") {
+  nlohmann::json j = tiny_json();
+  j["hidden_size"] = "abc";
+  CHECK(usage_message([&] { model_config_from_json(j, "cfg.json"); }) ==
+        "cfg.json: key 'hidden_size' must be a positive integer, got \"abc\"");
+  j = tiny_json();
+  j["num_attention_heads"] = 4.5;
+  CHECK(usage_message([&] {
+          model_config_from_json(j, "cfg.json");
+        }).find("'num_attention_heads'") != std::string::npos);
+  j = tiny_json();
+  j["n_routed_experts"] = 0;
+  CHECK(usage_message([&] { model_config_from_json(j, "cfg.json"); }) ==
+        "cfg.json: key 'n_routed_experts' must be a positive integer, got 0");
+  j = tiny_json();
+  j["first_k_dense_replace"] = -1;
+  CHECK(usage_message([&] {
+          model_config_from_json(j, "cfg.json");
+        }).find("'first_k_dense_replace' must be a non-negative integer") != std::string::npos);
+  j = tiny_json();
+  j["routed_scaling_factor"] = "2.5";
+  CHECK(usage_message([&] {
+          model_config_from_json(j, "cfg.json");
+        }).find("'routed_scaling_factor' must be a positive number") != std::string::npos);
+  CHECK(usage_message([] {
+          model_config_from_json(nlohmann::json::array(), "cfg.json");
+        }).find("expected a JSON object") != std::string::npos);
+}
+
+TEST_CASE("model_config: inconsistent values name the key and what would be valid") {
+  const auto msg_for = [](auto&& edit) {
+    nlohmann::json j = tiny_json();
+    edit(j);
+    return usage_message([&] { model_config_from_json(j, "cfg.json"); });
+  };
+  std::string msg = msg_for([](nlohmann::json& j) { j["n_routed_experts"] = 18; });
+  CHECK(msg.find("'n_routed_experts' (18) must be divisible by n_group (4)") != std::string::npos);
+  msg = msg_for([](nlohmann::json& j) { j["topk_group"] = 5; });
+  CHECK(msg.find("'topk_group' (5) exceeds n_group (4); valid: 1..4") != std::string::npos);
+  // 2 selected groups of 16 / 4 = 4 experts hold 8 candidates, so top-9 is impossible.
+  msg = msg_for([](nlohmann::json& j) { j["num_experts_per_tok"] = 9; });
+  CHECK(msg.find("'num_experts_per_tok' (9) exceeds the experts in the selected groups") !=
+        std::string::npos);
+  CHECK(msg.find("valid: 1..8") != std::string::npos);
+  msg = msg_for([](nlohmann::json& j) {
+    j["n_group"] = 1;
+    j["topk_group"] = 1;
+    j["num_experts_per_tok"] = 17;
+  });
+  CHECK(msg.find("'num_experts_per_tok' (17) exceeds n_routed_experts (16)") != std::string::npos);
+  msg = msg_for([](nlohmann::json& j) { j["first_k_dense_replace"] = 5; });
+  CHECK(msg.find("'first_k_dense_replace' (5) exceeds num_hidden_layers (4)") != std::string::npos);
+  msg = msg_for([](nlohmann::json& j) { j["qk_rope_head_dim"] = 15; });
+  CHECK(msg.find("'qk_rope_head_dim' must be even") != std::string::npos);
+  msg = msg_for([](nlohmann::json& j) { j["n_routed_experts"] = 2048; });
+  CHECK(msg.find("'n_routed_experts' (2048) exceeds the limit 1024") != std::string::npos);
+  msg = msg_for([](nlohmann::json& j) { j["n_group"] = 16; });  // one expert per group
+  CHECK(msg.find("fewer than 2 experts per group") != std::string::npos);
+}
+
+TEST_CASE("model_config: unreadable files and invalid JSON name the file") {
+  CHECK(usage_message([] {
+          load_model_config("/nonexistent/config.json");
+        }).rfind("/nonexistent/config.json: cannot read", 0) == 0);
+
+  const auto dir = std::filesystem::temp_directory_path() / "moebench_model_config_test";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "broken.json").string();
+  {
+    std::ofstream out(path);
+    out << "{\n  \"hidden_size\": 7168,\n  \"vocab_size\": \n}\n";
+  }
+  const std::string msg = usage_message([&] { load_model_config(path); });
+  CHECK(msg.rfind(path + ": invalid JSON: ", 0) == 0);
+  CHECK(msg.find("line 4") != std::string::npos);  // the position of the parse error
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace moebench

@@ -1,0 +1,178 @@
+#include "workloads/config/run_config.hpp"
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/core/error.hpp"
+
+namespace moebench {
+namespace {
+
+template <typename F>
+std::string usage_message(F&& f) {
+  try {
+    f();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// 4 ranks, EP over all of them, the whole tiny model.
+RunConfig tiny_run() {
+  RunConfig c;
+  c.model = preset("deepseek-v3-tiny");
+  c.workload.seq_len = 128;
+  c.workload.layers = 4;
+  c.workload.dense_layers = 1;
+  c.layout.world = 4;
+  c.layout.ep = 4;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("run_config: parse_routing accepts the three forms") {
+  CHECK(parse_routing("router").mode == RoutingMode::router);
+  CHECK(parse_routing("balanced").mode == RoutingMode::balanced);
+  const RoutingSpec z = parse_routing("zipf:1.2");
+  CHECK(z.mode == RoutingMode::zipf);
+  CHECK(z.zipf_exponent == 1.2);
+  CHECK(to_string(z) == "zipf:1.2");
+  CHECK(to_string(parse_routing("zipf:2")) == "zipf:2");
+  CHECK(to_string(parse_routing("router")) == "router");
+  CHECK(to_string(parse_routing("balanced")) == "balanced");
+}
+
+TEST_CASE("run_config: parse_routing rejects anything else with the valid forms") {
+  for (const char* bad : {"zipf:0", "zipf:abc", "zipf:", "zipf:-1", "zipf:inf", "zipf:1.2x",
+                          "Balanced", "random", ""}) {
+    CAPTURE(bad);
+    const std::string msg = usage_message([&] { parse_routing(bad); });
+    CHECK(contains(msg, "--routing"));
+    CHECK(contains(msg, "valid: router, balanced, zipf:S with S > 0"));
+  }
+  CHECK(contains(usage_message([] { parse_routing("zipf:0"); }), "must be a finite number > 0"));
+  CHECK(contains(usage_message([] { parse_routing("zipf:abc"); }), "is not a number"));
+}
+
+TEST_CASE("run_config: enum names") {
+  CHECK(to_string(GradReduce::allreduce) == "allreduce");
+  CHECK(to_string(GradReduce::reduce_scatter) == "reduce-scatter");
+  CHECK(to_string(Optimizer::adamw) == "adamw");
+  CHECK(to_string(Optimizer::none) == "none");
+}
+
+TEST_CASE("run_config: default dense layers keep the model's proportion") {
+  const ModelConfig v3 = preset("deepseek-v3");
+  const ModelConfig tiny = preset("deepseek-v3-tiny");
+  CHECK(default_dense_layers(v3, 61) == 3);
+  CHECK(default_dense_layers(v3, 4) == 0);   // 4 * 3 / 61 = 0.197
+  CHECK(default_dense_layers(v3, 31) == 2);  // 31 * 3 / 61 = 1.52
+  CHECK(default_dense_layers(tiny, 4) == 1);
+  CHECK(default_dense_layers(tiny, 1) == 0);  // 0.25
+  CHECK(default_dense_layers(tiny, 2) == 1);  // 0.5 rounds up
+}
+
+TEST_CASE("run_config: a valid configuration passes") {
+  CHECK_NOTHROW(validate(tiny_run()));
+  RunConfig c = tiny_run();
+  c.layout.ep = 1;
+  c.layout.ranks_per_node = 2;
+  c.workload.routing = parse_routing("zipf:1.1");
+  CHECK_NOTHROW(validate(c));
+}
+
+TEST_CASE("run_config: layout errors say which values would be valid") {
+  RunConfig c = tiny_run();
+  c.layout.ep = 3;
+  CHECK(usage_message([&] { validate(c); }) ==
+        "--ep 3 does not divide the 4 ranks; valid: 1, 2, 4");
+
+  // 6 ranks, EP 3: divides the world but not the 16 experts; 1 and 2 divide both.
+  c.layout.world = 6;
+  const std::string msg = usage_message([&] { validate(c); });
+  CHECK(contains(msg, "--ep 3 does not divide the 16 routed experts"));
+  CHECK(contains(msg, "valid with 6 ranks: 1, 2"));
+
+  c = tiny_run();
+  c.layout.ep = 0;
+  CHECK(contains(usage_message([&] { validate(c); }), "--ep must be >= 1"));
+  c = tiny_run();
+  c.layout.ranks_per_node = 3;
+  CHECK(contains(usage_message([&] { validate(c); }),
+                 "--ranks-per-node 3 does not divide the 4 ranks; valid: 0 (detect), 1, 2, 4"));
+}
+
+TEST_CASE("run_config: workload errors name the flag and the valid range") {
+  RunConfig c = tiny_run();
+  c.workload.layers = 5;
+  CHECK(usage_message([&] { validate(c); }) ==
+        "--layers 5 is out of range for deepseek-v3-tiny; valid: 1..4");
+  c.workload.layers = 0;
+  CHECK(contains(usage_message([&] { validate(c); }), "valid: 1..4"));
+  c = tiny_run();
+  c.workload.layers = 2;
+  c.workload.dense_layers = 3;
+  CHECK(contains(usage_message([&] { validate(c); }), "--dense-layers 3"));
+  c = tiny_run();
+  c.workload.seq_len = 0;
+  CHECK(contains(usage_message([&] { validate(c); }), "--seq-len"));
+  c = tiny_run();
+  c.workload.micro_batch = 0;
+  CHECK(contains(usage_message([&] { validate(c); }), "--micro-batch"));
+  c = tiny_run();
+  c.steps = 0;
+  CHECK(contains(usage_message([&] { validate(c); }), "--steps"));
+  c = tiny_run();
+  c.warmup = -1;
+  CHECK(contains(usage_message([&] { validate(c); }), "--warmup"));
+  c = tiny_run();
+  c.blas_threads = 0;
+  CHECK(contains(usage_message([&] { validate(c); }), "--blas-threads"));
+  c = tiny_run();
+  c.workload.routing = {RoutingMode::zipf, 0.0};
+  CHECK(contains(usage_message([&] { validate(c); }), "zipf exponent must be"));
+  c = tiny_run();
+  c.adamw.beta2 = 1.0;
+  CHECK(contains(usage_message([&] { validate(c); }), "--adam-beta2"));
+  c.optimizer = Optimizer::none;  // AdamW settings are irrelevant without AdamW
+  CHECK_NOTHROW(validate(c));
+}
+
+TEST_CASE("run_config: an inconsistent model is caught by the run validation too") {
+  RunConfig c = tiny_run();
+  c.model.topk_group = 5;
+  CHECK(contains(usage_message([&] { validate(c); }), "'topk_group'"));
+}
+
+TEST_CASE("run_config: JSON uses snake_case keys") {
+  RunConfig c = tiny_run();
+  c.workload.micro_batch = 2;
+  c.workload.routing = parse_routing("zipf:1.5");
+  const nlohmann::json w = to_json(c.workload);
+  CHECK(w["seq_len"] == 128);
+  CHECK(w["micro_batch"] == 2);
+  CHECK(w["layers"] == 4);
+  CHECK(w["dense_layers"] == 1);
+  CHECK(w["moe_layers"] == 3);
+  CHECK(w["attention"] == true);
+  CHECK(w["routing"] == "zipf:1.5");
+  CHECK(w["tokens_per_rank"] == 256);
+  c.layout.ep = 2;
+  const nlohmann::json p = to_json(c.layout);
+  CHECK(p["world"] == 4);
+  CHECK(p["ep"] == 2);
+  CHECK(p["dp"] == 4);
+  CHECK(p["edp"] == 2);
+  CHECK(p["ranks_per_node"] == 0);
+}
+
+}  // namespace moebench

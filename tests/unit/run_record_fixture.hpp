@@ -1,0 +1,89 @@
+// A hand-built RunRecord for the report and table tests: round numbers, so expected text and
+// values are known exactly.
+#pragma once
+
+#include "harness/output/run_record.hpp"
+#include "workloads/config/model_config.hpp"
+
+namespace moebench::testing {
+
+inline RunRecord sample_run_record() {
+  RunRecord r;
+  r.meta.tool_version = "0.1.0";
+  r.meta.git_sha = "0123456789abcdef";
+  r.meta.argv = {"moebench", "run", "--model", "deepseek-v3"};
+  r.meta.start_time = "2025-01-01T00:00:00Z";
+  r.meta.hosts = {"node-a"};
+  r.meta.mpi_library = "Open MPI v4.1.4";
+  r.meta.backend = "cpu";
+  r.meta.comm = "mpi";
+  r.meta.blas = "OpenBLAS";
+  r.meta.build_type = "Release";
+  r.meta.compiler = "GCC 12";
+  r.meta.environment = {{"SLURM_JOB_ID", "42"}};
+
+  r.config.model = preset("deepseek-v3");
+  r.config.workload.layers = 4;
+  r.config.workload.dense_layers = 1;
+  r.config.layout.world = 4;
+  r.config.layout.ep = 2;
+  r.topology.world = 4;
+  r.topology.ep = 2;
+  r.topology.edp = 2;
+  r.topology.ranks_per_node = 4;
+
+  r.full_model.scope = "full_model";
+  r.full_model.total_params = 671'000'000'000;
+  r.instantiated.scope = "instantiated";
+  r.instantiated.total_params = 40'000'000'000;
+  r.collective_bytes.dispatch = 1e8;
+  r.memory.weights = 1e9;
+
+  RunResults& res = r.results;
+  res.step_times_s = {0.100, 0.102, 0.104};
+  res.step_time_s = summarize(res.step_times_s);
+  res.tflops_per_gpu = 1.5;
+  res.tokens_per_s_per_gpu = 40157.5;
+  res.compute_time_s = 0.080;
+  res.communication_time_s = 0.030;
+  res.exposed_communication_s = 0.022;
+  for (std::size_t i = 0; i < kPhaseCount; ++i) {
+    PhaseResult p;
+    p.phase = static_cast<Phase>(i);
+    const double t = 0.001 * static_cast<double>(i + 1);  // attention 1 ms ... optimizer 10 ms
+    const double times[] = {t, t, t};
+    p.time_s = summarize(times);
+    if (is_communication(p.phase)) {
+      p.bytes = 25e6;           // 25 MB
+      p.algbw = p.bytes / t;    // dispatch (5 ms): 5 GB/s
+      p.busbw = p.algbw * 0.5;  // 2-rank group
+      p.group_size = 2;
+    } else {
+      p.flops = 2e9 * static_cast<double>(i + 1);
+      p.flop_rate = p.flops / t;  // 2 TFLOP/s for every compute phase
+    }
+    res.phases.push_back(p);
+  }
+  for (int rank = 0; rank < 4; ++rank) {
+    RankResult rr;
+    rr.rank = rank;
+    rr.host = "node-a";
+    rr.step_time_s = 0.1;
+    rr.phase_time_s.fill(0.001);
+    res.per_rank.push_back(rr);
+  }
+
+  r.verification.enabled = true;
+  r.verification.passed = true;
+  r.verification.reference = "single-process step on rank 0";
+  r.verification.rtol = 1e-4;
+  r.verification.atol = 1e-5;
+  r.verification.tolerance_reason = "fp32 sums in a different order";
+  r.verification.compared = 123456;
+  r.verification.max_abs_error = 3e-7;
+  r.verification.max_rel_error = 1.2e-6;
+  r.verification.tensors = {{"output", 123456, 0, 3e-7, 1.2e-6}};
+  return r;
+}
+
+}  // namespace moebench::testing

@@ -1,0 +1,91 @@
+#include "harness/output/run_report.hpp"
+
+#include <string>
+
+#include <doctest/doctest.h>
+
+#include "harness/output/schema.hpp"
+#include "tests/unit/run_record_fixture.hpp"
+
+using namespace moebench;
+
+namespace {
+
+nlohmann::json report() {
+  return nlohmann::json(make_run_report(testing::sample_run_record()));
+}
+
+const nlohmann::json& run_schema() {
+  static const nlohmann::json schema = load_schema(kRunSchemaFile);
+  return schema;
+}
+
+bool mentions(const std::vector<std::string>& errors, const std::string& text) {
+  for (const auto& e : errors) {
+    if (e.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("run report: a complete record validates against reports/run.schema.json") {
+  const auto errors = schema_errors(report(), run_schema());
+  for (const auto& e : errors) MESSAGE(e);
+  CHECK(errors.empty());
+}
+
+TEST_CASE("run report: layout and values come from the record") {
+  const nlohmann::ordered_json j = make_run_report(testing::sample_run_record());
+  CHECK(j.begin().key() == "schema_version");
+  CHECK(j.at("schema_version") == kRunSchemaVersion);
+  CHECK(j.at("kind") == "moebench.run");
+  CHECK(j.at("meta").at("environment").at("SLURM_JOB_ID") == "42");
+  CHECK(j.at("config").at("precision") == "fp32");
+  CHECK(j.at("config").at("model").at("hidden_size") == 7168);
+  CHECK(j.at("parallel").at("edp") == 2);
+  CHECK(j.at("parallel").at("ranks_per_node") == 4);
+  CHECK(j.at("accounting").at("collective_bytes").at("dispatch") == 1e8);
+  const auto& phases = j.at("results").at("phases");
+  CHECK(phases.size() == kPhaseCount);
+  CHECK(phases.at("dispatch").at("kind") == "communication");
+  CHECK(phases.at("experts").at("kind") == "compute");
+  CHECK(phases.at("dispatch").at("group_size") == 2);
+  CHECK(j.at("results").at("per_rank").size() == 4);
+  CHECK(j.at("results").at("per_rank")[0].at("phase_time_s").size() == kPhaseCount);
+  CHECK(j.at("verification").at("tensors")[0].at("name") == "output");
+  CHECK(!j.at("config").contains("test_corrupt_dispatch_rank"));
+}
+
+TEST_CASE("run report: the schema rejects a missing key, a wrong type and a wrong kind") {
+  nlohmann::json missing = report();
+  missing["results"].erase("tflops_per_gpu");
+  CHECK(
+      mentions(schema_errors(missing, run_schema()), "Missing required property 'tflops_per_gpu'"));
+
+  nlohmann::json wrong_type = report();
+  wrong_type["config"]["steps"] = "ten";
+  const auto type_errors = schema_errors(wrong_type, run_schema());
+  CHECK(mentions(type_errors, "/config/steps"));
+  CHECK(mentions(type_errors, "found string"));
+
+  nlohmann::json wrong_kind = report();
+  wrong_kind["kind"] = "moebench.scaling";
+  CHECK(mentions(schema_errors(wrong_kind, run_schema()), "/kind"));
+
+  nlohmann::json bad_phase = report();
+  bad_phase["results"]["phases"]["warp_drive"] = bad_phase["results"]["phases"]["experts"];
+  CHECK(mentions(schema_errors(bad_phase, run_schema()), "'warp_drive'"));
+
+  nlohmann::json negative = report();
+  negative["results"]["phases"]["dispatch"]["busbw"] = -1.0;
+  CHECK(mentions(schema_errors(negative, run_schema()), "/results/phases/dispatch/busbw"));
+
+  nlohmann::json extra = report();
+  extra["surprise"] = 1;
+  CHECK(!schema_errors(extra, run_schema()).empty());
+
+  nlohmann::json version = report();
+  version["schema_version"] = 2;
+  CHECK(mentions(schema_errors(version, run_schema()), "/schema_version"));
+}

@@ -1,0 +1,48 @@
+#include "harness/output/table.hpp"
+
+#include <string>
+
+#include <doctest/doctest.h>
+
+#include "tests/unit/run_record_fixture.hpp"
+
+using namespace moebench;
+
+namespace {
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+std::string line_of(const std::string& text, const std::string& start) {
+  const auto at = text.find(start);
+  if (at == std::string::npos) return "";
+  return text.substr(at, text.find('\n', at) - at);
+}
+
+}  // namespace
+
+TEST_CASE("table: header, one row per phase and the summary, in friendly units") {
+  const std::string t = format_run_table(testing::sample_run_record());
+  MESSAGE(t);
+  CHECK(has(t, "model deepseek-v3, 4 layers (1 dense, 3 MoE), 4096 tokens/rank"));
+  CHECK(has(t, "world 4, ep 2, edp 2, nodes 1 (4 ranks/node), backend cpu, comm mpi"));
+  CHECK(has(t, "time(ms)"));
+  CHECK(has(t, "busbw(GB/s)"));
+  for (std::string_view name : kPhaseNames) CHECK(!line_of(t, "   " + std::string(name)).empty());
+  // dispatch: 5 ms of a 102 ms median step, 25 MB, 5 GB/s algbw, 2.5 GB/s busbw.
+  CHECK(line_of(t, "   dispatch") ==
+        "   dispatch           5.000    4.9%               25.00         5.00         2.50");
+  // experts: 6 ms, 2 TFLOP/s, no bandwidth columns.
+  CHECK(line_of(t, "   experts") == "   experts            6.000    5.9%    2.000");
+  CHECK(has(t, "step time: median 102.000 ms, p95 103.800 ms over 3 steps"));
+  CHECK(has(t, "TFLOP/s/GPU: 1.500   tokens/s/GPU: 40158"));
+  CHECK(has(t, "exposed communication 22.000 ms"));
+  CHECK(has(t, "# verification: 0 wrong of 123456 compared (max rel err 1.2e-06) PASSED"));
+}
+
+TEST_CASE("table: verification off") {
+  RunRecord r = testing::sample_run_record();
+  r.verification.enabled = false;
+  CHECK(has(format_run_table(r), "# verification: off\n"));
+}

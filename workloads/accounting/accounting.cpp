@@ -1,0 +1,300 @@
+#include "workloads/accounting/accounting.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace moebench {
+namespace {
+
+// Parameters of the stack a run instantiates, split the way gradients are reduced: "dense" is
+// replicated on every rank (attention, norms, dense MLPs, routers, shared experts), "expert" is
+// one rank's share of the routed experts.
+struct StackParams {
+  std::int64_t dense = 0;
+  std::int64_t local_experts = 0;   // E / ep experts per MoE layer
+  std::int64_t global_experts = 0;  // all E experts per MoE layer
+  std::int64_t active = 0;          // per token
+};
+
+// With attention off a layer keeps only its MLP's input norm (h); the attention block's
+// projections and its own input norm go with it.
+std::int64_t layer_attention_params(const ModelConfig& m, const ParamCounts& pc, bool attention) {
+  return attention ? pc.attention_per_layer : m.hidden_size;
+}
+
+StackParams stack_params(const RunConfig& c) {
+  const ModelConfig& m = c.model;
+  const Workload& w = c.workload;
+  const ParamCounts pc = param_counts(m);
+  const std::int64_t per_layer = layer_attention_params(m, pc, w.attention);
+  const std::int64_t moe_dense = pc.shared_experts + pc.router;
+  StackParams s;
+  s.dense =
+      w.layers * per_layer + w.dense_layers * pc.dense_mlp_per_layer + w.moe_layers() * moe_dense;
+  s.global_experts = w.moe_layers() * m.n_routed_experts * pc.expert;
+  s.local_experts = w.moe_layers() * (m.n_routed_experts / c.layout.ep) * pc.expert;
+  s.active = s.dense + w.moe_layers() * m.num_experts_per_tok * pc.expert;
+  return s;
+}
+
+double moe_layer_flops_per_token(const ModelConfig& m) {
+  return routed_experts_flops_per_token(m) + shared_experts_flops_per_token(m);
+}
+
+// TorchTitan's attention term: QK^T and AV, forward + backward, no causal discount.
+double torchtitan_attention_flops(const ModelConfig& m, std::int64_t layers, std::int64_t seq) {
+  return 6.0 * static_cast<double>(layers) * static_cast<double>(m.num_attention_heads) *
+         static_cast<double>(m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim) *
+         static_cast<double>(seq);
+}
+
+}  // namespace
+
+ParamCounts param_counts(const ModelConfig& m) {
+  const std::int64_t h = m.hidden_size;
+  const std::int64_t heads = m.num_attention_heads;
+  const std::int64_t qk = m.qk_nope_head_dim + m.qk_rope_head_dim;
+  ParamCounts pc;
+  // q: down-projection, its norm and up-projection; or one direct projection without q_lora.
+  const std::int64_t q = m.q_lora_rank
+                             ? h * *m.q_lora_rank + *m.q_lora_rank + *m.q_lora_rank * heads * qk
+                             : h * heads * qk;
+  // kv: down-projection to the latent plus the shared rope key, the latent's norm, up-projection.
+  const std::int64_t kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank +
+                          m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim);
+  const std::int64_t o = heads * m.v_head_dim * h;
+  pc.attention_per_layer = q + kv + o + 2 * h;
+  pc.dense_mlp_per_layer = 3 * h * m.intermediate_size;
+  pc.expert = 3 * h * m.moe_intermediate_size;
+  pc.shared_experts = m.n_shared_experts * pc.expert;
+  pc.router = h * m.n_routed_experts + m.n_routed_experts;
+  pc.embedding = m.vocab_size * h;
+  pc.output_head = m.vocab_size * h + h;
+  // DeepSeek's MTP module: enorm, hnorm, eh_proj (2h -> h), one MoE block and its own final norm;
+  // the embedding and output head are shared with the main model.
+  const std::int64_t block =
+      pc.attention_per_layer + m.n_routed_experts * pc.expert + pc.shared_experts + pc.router;
+  pc.mtp = m.num_nextn_predict_layers * (block + 2 * h * h + 3 * h);
+  return pc;
+}
+
+double core_attention_flops_per_token(const ModelConfig& m, std::int64_t seq_len) {
+  const double s = static_cast<double>(seq_len);
+  const double heads = static_cast<double>(m.num_attention_heads);
+  // The 0.5 is the causal mask, as Megatron-Core counts it.
+  return 6.0 * (s * heads * static_cast<double>(m.qk_head_dim()) * 0.5 +
+                s * heads * static_cast<double>(m.v_head_dim) * 0.5);
+}
+
+double mla_flops_per_token(const ModelConfig& m, std::int64_t seq_len) {
+  const double h = static_cast<double>(m.hidden_size);
+  const double heads = static_cast<double>(m.num_attention_heads);
+  const double qk = static_cast<double>(m.qk_head_dim());
+  const double kv_lora = static_cast<double>(m.kv_lora_rank);
+  // The "+ 1" terms are the lora norms, as Megatron-Core counts them.
+  const double q_term =
+      m.q_lora_rank ? static_cast<double>(*m.q_lora_rank) * (h + heads * qk + 1) : h * heads * qk;
+  const double kv_term =
+      kv_lora * (h + heads * static_cast<double>(m.qk_nope_head_dim + m.v_head_dim) + 1);
+  const double rope_term = h * static_cast<double>(m.qk_rope_head_dim);
+  const double o_term = heads * static_cast<double>(m.v_head_dim) * h;
+  return 6.0 * (q_term + kv_term + rope_term + o_term) + core_attention_flops_per_token(m, seq_len);
+}
+
+double dense_mlp_flops_per_token(const ModelConfig& m) {
+  return 18.0 * static_cast<double>(m.hidden_size) * static_cast<double>(m.intermediate_size);
+}
+
+double routed_experts_flops_per_token(const ModelConfig& m) {
+  return 18.0 * static_cast<double>(m.hidden_size) * static_cast<double>(m.moe_intermediate_size) *
+         static_cast<double>(m.num_experts_per_tok);
+}
+
+double shared_experts_flops_per_token(const ModelConfig& m) {
+  return 18.0 * static_cast<double>(m.hidden_size) * static_cast<double>(m.moe_intermediate_size) *
+         static_cast<double>(m.n_shared_experts);
+}
+
+double router_flops_per_token(const ModelConfig& m) {
+  return 6.0 * static_cast<double>(m.hidden_size) * static_cast<double>(m.n_routed_experts);
+}
+
+StackAccounting account_full_model(const ModelConfig& m, std::int64_t seq_len,
+                                   double tokens_per_step) {
+  const ParamCounts pc = param_counts(m);
+  const std::int64_t layers = m.num_hidden_layers;
+  const std::int64_t dense = m.first_k_dense_replace;
+  const std::int64_t moe = m.moe_layers();
+  const std::int64_t mtp = m.num_nextn_predict_layers;
+  const std::int64_t outer = pc.embedding + pc.output_head + layers * pc.attention_per_layer +
+                             dense * pc.dense_mlp_per_layer;
+  StackAccounting a;
+  a.scope = "full_model";
+  a.total_params = outer + moe * (m.n_routed_experts * pc.expert + pc.shared_experts + pc.router);
+  a.active_params =
+      outer + moe * (m.num_experts_per_tok * pc.expert + pc.shared_experts + pc.router);
+
+  // Megatron-Core: each MTP layer is one more layer of the last layer's kind, plus its norms and
+  // eh projection; logits are counted once per output head (main + MTP).
+  const double h = static_cast<double>(m.hidden_size);
+  const bool last_is_moe = moe > 0;
+  const double moe_layers = static_cast<double>(moe + (last_is_moe ? mtp : 0));
+  const double dense_layers = static_cast<double>(dense + (last_is_moe ? 0 : mtp));
+  a.flops_per_token = static_cast<double>(layers + mtp) * mla_flops_per_token(m, seq_len) +
+                      dense_layers * dense_mlp_flops_per_token(m) +
+                      moe_layers * moe_layer_flops_per_token(m) +
+                      6.0 * static_cast<double>(mtp) * (3.0 * h + 2.0 * h * h) +
+                      6.0 * h * static_cast<double>(m.vocab_size) * static_cast<double>(1 + mtp);
+
+  // TorchTitan: 6 x active parameters without the input embedding (the output head is a matmul
+  // and counts), plus its non-causal attention term over the main layers; it has no MTP.
+  a.flops_per_token_torchtitan = 6.0 * static_cast<double>(a.active_params - pc.embedding) +
+                                 torchtitan_attention_flops(m, layers, seq_len);
+  a.tokens_per_step = tokens_per_step;
+  a.flops_per_step = a.flops_per_token * tokens_per_step;
+  return a;
+}
+
+StackAccounting account_instantiated(const RunConfig& c) {
+  const ModelConfig& m = c.model;
+  const Workload& w = c.workload;
+  const StackParams sp = stack_params(c);
+  StackAccounting a;
+  a.scope = "instantiated";
+  a.total_params = sp.dense + sp.global_experts;
+  a.active_params = sp.active;
+  a.flops_per_token =
+      (w.attention ? static_cast<double>(w.layers) * mla_flops_per_token(m, w.seq_len) : 0.0) +
+      static_cast<double>(w.dense_layers) * dense_mlp_flops_per_token(m) +
+      static_cast<double>(w.moe_layers()) * moe_layer_flops_per_token(m);
+  a.flops_per_token_torchtitan =
+      6.0 * static_cast<double>(a.active_params) +
+      (w.attention ? torchtitan_attention_flops(m, w.layers, w.seq_len) : 0.0);
+  a.tokens_per_step = static_cast<double>(c.layout.world) * static_cast<double>(w.micro_batch) *
+                      static_cast<double>(w.seq_len);
+  a.flops_per_step = a.flops_per_token * a.tokens_per_step;
+  return a;
+}
+
+CollectiveBytes collective_bytes(const RunConfig& c, std::size_t bytes_per_element) {
+  const ModelConfig& m = c.model;
+  const Workload& w = c.workload;
+  const double bpe = static_cast<double>(bytes_per_element);
+  const StackParams sp = stack_params(c);
+  CollectiveBytes b;
+  // Each rank's send buffer holds top_k rows of h per token, the rows it keeps for its own experts
+  // included (nccl-tests' size convention): exact for balanced routing, the expectation
+  // otherwise. With ep == 1 the exchange is a local copy but is counted the same way, so bytes
+  // per token do not depend on the layout. x2: the backward pass runs the reverse exchange.
+  const double rows =
+      static_cast<double>(w.tokens_per_rank()) * static_cast<double>(m.num_experts_per_tok);
+  b.dispatch =
+      static_cast<double>(w.moe_layers()) * 2.0 * rows * static_cast<double>(m.hidden_size) * bpe;
+  b.combine = b.dispatch;
+  b.dense_grad_reduce = static_cast<double>(sp.dense) * bpe;
+  b.expert_grad_reduce = static_cast<double>(sp.local_experts) * bpe;
+  b.param_allgather = c.grad_reduce == GradReduce::reduce_scatter
+                          ? static_cast<double>(sp.dense + sp.local_experts) * bpe
+                          : 0.0;
+  return b;
+}
+
+MemoryEstimate estimate_memory(const RunConfig& c, std::size_t bytes_per_element) {
+  const ModelConfig& m = c.model;
+  const Workload& w = c.workload;
+  const double bpe = static_cast<double>(bytes_per_element);
+  const StackParams sp = stack_params(c);
+  const double params = static_cast<double>(sp.dense + sp.local_experts);
+  const double h = static_cast<double>(m.hidden_size);
+  const double heads = static_cast<double>(m.num_attention_heads);
+  const double qk = static_cast<double>(m.qk_head_dim());
+  const double vh = static_cast<double>(m.v_head_dim);
+  const double kv_lora = static_cast<double>(m.kv_lora_rank);
+  const double k = static_cast<double>(m.num_experts_per_tok);
+  const double moe_ffn = static_cast<double>(m.moe_intermediate_size);
+  const double tokens = static_cast<double>(w.tokens_per_rank());
+
+  MemoryEstimate e;
+  e.weights = params * bpe;
+  e.gradients = params * bpe;
+  if (c.optimizer == Optimizer::adamw) {
+    // FP32 first and second moments; ZeRO-1 shards them over the ranks that reduce each part.
+    const bool zero1 = c.grad_reduce == GradReduce::reduce_scatter;
+    const double dense_shard = zero1 ? static_cast<double>(c.layout.world) : 1.0;
+    const double expert_shard = zero1 ? static_cast<double>(c.layout.edp()) : 1.0;
+    e.optimizer = 2.0 * 4.0 *
+                  (static_cast<double>(sp.dense) / dense_shard +
+                   static_cast<double>(sp.local_experts) / expert_shard);
+  }
+
+  // Activations kept for backward, per token and layer: `el` tensors at bpe, `f32` 4-byte values
+  // (norm rstd, softmax log-sum-exp, router scores, indices and weights).
+  // Attention: block input and its normed copy (2h); with q_lora the latent and its normed copy
+  // (2 q_lora); q and k (2 heads x qk); the kv latent with the rope key (kv_lora + rope) and the
+  // normed latent (kv_lora); v and the attention output (2 heads x v); rstd per norm, lse per head.
+  // MLP: input and normed copy (2h), rstd. Dense: gate, up, activation (3 ffn).
+  // MoE: k dispatched rows (k h), per expert row gate/up/activation (3 k moe_ffn), k expert
+  // outputs (k h), shared experts' gate/up/activation; router scores (E), k indices, k weights.
+  double el_attn = 0, f32_attn = 0;
+  if (w.attention) {
+    const double q_lora = m.q_lora_rank ? static_cast<double>(*m.q_lora_rank) : 0.0;
+    el_attn = 2 * h + 2 * q_lora + 2 * heads * qk +
+              (kv_lora + static_cast<double>(m.qk_rope_head_dim)) + kv_lora + 2 * heads * vh;
+    f32_attn = 1 + (m.q_lora_rank ? 1 : 0) + 1 + heads;
+  }
+  const double el_mlp = 2 * h, f32_mlp = 1;
+  const double el_dense = 3 * static_cast<double>(m.intermediate_size);
+  const double el_moe =
+      2 * k * h + 3 * k * moe_ffn + 3 * static_cast<double>(m.n_shared_experts) * moe_ffn;
+  const double f32_moe = static_cast<double>(m.n_routed_experts) + 2 * k;
+  const double layers = static_cast<double>(w.layers);
+  const double dense_layers = static_cast<double>(w.dense_layers);
+  const double moe_layers = static_cast<double>(w.moe_layers());
+  const double per_token = layers * ((el_attn + el_mlp) * bpe + (f32_attn + f32_mlp) * 4) +
+                           dense_layers * el_dense * bpe +
+                           moe_layers * (el_moe * bpe + f32_moe * 4);
+  e.activations = tokens * per_token;
+
+  // One layer's exchange at a time: dispatch send + receive, and the same for the combine.
+  if (w.moe_layers() > 0) e.communication = 4.0 * tokens * k * h * bpe;
+  // Attention scores for one (sequence, head) at a time in FP32; router logits of one layer.
+  if (w.attention) {
+    e.workspace += static_cast<double>(w.seq_len) * static_cast<double>(w.seq_len) * 4.0;
+  }
+  if (w.moe_layers() > 0) e.workspace += tokens * static_cast<double>(m.n_routed_experts) * 4.0;
+  return e;
+}
+
+MemoryEstimate estimate_reference_memory(const RunConfig& c, std::size_t bytes_per_element) {
+  RunConfig ref = c;
+  ref.workload.micro_batch = c.workload.micro_batch * c.layout.world;
+  ref.layout.world = 1;
+  ref.layout.ep = 1;
+  return estimate_memory(ref, bytes_per_element);
+}
+
+nlohmann::json to_json(const StackAccounting& a) {
+  nlohmann::json j;
+  j["scope"] = a.scope;
+  j["total_params"] = a.total_params;
+  j["active_params"] = a.active_params;
+  j["flops_per_token"] = a.flops_per_token;
+  j["flops_per_token_torchtitan"] = a.flops_per_token_torchtitan;
+  j["tokens_per_step"] = a.tokens_per_step;
+  j["flops_per_step"] = a.flops_per_step;
+  j["convention"] = "megatron-core num_floating_point_operations";
+  return j;
+}
+
+nlohmann::json to_json(const MemoryEstimate& m) {
+  nlohmann::json j;
+  j["weights_bytes"] = m.weights;
+  j["gradients_bytes"] = m.gradients;
+  j["optimizer_bytes"] = m.optimizer;
+  j["activations_bytes"] = m.activations;
+  j["communication_bytes"] = m.communication;
+  j["workspace_bytes"] = m.workspace;
+  j["total_bytes"] = m.total();
+  return j;
+}
+
+}  // namespace moebench

@@ -1,0 +1,181 @@
+#include "workloads/config/run_config.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/core/error.hpp"
+
+namespace moebench {
+namespace {
+
+constexpr const char* kRoutingForms = "valid: router, balanced, zipf:S with S > 0 (e.g. zipf:1.2)";
+
+std::string join(const std::vector<std::int64_t>& values) {
+  std::string out;
+  for (auto v : values) out += (out.empty() ? "" : ", ") + std::to_string(v);
+  return out;
+}
+
+// Values that divide every number in `of` (the layouts that would be valid).
+std::vector<std::int64_t> common_divisors(std::int64_t limit, std::vector<std::int64_t> of) {
+  std::vector<std::int64_t> out;
+  for (std::int64_t d = 1; d <= limit; ++d) {
+    bool ok = true;
+    for (auto v : of) ok = ok && v % d == 0;
+    if (ok) out.push_back(d);
+  }
+  return out;
+}
+
+std::string str(double v) {
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, res.ptr);
+}
+
+}  // namespace
+
+RoutingSpec parse_routing(const std::string& text) {
+  if (text == "router") return {RoutingMode::router, 0.0};
+  if (text == "balanced") return {RoutingMode::balanced, 0.0};
+  const std::string_view prefix = "zipf:";
+  if (text.rfind(prefix, 0) == 0) {
+    const std::string_view s = std::string_view(text).substr(prefix.size());
+    double v = 0;
+    const auto res = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || res.ec != std::errc() || res.ptr != s.data() + s.size()) {
+      throw UsageError("--routing " + text + ": the zipf exponent is not a number; " +
+                       kRoutingForms);
+    }
+    if (!(v > 0) || !std::isfinite(v)) {
+      throw UsageError("--routing " + text + ": the zipf exponent must be a finite number > 0; " +
+                       kRoutingForms);
+    }
+    return {RoutingMode::zipf, v};
+  }
+  throw UsageError("--routing '" + text + "' is not a routing mode; " + kRoutingForms);
+}
+
+std::string to_string(const RoutingSpec& r) {
+  switch (r.mode) {
+    case RoutingMode::router:
+      return "router";
+    case RoutingMode::balanced:
+      return "balanced";
+    case RoutingMode::zipf:
+      return "zipf:" + str(r.zipf_exponent);
+  }
+  return "unknown";
+}
+
+std::string to_string(GradReduce g) {
+  return g == GradReduce::allreduce ? "allreduce" : "reduce-scatter";
+}
+
+std::string to_string(Optimizer o) {
+  return o == Optimizer::adamw ? "adamw" : "none";
+}
+
+std::int64_t default_dense_layers(const ModelConfig& m, std::int64_t layers) {
+  if (layers >= m.num_hidden_layers) return m.first_k_dense_replace;
+  if (layers <= 0 || m.num_hidden_layers <= 0) return 0;
+  return std::llround(static_cast<double>(layers) * static_cast<double>(m.first_k_dense_replace) /
+                      static_cast<double>(m.num_hidden_layers));
+}
+
+void validate(const RunConfig& c) {
+  validate(c.model, c.model.name);
+  const Workload& w = c.workload;
+  const ParallelLayout& p = c.layout;
+  const auto s = [](std::int64_t v) { return std::to_string(v); };
+
+  if (w.seq_len < 1) throw UsageError("--seq-len must be >= 1, got " + s(w.seq_len));
+  if (w.micro_batch < 1) throw UsageError("--micro-batch must be >= 1, got " + s(w.micro_batch));
+  if (w.layers < 1 || w.layers > c.model.num_hidden_layers) {
+    throw UsageError("--layers " + s(w.layers) + " is out of range for " + c.model.name +
+                     "; valid: 1.." + s(c.model.num_hidden_layers));
+  }
+  if (w.dense_layers < 0 || w.dense_layers > w.layers) {
+    throw UsageError("--dense-layers " + s(w.dense_layers) + " is out of range for --layers " +
+                     s(w.layers) + "; valid: 0.." + s(w.layers));
+  }
+  if (w.routing.mode == RoutingMode::zipf &&
+      (!(w.routing.zipf_exponent > 0) || !std::isfinite(w.routing.zipf_exponent))) {
+    throw UsageError("--routing zipf:" + str(w.routing.zipf_exponent) +
+                     ": the zipf exponent must be a finite number > 0; " + kRoutingForms);
+  }
+  if (c.warmup < 0) throw UsageError("--warmup must be >= 0, got " + s(c.warmup));
+  if (c.steps < 1) throw UsageError("--steps must be >= 1, got " + s(c.steps));
+  if (c.blas_threads < 1) {
+    throw UsageError("--blas-threads must be >= 1, got " + s(c.blas_threads));
+  }
+
+  if (p.world < 1) throw UsageError("the world size must be >= 1 (mpirun -np), got " + s(p.world));
+  if (p.ep < 1) throw UsageError("--ep must be >= 1, got " + s(p.ep));
+  if (p.world % p.ep != 0) {
+    throw UsageError("--ep " + s(p.ep) + " does not divide the " + s(p.world) +
+                     " ranks; valid: " + join(common_divisors(p.world, {p.world})));
+  }
+  const std::int64_t experts = c.model.n_routed_experts;
+  if (experts % p.ep != 0) {
+    throw UsageError("--ep " + s(p.ep) + " does not divide the " + s(experts) +
+                     " routed experts of " + c.model.name + "; valid with " + s(p.world) +
+                     " ranks: " + join(common_divisors(p.world, {p.world, experts})));
+  }
+  if (p.ranks_per_node < 0) {
+    throw UsageError("--ranks-per-node must be >= 0 (0: detect), got " + s(p.ranks_per_node));
+  }
+  if (p.ranks_per_node > 0 && p.world % p.ranks_per_node != 0) {
+    throw UsageError("--ranks-per-node " + s(p.ranks_per_node) + " does not divide the " +
+                     s(p.world) + " ranks; valid: 0 (detect), " +
+                     join(common_divisors(p.world, {p.world})));
+  }
+
+  if (c.optimizer == Optimizer::adamw) {
+    const AdamWParams& a = c.adamw;
+    if (!(a.lr > 0) || !std::isfinite(a.lr)) {
+      throw UsageError("--lr must be a finite number > 0, got " + str(a.lr));
+    }
+    if (!(a.beta1 >= 0 && a.beta1 < 1)) {
+      throw UsageError("--adam-beta1 must be in [0, 1), got " + str(a.beta1));
+    }
+    if (!(a.beta2 >= 0 && a.beta2 < 1)) {
+      throw UsageError("--adam-beta2 must be in [0, 1), got " + str(a.beta2));
+    }
+    if (!(a.eps > 0) || !std::isfinite(a.eps)) {
+      throw UsageError("--adam-eps must be a finite number > 0, got " + str(a.eps));
+    }
+    if (!(a.weight_decay >= 0) || !std::isfinite(a.weight_decay)) {
+      throw UsageError("--weight-decay must be a finite number >= 0, got " + str(a.weight_decay));
+    }
+  }
+}
+
+nlohmann::json to_json(const Workload& w) {
+  nlohmann::json j;
+  j["seq_len"] = w.seq_len;
+  j["micro_batch"] = w.micro_batch;
+  j["layers"] = w.layers;
+  j["dense_layers"] = w.dense_layers;
+  j["moe_layers"] = w.moe_layers();
+  j["attention"] = w.attention;
+  j["routing"] = to_string(w.routing);
+  j["tokens_per_rank"] = w.tokens_per_rank();
+  return j;
+}
+
+nlohmann::json to_json(const ParallelLayout& p) {
+  nlohmann::json j;
+  j["world"] = p.world;
+  j["ep"] = p.ep;
+  j["dp"] = p.dp();
+  j["edp"] = p.edp();
+  j["ranks_per_node"] = p.ranks_per_node;
+  return j;
+}
+
+}  // namespace moebench

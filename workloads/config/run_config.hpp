@@ -1,0 +1,87 @@
+// What one run does: the model, the slice of it this run instantiates, the workload, the layout
+// and the measurement settings. Filled by the CLI, validated before any allocation.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "workloads/config/model_config.hpp"
+
+namespace moebench {
+
+enum class RoutingMode { router, balanced, zipf };
+enum class GradReduce { allreduce, reduce_scatter };
+enum class Optimizer { adamw, none };
+
+struct RoutingSpec {
+  RoutingMode mode = RoutingMode::balanced;
+  double zipf_exponent = 0.0;  // only for zipf
+};
+
+// Parses "router", "balanced" or "zipf:S" (S > 0). UsageError otherwise.
+RoutingSpec parse_routing(const std::string& text);
+std::string to_string(const RoutingSpec& r);
+std::string to_string(GradReduce g);
+std::string to_string(Optimizer o);
+
+struct AdamWParams {
+  double lr = 1e-4;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+};
+
+// The instantiated stack and the tokens each rank processes.
+struct Workload {
+  std::int64_t seq_len = 4096;
+  std::int64_t micro_batch = 1;   // sequences per rank per step
+  std::int64_t layers = 0;        // instantiated transformer layers
+  std::int64_t dense_layers = 0;  // of which the first ones are dense
+  bool attention = true;
+  RoutingSpec routing;
+
+  std::int64_t tokens_per_rank() const { return seq_len * micro_batch; }
+  std::int64_t moe_layers() const { return layers - dense_layers; }
+};
+
+struct ParallelLayout {
+  int world = 1;
+  int ep = 1;              // expert-parallel group size (consecutive ranks)
+  int ranks_per_node = 0;  // 0: from the MPI shared-memory split
+
+  int dp() const { return world; }            // every rank holds a data-parallel replica
+  int edp() const { return world / ep; }      // ranks holding the same experts
+};
+
+struct RunConfig {
+  ModelConfig model;
+  Workload workload;
+  ParallelLayout layout;
+  GradReduce grad_reduce = GradReduce::allreduce;
+  Optimizer optimizer = Optimizer::adamw;
+  AdamWParams adamw;
+  std::uint64_t seed = 1234;
+  int warmup = 3;
+  int steps = 10;
+  bool verify = false;
+  std::string backend = "cpu";  // compute backend
+  std::string comm = "mpi";     // communication backend
+  int blas_threads = 1;
+  // Test-only: corrupt one element of the dispatched payload on this rank (-1: off).
+  int test_corrupt_dispatch_rank = -1;
+};
+
+// The default instantiated stack for a model: all layers, with dense layers in the model's
+// proportion (rounded), so a 4-layer slice of DeepSeek-V3 is 4 MoE layers.
+std::int64_t default_dense_layers(const ModelConfig& m, std::int64_t layers);
+
+// Checks the workload and the layout against the model: UsageError with what would be valid.
+void validate(const RunConfig& c);
+
+nlohmann::json to_json(const Workload& w);
+nlohmann::json to_json(const ParallelLayout& p);
+
+}  // namespace moebench

@@ -1,0 +1,176 @@
+#include "workloads/layers/attention.hpp"
+
+#include <cmath>
+
+#include "workloads/accounting/accounting.hpp"
+
+namespace moebench {
+
+namespace {
+struct Dims {
+  std::int64_t n, h, heads, dn, dr, dq, dv, kvl, ql;
+  bool q_lora;
+};
+
+Dims dims(const LayerContext& ctx) {
+  const ModelConfig& m = ctx.config.model;
+  return Dims{ctx.tokens,
+              m.hidden_size,
+              m.num_attention_heads,
+              m.qk_nope_head_dim,
+              m.qk_rope_head_dim,
+              m.qk_head_dim(),
+              m.v_head_dim,
+              m.kv_lora_rank,
+              m.q_lora_rank.value_or(0),
+              m.q_lora_rank.has_value()};
+}
+
+AttentionShape attention_shape(const LayerContext& ctx, const Dims& d) {
+  AttentionShape s;
+  s.batch = ctx.config.workload.micro_batch;
+  s.seq_len = ctx.config.workload.seq_len;
+  s.heads = d.heads;
+  s.qk_dim = d.dq;
+  s.v_dim = d.dv;
+  s.scale = 1.0f / std::sqrt(static_cast<float>(d.dq));
+  s.causal = true;
+  return s;
+}
+}  // namespace
+
+void MlaAttention::forward(LayerContext& ctx, int layer, Mat x, Mat x1) {
+  auto scope = ctx.timer.scope(Phase::attention);
+  Compute& c = ctx.compute;
+  ParamStore& p = ctx.params;
+  const Dims d = dims(ctx);
+  const float eps = static_cast<float>(ctx.config.model.rms_norm_eps);
+  const float theta = static_cast<float>(ctx.config.model.rope_theta);
+  x_ = x;
+
+  Mat xn = ensure_rows(c, xn_, d.n, d.h);
+  Mat rstd = ensure_rows(c, rstd_, d.n, 1, DType::f32);
+  c.rmsnorm_forward(x, p.param(layer, ParamKind::attn_norm), eps, xn, rstd);
+
+  Mat q = ensure_rows(c, q_, d.n, d.heads * d.dq);
+  if (d.q_lora) {
+    Mat cq = ensure_rows(c, cq_, d.n, d.ql);
+    Mat cqn = ensure_rows(c, cqn_, d.n, d.ql);
+    c.gemm(false, false, 1.0f, xn, p.param(layer, ParamKind::wq_a), 0.0f, cq);
+    c.rmsnorm_forward(cq, p.param(layer, ParamKind::q_norm), eps, cqn,
+                      ensure_rows(c, rstd_q_, d.n, 1, DType::f32));
+    c.gemm(false, false, 1.0f, cqn, p.param(layer, ParamKind::wq_b), 0.0f, q);
+  } else {
+    c.gemm(false, false, 1.0f, xn, p.param(layer, ParamKind::wq), 0.0f, q);
+  }
+  const std::int64_t seq = ctx.config.workload.seq_len;
+  c.rope_forward(q, seq, d.heads, d.dq, d.dn, d.dr, theta);
+
+  // The kv down-projection also produces the shared rope key.
+  Mat ckv_full = ensure_rows(c, ckv_full_, d.n, d.kvl + d.dr);
+  c.gemm(false, false, 1.0f, xn, p.param(layer, ParamKind::wkv_a), 0.0f, ckv_full);
+  Mat ckv = ensure_rows(c, ckv_, d.n, d.kvl);
+  Mat krope = ensure_rows(c, krope_, d.n, d.dr);
+  c.copy(ckv_full.col_slice(0, d.kvl), ckv);
+  c.copy(ckv_full.col_slice(d.kvl, d.dr), krope);
+  c.rope_forward(krope, seq, 1, d.dr, 0, d.dr, theta);
+  Mat ckvn = ensure_rows(c, ckvn_, d.n, d.kvl);
+  c.rmsnorm_forward(ckv, p.param(layer, ParamKind::kv_norm), eps, ckvn,
+                    ensure_rows(c, rstd_kv_, d.n, 1, DType::f32));
+  Mat kv = ensure_rows(c, kv_, d.n, d.heads * (d.dn + d.dv));
+  c.gemm(false, false, 1.0f, ckvn, p.param(layer, ParamKind::wkv_b), 0.0f, kv);
+
+  // Per head: k = [k_nope | shared k_rope], v from the kv up-projection.
+  Mat k = ensure_rows(c, k_, d.n, d.heads * d.dq);
+  Mat v = ensure_rows(c, v_, d.n, d.heads * d.dv);
+  for (std::int64_t hd = 0; hd < d.heads; ++hd) {
+    const std::int64_t kv0 = hd * (d.dn + d.dv);
+    c.copy(kv.col_slice(kv0, d.dn), k.col_slice(hd * d.dq, d.dn));
+    c.copy(krope, k.col_slice(hd * d.dq + d.dn, d.dr));
+    c.copy(kv.col_slice(kv0 + d.dn, d.dv), v.col_slice(hd * d.dv, d.dv));
+  }
+
+  Mat o = ensure_rows(c, o_, d.n, d.heads * d.dv);
+  Mat stats = ensure_rows(c, stats_, d.n, d.heads, DType::f32);
+  c.attention_forward(attention_shape(ctx, d), q, k, v, o, stats);
+
+  c.copy(x, x1);
+  c.gemm(false, false, 1.0f, o, p.param(layer, ParamKind::wo), 1.0f, x1);
+  ctx.add_flops(Phase::attention, static_cast<double>(d.n) *
+                                      mla_flops_per_token(ctx.config.model, seq));
+}
+
+void MlaAttention::backward(LayerContext& ctx, int layer, Mat dx1, Mat dx) {
+  auto scope = ctx.timer.scope(Phase::attention);
+  Compute& c = ctx.compute;
+  ParamStore& p = ctx.params;
+  const Dims d = dims(ctx);
+  const float theta = static_cast<float>(ctx.config.model.rope_theta);
+  const std::int64_t seq = ctx.config.workload.seq_len;
+  const Mat xn = xn_.view().row_slice(0, d.n);
+
+  // Output projection.
+  Mat d_o = ensure_rows(c, do_, d.n, d.heads * d.dv);
+  c.gemm(false, true, 1.0f, dx1, p.param(layer, ParamKind::wo), 0.0f, d_o);
+  c.gemm(true, false, 1.0f, o_.view().row_slice(0, d.n), dx1, 0.0f,
+         p.grad(layer, ParamKind::wo));
+
+  Mat dq = ensure_rows(c, dq_, d.n, d.heads * d.dq);
+  Mat dk = ensure_rows(c, dk_, d.n, d.heads * d.dq);
+  Mat dv = ensure_rows(c, dv_, d.n, d.heads * d.dv);
+  c.attention_backward(attention_shape(ctx, d), q_.view().row_slice(0, d.n),
+                       k_.view().row_slice(0, d.n), v_.view().row_slice(0, d.n),
+                       o_.view().row_slice(0, d.n), d_o, stats_.view().row_slice(0, d.n), dq, dk,
+                       dv);
+
+  // Back through the per-head split: k_nope and v into dkv; the shared rope key sums over heads.
+  Mat dkv = ensure_rows(c, dkv_, d.n, d.heads * (d.dn + d.dv));
+  Mat dkrope = ensure_rows(c, dkrope_, d.n, d.dr);
+  c.zero(dkrope);
+  for (std::int64_t hd = 0; hd < d.heads; ++hd) {
+    const std::int64_t kv0 = hd * (d.dn + d.dv);
+    c.copy(dk.col_slice(hd * d.dq, d.dn), dkv.col_slice(kv0, d.dn));
+    c.axpby(1.0f, dk.col_slice(hd * d.dq + d.dn, d.dr), 1.0f, dkrope);
+    c.copy(dv.col_slice(hd * d.dv, d.dv), dkv.col_slice(kv0 + d.dn, d.dv));
+  }
+  c.rope_backward(dkrope, seq, 1, d.dr, 0, d.dr, theta);
+  c.rope_backward(dq, seq, d.heads, d.dq, d.dn, d.dr, theta);
+
+  // kv path.
+  Mat dckvn = ensure_rows(c, dckvn_, d.n, d.kvl);
+  c.gemm(false, true, 1.0f, dkv, p.param(layer, ParamKind::wkv_b), 0.0f, dckvn);
+  c.gemm(true, false, 1.0f, ckvn_.view().row_slice(0, d.n), dkv, 0.0f,
+         p.grad(layer, ParamKind::wkv_b));
+  Mat dckv = ensure_rows(c, dckv_, d.n, d.kvl);
+  c.rmsnorm_backward(dckvn, ckv_.view().row_slice(0, d.n), p.param(layer, ParamKind::kv_norm),
+                     rstd_kv_.view().row_slice(0, d.n), dckv, p.grad(layer, ParamKind::kv_norm));
+  Mat dckv_full = ensure_rows(c, dckv_full_, d.n, d.kvl + d.dr);
+  c.copy(dckv, dckv_full.col_slice(0, d.kvl));
+  c.copy(dkrope, dckv_full.col_slice(d.kvl, d.dr));
+  Mat dxn = ensure_rows(c, dxn_, d.n, d.h);
+  c.gemm(false, true, 1.0f, dckv_full, p.param(layer, ParamKind::wkv_a), 0.0f, dxn);
+  c.gemm(true, false, 1.0f, xn, dckv_full, 0.0f, p.grad(layer, ParamKind::wkv_a));
+
+  // q path.
+  if (d.q_lora) {
+    Mat dcqn = ensure_rows(c, dcqn_, d.n, d.ql);
+    c.gemm(false, true, 1.0f, dq, p.param(layer, ParamKind::wq_b), 0.0f, dcqn);
+    c.gemm(true, false, 1.0f, cqn_.view().row_slice(0, d.n), dq, 0.0f,
+           p.grad(layer, ParamKind::wq_b));
+    Mat dcq = ensure_rows(c, dcq_, d.n, d.ql);
+    c.rmsnorm_backward(dcqn, cq_.view().row_slice(0, d.n), p.param(layer, ParamKind::q_norm),
+                       rstd_q_.view().row_slice(0, d.n), dcq, p.grad(layer, ParamKind::q_norm));
+    c.gemm(false, true, 1.0f, dcq, p.param(layer, ParamKind::wq_a), 1.0f, dxn);
+    c.gemm(true, false, 1.0f, xn, dcq, 0.0f, p.grad(layer, ParamKind::wq_a));
+  } else {
+    c.gemm(false, true, 1.0f, dq, p.param(layer, ParamKind::wq), 1.0f, dxn);
+    c.gemm(true, false, 1.0f, xn, dq, 0.0f, p.grad(layer, ParamKind::wq));
+  }
+
+  // Input norm, then the residual.
+  c.rmsnorm_backward(dxn, x_, p.param(layer, ParamKind::attn_norm),
+                     rstd_.view().row_slice(0, d.n), dx, p.grad(layer, ParamKind::attn_norm));
+  c.axpby(1.0f, dx1, 1.0f, dx);
+}
+
+}  // namespace moebench

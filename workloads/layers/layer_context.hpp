@@ -1,0 +1,44 @@
+// What a layer needs to run: the backends, the parameters, where to account its time, bytes and
+// FLOPs, and which tokens it holds.
+#pragma once
+
+#include <cstdint>
+
+#include "harness/comm/communicator.hpp"
+#include "harness/compute/compute.hpp"
+#include "harness/measure/phase_timer.hpp"
+#include "harness/runtime/topology.hpp"
+#include "workloads/config/run_config.hpp"
+#include "workloads/step/parameters.hpp"
+
+namespace moebench {
+
+struct LayerContext {
+  Compute& compute;
+  Communicator& comm;
+  PhaseTimer& timer;
+  StepSample& sample;
+  const RunConfig& config;
+  const Topology& topo;
+  ParamStore& params;
+  std::int64_t tokens = 0;       // rows this rank holds (micro_batch * seq_len)
+  std::int64_t first_token = 0;  // global index of row 0
+  bool corrupt_dispatch = false; // test hook: perturb one received dispatch element
+
+  void add_flops(Phase p, double f) { sample.flops[static_cast<std::size_t>(p)] += f; }
+  void add_bytes(Phase p, double bytes, double bus_factor, int group) {
+    const auto i = static_cast<std::size_t>(p);
+    sample.bytes[i] += bytes;
+    sample.bus_bytes[i] += bytes * bus_factor;
+    if (group > sample.group_size[i]) sample.group_size[i] = group;
+  }
+};
+
+// A reusable buffer: reallocated only when a step needs more rows than it has.
+Mat ensure_rows(Compute& compute, Tensor& t, std::int64_t rows, std::int64_t cols,
+                DType dtype);
+inline Mat ensure_rows(Compute& compute, Tensor& t, std::int64_t rows, std::int64_t cols) {
+  return ensure_rows(compute, t, rows, cols, compute.activation_dtype());
+}
+
+}  // namespace moebench

@@ -1,0 +1,249 @@
+#include "workloads/layers/moe.hpp"
+
+#include "harness/measure/stats.hpp"
+#include "workloads/accounting/accounting.hpp"
+#include "workloads/routing/route.hpp"
+
+namespace moebench {
+
+namespace {
+Mat upload_index(Compute& c, Tensor& t, const std::vector<std::int32_t>& host) {
+  Mat m = ensure_rows(c, t, static_cast<std::int64_t>(host.size()), 1, DType::i32);
+  if (!host.empty()) c.upload_i32(host.data(), m);
+  return m;
+}
+}  // namespace
+
+RouterParams router_params(const RunConfig& c) {
+  const ModelConfig& m = c.model;
+  RouterParams p;
+  p.experts = static_cast<std::int32_t>(m.n_routed_experts);
+  p.top_k = static_cast<std::int32_t>(m.num_experts_per_tok);
+  p.groups = static_cast<std::int32_t>(m.n_group);
+  p.topk_groups = static_cast<std::int32_t>(m.topk_group);
+  p.scaling = static_cast<float>(m.routed_scaling_factor);
+  p.mode = c.workload.routing.mode == RoutingMode::router     ? kRouteRouter
+           : c.workload.routing.mode == RoutingMode::balanced ? kRouteBalanced
+                                                              : kRouteZipf;
+  p.zipf_exponent = static_cast<float>(c.workload.routing.zipf_exponent);
+  p.seed = c.seed;
+  return p;
+}
+
+void MoeBlock::alltoall(LayerContext& ctx, Phase phase, Mat send,
+                        const std::vector<std::int64_t>& send_rows,
+                        const std::vector<std::int64_t>& send_offsets, Mat recv,
+                        const std::vector<std::int64_t>& recv_rows,
+                        const std::vector<std::int64_t>& recv_offsets) {
+  auto scope = ctx.timer.scope(phase);
+  ctx.comm.alltoallv(Group::expert, send, send_rows, send_offsets, recv, recv_rows, recv_offsets);
+  const int ep = ctx.topo.ep;
+  ctx.add_bytes(phase, static_cast<double>(send.rows) * send.cols * dtype_size(send.dtype),
+                bus_bandwidth_factor(CollectiveKind::alltoall, ep), ep);
+}
+
+void MoeBlock::forward(LayerContext& ctx, int layer, Mat xn, Mat y) {
+  Compute& c = ctx.compute;
+  ParamStore& p = ctx.params;
+  const ModelConfig& m = ctx.config.model;
+  const std::int64_t n = ctx.tokens, h = m.hidden_size, E = m.n_routed_experts;
+  const std::int64_t k = m.num_experts_per_tok;
+  const RouterParams rp = router_params(ctx.config);
+  xn_ = xn;
+  sent_ = n * k;
+
+  {
+    auto scope = ctx.timer.scope(Phase::router);
+    Mat logits = ensure_rows(c, logits_, n, E, DType::f32);
+    c.gemm(false, false, 1.0f, xn, p.param(layer, ParamKind::router), 0.0f, logits);
+    c.router_forward(rp, logits, p.router_bias(layer), ctx.first_token,
+                     ensure_rows(c, scores_, n, E, DType::f32),
+                     ensure_rows(c, indices_, n, k, DType::i32),
+                     ensure_rows(c, weights_, n, k, DType::f32));
+    ctx.add_flops(Phase::router, static_cast<double>(n) * router_flops_per_token(m));
+    // The counts the all-to-all needs: the one host synchronisation of the dispatch.
+    std::vector<std::int32_t> idx(static_cast<std::size_t>(n * k));
+    c.download_i32(indices_.view().row_slice(0, n), idx.data());
+    plan_ = make_dispatch_plan(idx, n, static_cast<int>(k), static_cast<int>(E),
+                               ctx.topo.ep);
+  }
+
+  {
+    auto scope = ctx.timer.scope(Phase::permute);
+    Mat row_token = upload_index(c, row_token_, plan_.row_token);
+    upload_index(c, row_slot_, plan_.row_slot);
+    c.gather_rows(xn, row_token, ensure_rows(c, send_, sent_, h));
+  }
+
+  std::vector<std::int64_t> recv_expert_rows;
+  {
+    auto scope = ctx.timer.scope(Phase::dispatch);
+    recv_expert_rows = ctx.comm.alltoall_counts(Group::expert, plan_.send_expert_rows);
+  }
+  layout_ = make_expert_layout(recv_expert_rows, ctx.topo.ep, ctx.params.local_experts());
+  const std::int64_t r = layout_.total_rows;
+  Mat recv = ensure_rows(c, recv_, r, h);
+  alltoall(ctx, Phase::dispatch, send_.view().row_slice(0, sent_), plan_.send_rows,
+           plan_.send_offsets, recv, layout_.recv_rows, layout_.recv_offsets);
+  if (ctx.corrupt_dispatch && r > 0) c.fill(recv.row_slice(0, 1).col_slice(0, 1), 1000.0f);
+
+  {
+    auto scope = ctx.timer.scope(Phase::permute);
+    Mat source = upload_index(c, expert_source_, layout_.expert_row_source);
+    c.gather_rows(recv, source, ensure_rows(c, xe_, r, h));
+  }
+  experts_forward(ctx, layer);
+  {
+    auto scope = ctx.timer.scope(Phase::permute);
+    Mat yr = ensure_rows(c, yr_, r, h);
+    c.zero(yr);
+    c.scatter_add_rows(ye_.view().row_slice(0, r), expert_source_.view().row_slice(0, r), Mat{},
+                       yr);
+  }
+  Mat ysend = ensure_rows(c, ysend_, sent_, h);
+  alltoall(ctx, Phase::combine, yr_.view().row_slice(0, r), layout_.recv_rows,
+           layout_.recv_offsets, ysend, plan_.send_rows, plan_.send_offsets);
+
+  {
+    auto scope = ctx.timer.scope(Phase::permute);
+    Mat row_weight = ensure_rows(c, row_weight_, sent_, 1, DType::f32);
+    c.gather_rows(weights_.view().row_slice(0, n).reshaped(n * k, 1),
+                  row_slot_.view().row_slice(0, sent_), row_weight);
+    c.zero(y);
+    c.scatter_add_rows(ysend, row_token_.view().row_slice(0, sent_), row_weight, y);
+  }
+
+  if (m.n_shared_experts > 0) {
+    Mat shared = ensure_rows(c, shared_out_, n, h);
+    shared_.forward(ctx, Phase::shared_expert, p.param(layer, ParamKind::shared_gate_up),
+                    p.param(layer, ParamKind::shared_down), xn, shared);
+    auto scope = ctx.timer.scope(Phase::shared_expert);
+    c.axpby(1.0f, shared, 1.0f, y);
+  }
+}
+
+void MoeBlock::experts_forward(LayerContext& ctx, int layer) {
+  auto scope = ctx.timer.scope(Phase::experts);
+  Compute& c = ctx.compute;
+  ParamStore& p = ctx.params;
+  const std::int64_t r = layout_.total_rows, h = ctx.config.model.hidden_size;
+  const std::int64_t f = ctx.config.model.moe_intermediate_size;
+  Mat xe = xe_.view().row_slice(0, r);
+  Mat gate_up = ensure_rows(c, gate_up_, r, 2 * f);
+  Mat act = ensure_rows(c, act_, r, f);
+  Mat ye = ensure_rows(c, ye_, r, h);
+  std::vector<GemmProblem> up, down;
+  for (int e = 0; e < p.local_experts(); ++e) {
+    const std::int64_t rows = layout_.expert_rows[e], first = layout_.expert_offsets[e];
+    if (rows == 0) continue;
+    up.push_back({xe.row_slice(first, rows), p.param(layer, ParamKind::expert_gate_up, e),
+                  gate_up.row_slice(first, rows)});
+    down.push_back({act.row_slice(first, rows), p.param(layer, ParamKind::expert_down, e),
+                    ye.row_slice(first, rows)});
+  }
+  c.grouped_gemm(false, false, 1.0f, up, 0.0f);
+  c.swiglu_forward(gate_up, act);
+  c.grouped_gemm(false, false, 1.0f, down, 0.0f);
+  ctx.add_flops(Phase::experts, 3.0 * 3.0 * 2.0 * static_cast<double>(r) * h * f);
+}
+
+void MoeBlock::backward(LayerContext& ctx, int layer, Mat dy, Mat dxn) {
+  Compute& c = ctx.compute;
+  ParamStore& p = ctx.params;
+  const ModelConfig& m = ctx.config.model;
+  const std::int64_t n = ctx.tokens, h = m.hidden_size, E = m.n_routed_experts;
+  const std::int64_t k = m.num_experts_per_tok, r = layout_.total_rows;
+  const Mat row_token = row_token_.view().row_slice(0, sent_);
+
+  bool dxn_written = false;
+  if (m.n_shared_experts > 0) {
+    shared_.backward(ctx, Phase::shared_expert, p.param(layer, ParamKind::shared_gate_up),
+                     p.param(layer, ParamKind::shared_down), dy,
+                     p.grad(layer, ParamKind::shared_gate_up), p.grad(layer, ParamKind::shared_down),
+                     dxn, false);
+    dxn_written = true;
+  }
+
+  Mat dweights = ensure_rows(c, dweights_, n, k, DType::f32);
+  Mat dy_send = ensure_rows(c, dy_send_, sent_, h);
+  {
+    auto scope = ctx.timer.scope(Phase::permute);
+    // Combine weights' gradient: <dy[token], expert output>, back in (token, slot) order.
+    Mat dw_rows = ensure_rows(c, dw_rows_, sent_, 1, DType::f32);
+    c.gathered_row_dot(dy, row_token, ysend_.view().row_slice(0, sent_), dw_rows);
+    c.zero(dweights);
+    c.scatter_add_rows(dw_rows, row_slot_.view().row_slice(0, sent_), Mat{},
+                       dweights.reshaped(n * k, 1));
+    c.gather_rows_scaled(dy, row_token, row_weight_.view().row_slice(0, sent_), dy_send);
+  }
+  // The combine's reverse: gradients travel to the experts' ranks.
+  Mat dyr = ensure_rows(c, dyr_, r, h);
+  alltoall(ctx, Phase::combine, dy_send, plan_.send_rows, plan_.send_offsets, dyr,
+           layout_.recv_rows, layout_.recv_offsets);
+  Mat dye = ensure_rows(c, dye_, r, h);
+  {
+    auto scope = ctx.timer.scope(Phase::permute);
+    c.gather_rows(dyr, expert_source_.view().row_slice(0, r), dye);
+  }
+  Mat dxe = ensure_rows(c, dxe_, r, h);
+  experts_backward(ctx, layer, dye, dxe);
+  Mat dxr = ensure_rows(c, dxr_, r, h);
+  {
+    auto scope = ctx.timer.scope(Phase::permute);
+    c.zero(dxr);
+    c.scatter_add_rows(dxe, expert_source_.view().row_slice(0, r), Mat{}, dxr);
+  }
+  // The dispatch's reverse: input gradients travel back to the tokens' ranks.
+  Mat dx_send = ensure_rows(c, dx_send_, sent_, h);
+  alltoall(ctx, Phase::dispatch, dxr, layout_.recv_rows, layout_.recv_offsets, dx_send,
+           plan_.send_rows, plan_.send_offsets);
+  {
+    auto scope = ctx.timer.scope(Phase::permute);
+    if (!dxn_written) c.zero(dxn);
+    c.scatter_add_rows(dx_send, row_token, Mat{}, dxn);
+  }
+
+  auto scope = ctx.timer.scope(Phase::router);
+  Mat dlogits = ensure_rows(c, dlogits_, n, E, DType::f32);
+  c.router_backward(router_params(ctx.config), scores_.view().row_slice(0, n),
+                    indices_.view().row_slice(0, n), dweights, dlogits);
+  c.gemm(false, true, 1.0f, dlogits, p.param(layer, ParamKind::router), 1.0f, dxn);
+  c.gemm(true, false, 1.0f, xn_, dlogits, 0.0f, p.grad(layer, ParamKind::router));
+}
+
+void MoeBlock::experts_backward(LayerContext& ctx, int layer, Mat dye, Mat dxe) {
+  auto scope = ctx.timer.scope(Phase::experts);
+  Compute& c = ctx.compute;
+  ParamStore& p = ctx.params;
+  const std::int64_t r = layout_.total_rows;
+  const std::int64_t f = ctx.config.model.moe_intermediate_size;
+  Mat xe = xe_.view().row_slice(0, r);
+  Mat gate_up = gate_up_.view().row_slice(0, r);
+  Mat act = act_.view().row_slice(0, r);
+  Mat dact = ensure_rows(c, dact_, r, f);
+  Mat dgate_up = ensure_rows(c, dgate_up_, r, 2 * f);
+  std::vector<GemmProblem> dgrad_down, wgrad_down, dgrad_up, wgrad_up;
+  for (int e = 0; e < p.local_experts(); ++e) {
+    const std::int64_t rows = layout_.expert_rows[e], first = layout_.expert_offsets[e];
+    if (rows == 0) {
+      // An expert that received no tokens has zero gradients (already zeroed).
+      continue;
+    }
+    dgrad_down.push_back(
+        {dye.row_slice(first, rows), p.param(layer, ParamKind::expert_down, e),
+         dact.row_slice(first, rows)});
+    wgrad_down.push_back({act.row_slice(first, rows), dye.row_slice(first, rows),
+                          p.grad(layer, ParamKind::expert_down, e)});
+    dgrad_up.push_back({dgate_up.row_slice(first, rows),
+                        p.param(layer, ParamKind::expert_gate_up, e), dxe.row_slice(first, rows)});
+    wgrad_up.push_back({xe.row_slice(first, rows), dgate_up.row_slice(first, rows),
+                        p.grad(layer, ParamKind::expert_gate_up, e)});
+  }
+  c.grouped_gemm(false, true, 1.0f, dgrad_down, 0.0f);
+  c.grouped_gemm(true, false, 1.0f, wgrad_down, 0.0f);
+  c.swiglu_backward(gate_up, dact, dgate_up);
+  c.grouped_gemm(false, true, 1.0f, dgrad_up, 0.0f);
+  c.grouped_gemm(true, false, 1.0f, wgrad_up, 0.0f);
+}
+
+}  // namespace moebench

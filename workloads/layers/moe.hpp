@@ -1,0 +1,46 @@
+// The MoE block of a layer: router, group-limited top-k, permutation by expert, dispatch
+// all-to-all to the experts' ranks, the local experts' SwiGLU MLPs as grouped GEMMs, combine
+// all-to-all back, the weighted sum, plus the shared experts on the local tokens.
+// Backward runs the reverse all-to-alls and computes every dgrad and wgrad.
+#pragma once
+
+#include <vector>
+
+#include "workloads/layers/layer_context.hpp"
+#include "workloads/layers/mlp.hpp"
+#include "workloads/routing/permutation.hpp"
+
+namespace moebench {
+
+RouterParams router_params(const RunConfig& c);
+
+class MoeBlock {
+ public:
+  // y = moe(xn) (overwritten), xn = the normed layer input (tokens x hidden).
+  void forward(LayerContext& ctx, int layer, Mat xn, Mat y);
+  // dxn (overwritten) from dy.
+  void backward(LayerContext& ctx, int layer, Mat dy, Mat dxn);
+
+ private:
+  void experts_forward(LayerContext& ctx, int layer);
+  void experts_backward(LayerContext& ctx, int layer, Mat dye, Mat dxe);
+  void alltoall(LayerContext& ctx, Phase phase, Mat send, const std::vector<std::int64_t>& send_rows,
+                const std::vector<std::int64_t>& send_offsets, Mat recv,
+                const std::vector<std::int64_t>& recv_rows,
+                const std::vector<std::int64_t>& recv_offsets);
+
+  Mat xn_;
+  DispatchPlan plan_;
+  ExpertLayout layout_;
+  std::int64_t sent_ = 0;  // rows this rank sends (tokens * top_k)
+  Tensor logits_, scores_, indices_, weights_;
+  Tensor row_token_, row_slot_, expert_source_, row_weight_;
+  Tensor send_, recv_, xe_, gate_up_, act_, ye_, yr_, ysend_;
+  // backward scratch
+  Tensor dy_send_, dw_rows_, dweights_, dlogits_, dyr_, dye_, dact_, dgate_up_, dxe_, dxr_,
+      dx_send_;
+  SwigluMlp shared_;
+  Tensor shared_out_;
+};
+
+}  // namespace moebench

@@ -1,0 +1,27 @@
+// One pre-norm transformer layer: x1 = x + MLA(norm(x)); out = x1 + F(norm(x1)), F the dense
+// SwiGLU MLP or the MoE block.
+#pragma once
+
+#include "workloads/layers/attention.hpp"
+#include "workloads/layers/mlp.hpp"
+#include "workloads/layers/moe.hpp"
+
+namespace moebench {
+
+class TransformerLayer {
+ public:
+  explicit TransformerLayer(int index) : index_(index) {}
+  void forward(LayerContext& ctx, Mat x, Mat out);
+  void backward(LayerContext& ctx, Mat dout, Mat dx);
+
+ private:
+  Phase mlp_phase(const LayerContext& ctx) const;
+
+  int index_;
+  MlaAttention attention_;
+  SwigluMlp dense_;
+  MoeBlock moe_;
+  Tensor x1_, xn2_, rstd2_, y_, dxn2_, dx1_;
+};
+
+}  // namespace moebench

@@ -1,0 +1,175 @@
+#include "workloads/step/training_step.hpp"
+
+#include <chrono>
+
+#include "harness/measure/stats.hpp"
+#include "workloads/ops/random.hpp"
+
+namespace moebench {
+
+namespace {
+// Streams of the synthetic data, apart from every weight's stream (workloads/ops/random.hpp).
+std::uint64_t input_stream(std::uint64_t sequence) { return mix64((1ULL << 62) + 2 * sequence); }
+std::uint64_t output_grad_stream(std::uint64_t sequence) {
+  return mix64((1ULL << 62) + 2 * sequence + 1);
+}
+
+Group reduce_group(ParamGroup g) { return g == ParamGroup::dense ? Group::world : Group::expert_data; }
+}  // namespace
+
+TrainingStep::TrainingStep(const RunConfig& config, const Topology& topo, Compute& compute,
+                           Communicator& comm)
+    : config_(config),
+      topo_(topo),
+      compute_(compute),
+      comm_(comm),
+      tokens_(config.workload.tokens_per_rank()),
+      params_(compute, config, topo),
+      timer_(compute, comm) {
+  const std::int64_t h = config.model.hidden_size;
+  for (int l = 0; l < config.workload.layers; ++l) layers_.emplace_back(l);
+  for (int l = 0; l <= config.workload.layers; ++l) acts_.push_back(compute.alloc(tokens_, h));
+  dout_ = compute.alloc(tokens_, h);
+  grad_a_ = compute.alloc(tokens_, h);
+  grad_b_ = compute.alloc(tokens_, h);
+  for (ParamGroup g : {ParamGroup::dense, ParamGroup::expert}) {
+    const int i = static_cast<int>(g);
+    const std::int64_t size = comm.info(reduce_group(g)).size;
+    const std::int64_t n = config.grad_reduce == GradReduce::reduce_scatter
+                               ? params_.padded_numel(g) / size
+                               : params_.padded_numel(g);
+    if (config.grad_reduce == GradReduce::reduce_scatter) {
+      shard_grads_[i] = compute.alloc(n, 1);
+      shard_params_[i] = compute.alloc(n, 1);
+    }
+    if (config.optimizer == Optimizer::adamw) {
+      adam_m_[i] = compute.alloc(n, 1, DType::f32);
+      adam_v_[i] = compute.alloc(n, 1, DType::f32);
+    }
+  }
+}
+
+void TrainingStep::initialize() {
+  params_.initialize(config_.seed);
+  const std::int64_t seq = config_.workload.seq_len;
+  // Sequence s of the global batch: rank r holds sequences [r * mb, (r + 1) * mb).
+  const std::int64_t first_seq = static_cast<std::int64_t>(topo_.rank) * config_.workload.micro_batch;
+  for (std::int64_t b = 0; b < config_.workload.micro_batch; ++b) {
+    const auto s = static_cast<std::uint64_t>(first_seq + b);
+    compute_.fill_random(acts_[0].view().row_slice(b * seq, seq), config_.seed,
+                         input_stream(s), 1.0f);
+    compute_.fill_random(dout_.view().row_slice(b * seq, seq), config_.seed,
+                         output_grad_stream(s), 1.0f);
+  }
+  for (Tensor* t : {&adam_m_[0], &adam_m_[1], &adam_v_[0], &adam_v_[1]}) {
+    if (!t->empty()) compute_.zero(*t);
+  }
+  optimizer_steps_ = 0;
+}
+
+StepSample TrainingStep::run(bool corrupt_dispatch) {
+  StepSample sample;
+  timer_.reset();
+  LayerContext ctx{compute_, comm_, timer_, sample, config_, topo_, params_};
+  ctx.tokens = tokens_;
+  ctx.first_token = static_cast<std::int64_t>(topo_.rank) * tokens_;
+
+  compute_.synchronize();
+  comm_.synchronize();
+  const auto start = std::chrono::steady_clock::now();
+  {
+    auto scope = timer_.scope(Phase::optimizer);  // the optimiser's zero_grad
+    params_.zero_grads();
+  }
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    // The test hook corrupts the first MoE layer's dispatch only.
+    ctx.corrupt_dispatch = corrupt_dispatch && static_cast<int>(l) == config_.workload.dense_layers;
+    layers_[l].forward(ctx, acts_[l], acts_[l + 1]);
+  }
+  ctx.corrupt_dispatch = false;
+  Mat dout = dout_;
+  Tensor* bufs[2] = {&grad_a_, &grad_b_};
+  for (std::size_t i = layers_.size(); i-- > 0;) {
+    Mat dx = *bufs[i % 2];
+    layers_[i].backward(ctx, dout, dx);
+    dout = dx;
+  }
+  input_grad_ = dout;
+  reduce_gradients(ctx);
+  if (config_.optimizer == Optimizer::adamw) optimizer_step(ctx);
+  compute_.synchronize();
+  comm_.synchronize();
+  sample.step_time_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  sample.time_s = timer_.times();
+  return sample;
+}
+
+void TrainingStep::reduce_gradients(LayerContext& ctx) {
+  auto scope = timer_.scope(Phase::grad_reduce);
+  for (ParamGroup g : {ParamGroup::dense, ParamGroup::expert}) {
+    const Group group = reduce_group(g);
+    const int n = comm_.info(group).size;
+    const Mat grads = params_.flat_grads(g);
+    const double bytes = static_cast<double>(grads.rows) * dtype_size(grads.dtype);
+    if (config_.grad_reduce == GradReduce::allreduce) {
+      comm_.allreduce_sum(group, grads);
+      ctx.add_bytes(Phase::grad_reduce, bytes, bus_bandwidth_factor(CollectiveKind::allreduce, n),
+                    n);
+    } else {
+      comm_.reduce_scatter_sum(group, grads, shard_grads_[static_cast<int>(g)]);
+      ctx.add_bytes(Phase::grad_reduce, bytes,
+                    bus_bandwidth_factor(CollectiveKind::reduce_scatter, n), n);
+    }
+  }
+}
+
+void TrainingStep::optimizer_step(LayerContext& ctx) {
+  ++optimizer_steps_;
+  AdamWStep s;
+  s.lr = static_cast<float>(config_.adamw.lr);
+  s.beta1 = static_cast<float>(config_.adamw.beta1);
+  s.beta2 = static_cast<float>(config_.adamw.beta2);
+  s.eps = static_cast<float>(config_.adamw.eps);
+  s.weight_decay = static_cast<float>(config_.adamw.weight_decay);
+  s.grad_scale = 1.0f / static_cast<float>(topo_.world);  // the mean over the global batch
+  s.step = optimizer_steps_;
+  const bool zero1 = config_.grad_reduce == GradReduce::reduce_scatter;
+  for (ParamGroup g : {ParamGroup::dense, ParamGroup::expert}) {
+    const int i = static_cast<int>(g);
+    const Mat params = params_.flat_params(g);
+    if (!zero1) {
+      auto scope = timer_.scope(Phase::optimizer);
+      compute_.adamw(s, params, params_.flat_grads(g), adam_m_[i], adam_v_[i]);
+      continue;
+    }
+    const Group group = reduce_group(g);
+    const Mat shard = shard_params_[i];
+    {
+      auto scope = timer_.scope(Phase::optimizer);
+      compute_.copy(params.row_slice(reduced_grads_offset(g), shard.rows), shard);
+      compute_.adamw(s, shard, shard_grads_[i], adam_m_[i], adam_v_[i]);
+    }
+    auto scope = timer_.scope(Phase::grad_reduce);
+    comm_.allgather(group, shard, params);
+    const int n = comm_.info(group).size;
+    ctx.add_bytes(Phase::grad_reduce, static_cast<double>(params.rows) * dtype_size(params.dtype),
+                  bus_bandwidth_factor(CollectiveKind::allgather, n), n);
+  }
+}
+
+Mat TrainingStep::output() const { return acts_.back(); }
+Mat TrainingStep::input_grad() const { return input_grad_; }
+
+Mat TrainingStep::reduced_grads(ParamGroup g) const {
+  if (config_.grad_reduce == GradReduce::reduce_scatter) return shard_grads_[static_cast<int>(g)];
+  return params_.flat_grads(g);
+}
+
+std::int64_t TrainingStep::reduced_grads_offset(ParamGroup g) const {
+  if (config_.grad_reduce != GradReduce::reduce_scatter) return 0;
+  return static_cast<std::int64_t>(comm_.info(reduce_group(g)).rank) *
+         shard_grads_[static_cast<int>(g)].rows();
+}
+
+}  // namespace moebench

@@ -1,0 +1,58 @@
+// One training step of the instantiated stack on this rank: forward through every layer,
+// backward from a seeded output gradient, data-parallel gradient reduction (dense parameters over
+// all ranks, experts over their expert-data-parallel group; all-reduce, or ZeRO-1
+// reduce-scatter + all-gather), then AdamW. The input and the output gradient of every sequence
+// are pure functions of (seed, global sequence index), so a single process holding all sequences
+// (the --verify reference) computes the same step.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "harness/measure/phase_timer.hpp"
+#include "workloads/layers/transformer_layer.hpp"
+#include "workloads/step/parameters.hpp"
+
+namespace moebench {
+
+class TrainingStep {
+ public:
+  TrainingStep(const RunConfig& config, const Topology& topo, Compute& compute,
+               Communicator& comm);
+
+  // Weights, optimiser state, the input and the output gradient, from the seed.
+  void initialize();
+  // Runs one full step and returns what this rank measured. corrupt_dispatch is the test hook
+  // that perturbs one received dispatch element.
+  StepSample run(bool corrupt_dispatch = false);
+
+  const ParamStore& params() const { return params_; }
+  Mat output() const;      // the last layer's output (tokens x hidden)
+  Mat input_grad() const;  // d loss / d input (tokens x hidden)
+  // The reduced gradient this rank holds after the step: the whole group buffer (all-reduce) or
+  // its ZeRO-1 shard, and the first flat element it covers.
+  Mat reduced_grads(ParamGroup g) const;
+  std::int64_t reduced_grads_offset(ParamGroup g) const;
+  std::int64_t tokens() const { return tokens_; }
+
+ private:
+  void reduce_gradients(LayerContext& ctx);
+  void optimizer_step(LayerContext& ctx);
+
+  const RunConfig& config_;
+  const Topology& topo_;
+  Compute& compute_;
+  Communicator& comm_;
+  std::int64_t tokens_ = 0;
+  ParamStore params_;
+  PhaseTimer timer_;
+  std::vector<TransformerLayer> layers_;
+  std::vector<Tensor> acts_;  // acts_[l] is the input of layer l; acts_[L] the output
+  Tensor dout_, grad_a_, grad_b_;
+  Mat input_grad_;
+  Tensor shard_grads_[2], shard_params_[2];
+  Tensor adam_m_[2], adam_v_[2];
+  int optimizer_steps_ = 0;
+};
+
+}  // namespace moebench
