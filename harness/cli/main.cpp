@@ -5,6 +5,7 @@
 
 #include "harness/cli/commands.hpp"
 #include "harness/core/error.hpp"
+#include "harness/core/version.hpp"
 
 namespace {
 
@@ -50,8 +51,8 @@ int main(int argc, char** argv) {
         if (first_rank_by_environment()) std::cout << options.help_text;
         return 0;
       case Command::version:
-        std::cout << "moebench " << MOEBENCH_VERSION << " (" << MOEBENCH_GIT_SHA
-                  << (MOEBENCH_GIT_DIRTY ? ", dirty" : "") << ")\n";
+        std::cout << "moebench " << MOEBENCH_VERSION << " (" << git_sha()
+                  << (git_dirty() ? ", dirty" : "") << ")\n";
         return 0;
       case Command::presets:
         return presets_command();

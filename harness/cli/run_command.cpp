@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "harness/cli/commands.hpp"
+#include "harness/core/version.hpp"
 #include "harness/comm/communicator.hpp"
 #include "harness/compute/cpu_compute.hpp"
 #include "harness/measure/summary.hpp"
@@ -68,9 +69,9 @@ Setup prepare(const CliOptions& o, MpiRuntime& rt) {
 RunMeta make_meta(const CliOptions& o, const RunConfig& c, const MpiRuntime& rt,
                   const std::string& start) {
   RunMeta m;
-  m.tool_version = MOEBENCH_VERSION;
-  m.git_sha = MOEBENCH_GIT_SHA;
-  m.git_dirty = MOEBENCH_GIT_DIRTY != 0;
+  m.tool_version = kToolVersion;
+  m.git_sha = git_sha();
+  m.git_dirty = git_dirty();
   m.argv = o.argv;
   m.start_time = start;
   for (const std::string& h : rt.all_hosts()) {

@@ -46,40 +46,15 @@ bool overlaps(const Mat& a, const Mat& b) {
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(MPI_Comm world, const Topology& topo) {
-    int size = 0;
-    int rank = 0;
-    check_mpi(MPI_Comm_size(world, &size), "MPI_Comm_size");
-    check_mpi(MPI_Comm_rank(world, &rank), "MPI_Comm_rank");
-    MB_CHECK(size == topo.world && rank == topo.rank,
-             "topology says rank " << topo.rank << " of " << topo.world << ", communicator has "
-                                   << rank << " of " << size);
-    check_mpi(MPI_Comm_dup(world, &comms_[0]), "MPI_Comm_dup");
-    check_mpi(MPI_Comm_set_errhandler(comms_[0], MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-    // expert: consecutive ranks sharing ep_group; expert_data: ranks with the same ep_rank.
-    check_mpi(MPI_Comm_split(comms_[0], topo.ep_group, rank, &comms_[1]), "MPI_Comm_split");
-    check_mpi(MPI_Comm_split(comms_[0], topo.ep_rank, rank, &comms_[2]), "MPI_Comm_split");
-    for (int i = 0; i < 3; ++i) {
-      check_mpi(MPI_Comm_set_errhandler(comms_[i], MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-      check_mpi(MPI_Comm_rank(comms_[i], &infos_[i].rank), "MPI_Comm_rank");
-      check_mpi(MPI_Comm_size(comms_[i], &infos_[i].size), "MPI_Comm_size");
+    try {
+      build_groups(world, topo);
+    } catch (...) {
+      release();  // a throwing constructor runs no destructor
+      throw;
     }
-    MB_CHECK(infos_[1].size == topo.ep && infos_[1].rank == topo.ep_rank,
-             "expert group " << infos_[1].rank << "/" << infos_[1].size << " vs topology "
-                             << topo.ep_rank << "/" << topo.ep);
-    MB_CHECK(infos_[2].size == topo.edp && infos_[2].rank == topo.edp_rank,
-             "expert-data group " << infos_[2].rank << "/" << infos_[2].size << " vs topology "
-                                  << topo.edp_rank << "/" << topo.edp);
   }
 
-  ~MpiCommunicator() override {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (finalized) return;
-    for (auto& [cols, type] : row_types_) MPI_Type_free(&type);
-    for (MPI_Comm& c : comms_) {
-      if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
-    }
-  }
+  ~MpiCommunicator() override { release(); }
 
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
@@ -178,6 +153,43 @@ class MpiCommunicator final : public Communicator {
   void synchronize() override {}  // every call above is blocking
 
  private:
+  void build_groups(MPI_Comm world, const Topology& topo) {
+    int size = 0;
+    int rank = 0;
+    check_mpi(MPI_Comm_size(world, &size), "MPI_Comm_size");
+    check_mpi(MPI_Comm_rank(world, &rank), "MPI_Comm_rank");
+    MB_CHECK(size == topo.world && rank == topo.rank,
+             "topology says rank " << topo.rank << " of " << topo.world << ", communicator has "
+                                   << rank << " of " << size);
+    check_mpi(MPI_Comm_dup(world, &comms_[0]), "MPI_Comm_dup");
+    check_mpi(MPI_Comm_set_errhandler(comms_[0], MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    // expert: consecutive ranks sharing ep_group; expert_data: ranks with the same ep_rank.
+    check_mpi(MPI_Comm_split(comms_[0], topo.ep_group, rank, &comms_[1]), "MPI_Comm_split");
+    check_mpi(MPI_Comm_split(comms_[0], topo.ep_rank, rank, &comms_[2]), "MPI_Comm_split");
+    for (int i = 0; i < 3; ++i) {
+      check_mpi(MPI_Comm_set_errhandler(comms_[i], MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+      check_mpi(MPI_Comm_rank(comms_[i], &infos_[i].rank), "MPI_Comm_rank");
+      check_mpi(MPI_Comm_size(comms_[i], &infos_[i].size), "MPI_Comm_size");
+    }
+    MB_CHECK(infos_[1].size == topo.ep && infos_[1].rank == topo.ep_rank,
+             "expert group " << infos_[1].rank << "/" << infos_[1].size << " vs topology "
+                             << topo.ep_rank << "/" << topo.ep);
+    MB_CHECK(infos_[2].size == topo.edp && infos_[2].rank == topo.edp_rank,
+             "expert-data group " << infos_[2].rank << "/" << infos_[2].size << " vs topology "
+                                  << topo.edp_rank << "/" << topo.edp);
+  }
+
+  void release() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return;
+    for (auto& [cols, type] : row_types_) MPI_Type_free(&type);
+    row_types_.clear();
+    for (MPI_Comm& c : comms_) {
+      if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
+    }
+  }
+
   static int index(Group g) { return static_cast<int>(g); }
   MPI_Comm comm(Group g) const { return comms_[index(g)]; }
 

@@ -8,11 +8,15 @@
 
 // valijson reports schema problems by exception only when asked to (its default aborts).
 #define VALIJSON_USE_EXCEPTIONS 1
+// GCC 12 warns falsely (-Wrestrict) inside valijson's json_pointer string handling.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wrestrict"
 #include <valijson/adapters/nlohmann_json_adapter.hpp>
 #include <valijson/schema.hpp>
 #include <valijson/schema_parser.hpp>
 #include <valijson/validation_results.hpp>
 #include <valijson/validator.hpp>
+#pragma GCC diagnostic pop
 
 #include "harness/core/error.hpp"
 
@@ -100,7 +104,10 @@ std::vector<std::string> schema_errors(const nlohmann::json& doc, const nlohmann
 std::string find_schema(const std::string& file_name) {
   std::vector<std::string> tried;
   const std::string exe_dir = executable_directory();
-  if (!exe_dir.empty()) tried.push_back(exe_dir + "/reports/" + file_name);
+  if (!exe_dir.empty()) {
+    tried.push_back(exe_dir + "/reports/" + file_name);
+    tried.push_back(exe_dir + "/../reports/" + file_name);  // binaries in build subfolders
+  }
 #ifdef MOEBENCH_SOURCE_DIR
   tried.push_back(std::string(MOEBENCH_SOURCE_DIR) + "/reports/" + file_name);
 #endif

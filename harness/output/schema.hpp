@@ -14,8 +14,9 @@ namespace moebench {
 // RuntimeError.
 std::vector<std::string> schema_errors(const nlohmann::json& doc, const nlohmann::json& schema);
 
-// The path of reports/<file_name>: next to the executable (the build copies the schemas to
-// <build>/reports/), else in the source tree the binary was built from. RuntimeError otherwise.
+// The path of reports/<file_name>: next to the executable or one folder up (the build copies the
+// schemas to <build>/reports/), else in the source tree the binary was built from. RuntimeError
+// otherwise, listing where it looked.
 std::string find_schema(const std::string& file_name);
 
 // find_schema + parse. RuntimeError when the file cannot be read or is not JSON.

@@ -184,6 +184,30 @@ void test_misuse(mb::Communicator& comm, Checker& ck) {
                "allgather size mismatch", ck);
 }
 
+void test_construction_errors(Checker& ck) {
+  const mb::Topology two = mb::make_topology(2, 0, 1, 0, 1, 0, 2);
+  expect_error([&] { mb::make_mpi_communicator(MPI_COMM_SELF, two); }, "a topology of another size",
+               ck);
+  mb::Topology wrong_edp = mb::make_topology(1, 0, 1, 0, 1, 0, 1);
+  wrong_edp.edp = 2;  // fails after the groups exist, so they must be released
+  expect_error([&] { mb::make_mpi_communicator(MPI_COMM_SELF, wrong_edp); },
+               "groups that disagree with the topology", ck);
+  // An MPI failure (truncation: more rows sent than the receiver posted) names the call.
+  auto solo = mb::make_mpi_communicator(MPI_COMM_SELF, mb::make_topology(1, 0, 1, 0, 1, 0, 1));
+  std::vector<float> send(4, 1.0f), recv(4, 0.0f);
+  const std::vector<std::int64_t> two_rows = {2}, one_row = {1}, zero = {0};
+  std::string message;
+  try {
+    solo->alltoallv(mb::Group::world, mat(send, 2, 2), two_rows, zero, mat(recv, 2, 2), one_row,
+                    zero);
+  } catch (const mb::RuntimeError& e) {
+    message = e.what();
+  }
+  ck.check(message.find("MPI_Alltoallv failed") != std::string::npos &&
+               message.find("rank ") != std::string::npos,
+           "MPI error names the call and rank: '" + message + "'");
+}
+
 void test_runtime(const mb::MpiRuntime& rt, Checker& ck) {
   const int w = rt.size();
   const int r = rt.rank();
@@ -241,6 +265,7 @@ int main(int argc, char** argv) {
     for (mb::Group g : {mb::Group::world, mb::Group::expert, mb::Group::expert_data}) {
       test_group(*solo, g, self, ck);
     }
+    test_construction_errors(ck);
     test_runtime(rt, ck);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d: error: %s\n", rt.rank(), e.what());

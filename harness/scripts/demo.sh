@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The CPU scaling demo: installs, builds, then runs the tiny preset at 1, 2 and 4 ranks with
+# --verify, writing one run report per size into OUT_DIR (default demo/).
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+build="${BUILD_DIR:-$repo/build}"
+out="${OUT_DIR:-$repo/demo}"
+BUILD_DIR="$build" "$repo/harness/scripts/build.sh"
+mkdir -p "$out"
+if [ "$(id -u)" -eq 0 ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+for np in 1 2 4; do
+  echo "== $np rank(s) =="
+  mpirun --oversubscribe -np "$np" "$build/moebench" run --preset deepseek-v3-tiny --ep "$np" \
+    --verify --out "$out/run-np$np.json"
+done
+"$build/moebench" validate "$out"/run-np*.json

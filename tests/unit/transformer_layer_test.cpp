@@ -1,0 +1,76 @@
+// TransformerLayer (dense and MoE, attention on and off) against central finite differences of
+// L = sum(G .* out) (tolerances: tests/unit/layer_fixture.hpp). Routing is balanced, so the loss
+// is smooth.
+#include "workloads/layers/transformer_layer.hpp"
+
+#include <doctest/doctest.h>
+
+#include "tests/unit/layer_fixture.hpp"
+
+namespace moebench {
+namespace {
+
+using namespace layer_test;
+
+const std::vector<ParamKind> kAttentionKinds = {
+    ParamKind::attn_norm, ParamKind::wq_a,    ParamKind::q_norm, ParamKind::wq_b,
+    ParamKind::wkv_a,     ParamKind::kv_norm, ParamKind::wkv_b,  ParamKind::wo};
+
+// Layer `index` of a 2-layer stack (layer 0 dense, layer 1 MoE).
+void check_layer(const RunConfig& config, int index, std::vector<ParamKind> kinds,
+                 const std::vector<int>& experts) {
+  Harness hx(config);
+  const std::int64_t n = hx.tokens(), h = hx.hidden();
+  TransformerLayer layer(index);
+  Tensor x = hx.random(n, h, 30);
+  Tensor out = hx.compute->alloc(n, h);
+  const Vec g = hx.read(hx.random(n, h, 31));
+  Tensor gt = hx.compute->alloc(n, h);
+  hx.write(gt, g);
+  auto loss = [&] {
+    layer.forward(hx.ctx, x, out);
+    return dot(g, hx.read(out));
+  };
+  loss();
+  hx.params.zero_grads();
+  Tensor dx = hx.filled(n, h, 1000.0f);  // overwritten, so garbage must not leak
+  layer.backward(hx.ctx, gt, dx);
+
+  check_fd(hx, "x", x, hx.read(dx), loss, 32);
+  for (ParamKind k : kinds) {
+    check_fd(hx, param_kind_name(k), hx.params.param(index, k),
+             hx.read(hx.params.grad(index, k)), loss, 16);
+  }
+  for (int e : experts) {
+    for (ParamKind k : {ParamKind::expert_gate_up, ParamKind::expert_down}) {
+      check_fd(hx, std::string(param_kind_name(k)) + std::to_string(e),
+               hx.params.param(index, k, e), hx.read(hx.params.grad(index, k, e)), loss, 12);
+    }
+  }
+  // The other layer's gradients are untouched (still zero).
+  const int other = 1 - index;
+  CHECK(max_abs_of(hx.read(hx.params.grad(other, ParamKind::mlp_norm))) == 0.0f);
+}
+
+TEST_CASE("TransformerLayer, dense: gradients of the input and every weight match") {
+  std::vector<ParamKind> kinds = kAttentionKinds;
+  kinds.insert(kinds.end(), {ParamKind::mlp_norm, ParamKind::dense_gate_up, ParamKind::dense_down});
+  check_layer(tiny_run(2, 1), 0, kinds, {});
+}
+
+TEST_CASE("TransformerLayer, MoE: gradients of the input and every weight match") {
+  std::vector<ParamKind> kinds = kAttentionKinds;
+  kinds.insert(kinds.end(), {ParamKind::mlp_norm, ParamKind::router, ParamKind::shared_gate_up,
+                             ParamKind::shared_down});
+  check_layer(tiny_run(2, 1), 1, kinds, {2, 5});
+}
+
+TEST_CASE("TransformerLayer without attention: out = x + F(norm(x)), gradients match") {
+  RunConfig c = tiny_run(2, 1);
+  c.workload.attention = false;
+  check_layer(c, 0, {ParamKind::mlp_norm, ParamKind::dense_gate_up, ParamKind::dense_down}, {});
+  check_layer(c, 1, {ParamKind::mlp_norm, ParamKind::router, ParamKind::shared_down}, {0});
+}
+
+}  // namespace
+}  // namespace moebench
