@@ -46,12 +46,11 @@ nlohmann::ordered_json plan_json(const RunConfig& c) {
   j["accounting"]["full_model"] = to_json(account_full_model(c.model, c.workload.seq_len, tokens));
   j["accounting"]["instantiated"] = to_json(account_instantiated(c));
   const CollectiveBytes b = collective_bytes(c, 2);
-  j["accounting"]["collective_bytes_bf16"] = {
-      {"dispatch", b.dispatch},
-      {"combine", b.combine},
-      {"dense_grad_reduce", b.dense_grad_reduce},
-      {"expert_grad_reduce", b.expert_grad_reduce},
-      {"param_allgather", b.param_allgather}};
+  j["accounting"]["collective_bytes_bf16"] = {{"dispatch", b.dispatch},
+                                              {"combine", b.combine},
+                                              {"dense_grad_reduce", b.dense_grad_reduce},
+                                              {"expert_grad_reduce", b.expert_grad_reduce},
+                                              {"param_allgather", b.param_allgather}};
   j["memory_estimate_per_rank"]["bf16"] = to_json(estimate_memory(c, 2));
   j["memory_estimate_per_rank"]["fp32"] = to_json(estimate_memory(c, 4));
   return j;

@@ -35,7 +35,9 @@ void add_workload_flags(CLI::App* app, WorkloadFlags& w) {
   app->add_option("--blas-threads", w.blas_threads, "BLAS threads per rank (default 1)");
 }
 
-RoutingSpec routing_or_usage(const std::string& s) { return parse_routing(s); }
+RoutingSpec routing_or_usage(const std::string& s) {
+  return parse_routing(s);
+}
 
 bool on_off(const std::string& flag, const std::string& v) {
   if (v == "on") return true;
@@ -90,7 +92,8 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
     return o;
   } catch (const CLI::ParseError& e) {
     std::string what = e.what();
-    const std::string sub = app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name();
+    const std::string sub =
+        app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name();
     if (what.empty()) what = e.get_name();
     throw UsageError(what + " (see `moebench " + (sub.empty() ? "" : sub + " ") + "--help`)");
   }
@@ -148,8 +151,8 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
   c.layout.world = world;
   c.layout.ep = w.ep;
   c.layout.ranks_per_node = w.ranks_per_node;
-  c.grad_reduce = w.grad_reduce == "reduce-scatter" ? GradReduce::reduce_scatter
-                                                    : GradReduce::allreduce;
+  c.grad_reduce =
+      w.grad_reduce == "reduce-scatter" ? GradReduce::reduce_scatter : GradReduce::allreduce;
   c.optimizer = w.optimizer == "none" ? Optimizer::none : Optimizer::adamw;
   c.adamw = w.adamw;
   c.seed = w.seed;

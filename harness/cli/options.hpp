@@ -39,10 +39,10 @@ struct CliOptions {
   int warmup = 3;
   int steps = 10;
   bool verify = false;
-  std::string out;      // run: report path; plan: JSON path
-  bool json = false;    // plan: print JSON
-  int world = 1;        // plan: the world size to plan for
-  bool quiet = false;   // run: no table
+  std::string out;     // run: report path; plan: JSON path
+  bool json = false;   // plan: print JSON
+  int world = 1;       // plan: the world size to plan for
+  bool quiet = false;  // run: no table
   int test_corrupt_dispatch_rank = -1;
   std::vector<std::string> files;  // validate
   std::string help_text;           // for Command::help

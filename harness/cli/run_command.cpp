@@ -4,9 +4,9 @@
 #include <iostream>
 
 #include "harness/cli/commands.hpp"
-#include "harness/core/version.hpp"
 #include "harness/comm/communicator.hpp"
 #include "harness/compute/cpu_compute.hpp"
+#include "harness/core/version.hpp"
 #include "harness/measure/summary.hpp"
 #include "harness/output/atomic_file.hpp"
 #include "harness/output/run_report.hpp"
@@ -83,9 +83,9 @@ RunMeta make_meta(const CliOptions& o, const RunConfig& c, const MpiRuntime& rt,
   m.blas = blas_library_name();
   m.build_type = MOEBENCH_BUILD_TYPE;
   m.compiler = std::string("g++ ") + __VERSION__;
-  for (const char* name : {"SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_JOB_NODELIST",
-                           "SLURM_JOB_PARTITION", "SLURM_NNODES", "SLURM_NTASKS",
-                           "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS"}) {
+  for (const char* name :
+       {"SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_JOB_NODELIST", "SLURM_JOB_PARTITION",
+        "SLURM_NNODES", "SLURM_NTASKS", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS"}) {
     if (const char* v = std::getenv(name)) m.environment.emplace_back(name, v);
   }
   return m;

@@ -14,9 +14,9 @@
 namespace moebench {
 
 enum class Group {
-  world,          // every rank
-  expert,         // the EP ranks that split the experts between them (consecutive ranks)
-  expert_data,    // the world/EP ranks that hold the same experts (stride EP)
+  world,        // every rank
+  expert,       // the EP ranks that split the experts between them (consecutive ranks)
+  expert_data,  // the world/EP ranks that hold the same experts (stride EP)
 };
 const char* group_name(Group g);
 

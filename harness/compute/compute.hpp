@@ -72,7 +72,7 @@ class Compute {
   }
   virtual void upload(const float* host, Mat dst) = 0;  // host FP32 -> dst (converted)
   virtual void upload_i32(const std::int32_t* host, Mat dst) = 0;
-  virtual void download(Mat src, float* host) = 0;  // src -> host FP32; synchronises
+  virtual void download(Mat src, float* host) = 0;             // src -> host FP32; synchronises
   virtual void download_i32(Mat src, std::int32_t* host) = 0;  // synchronises
   virtual void synchronize() = 0;
   virtual std::int64_t memory_available_bytes() const = 0;
@@ -117,8 +117,8 @@ class Compute {
   // backward). Gradients are overwritten.
   virtual void attention_forward(const AttentionShape& s, Mat q, Mat k, Mat v, Mat out,
                                  Mat stats) = 0;
-  virtual void attention_backward(const AttentionShape& s, Mat q, Mat k, Mat v, Mat out,
-                                  Mat dout, Mat stats, Mat dq, Mat dk, Mat dv) = 0;
+  virtual void attention_backward(const AttentionShape& s, Mat q, Mat k, Mat v, Mat out, Mat dout,
+                                  Mat stats, Mat dq, Mat dk, Mat dv) = 0;
 
   // Router: from logits (tokens x experts) and the selection bias (1 x experts), the sigmoid
   // scores (saved), the chosen experts (tokens x top_k, i32) and their combine weights

@@ -46,11 +46,11 @@ namespace detail {
 }  // namespace moebench
 
 // Internal invariant check, active in every build type.
-#define MB_CHECK(cond, msg)                                                         \
-  do {                                                                              \
-    if (!(cond)) {                                                                  \
-      std::ostringstream mb_check_os_;                                              \
-      mb_check_os_ << msg;                                                          \
+#define MB_CHECK(cond, msg)                                                                   \
+  do {                                                                                        \
+    if (!(cond)) {                                                                            \
+      std::ostringstream mb_check_os_;                                                        \
+      mb_check_os_ << msg;                                                                    \
       ::moebench::detail::throw_check_failure(#cond, __FILE__, __LINE__, mb_check_os_.str()); \
-    }                                                                               \
+    }                                                                                         \
   } while (0)

@@ -4,9 +4,12 @@ namespace moebench {
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "f32";
-    case DType::bf16: return "bf16";
-    case DType::i32: return "i32";
+    case DType::f32:
+      return "f32";
+    case DType::bf16:
+      return "bf16";
+    case DType::i32:
+      return "i32";
   }
   return "?";
 }
@@ -24,9 +27,9 @@ Mat Mat::row_slice(std::int64_t first, std::int64_t count) const {
 }
 
 Mat Mat::col_slice(std::int64_t first, std::int64_t count) const {
-  MB_CHECK(first >= 0 && count >= 0 && first + count <= cols,
-           "column slice [" << first << ", " << first + count << ") of a " << cols
-                            << "-column matrix");
+  MB_CHECK(
+      first >= 0 && count >= 0 && first + count <= cols,
+      "column slice [" << first << ", " << first + count << ") of a " << cols << "-column matrix");
   return Mat{offset(data, first, dtype), rows, count, ld, dtype};
 }
 

@@ -13,7 +13,9 @@ namespace moebench {
 
 enum class DType : std::uint8_t { f32, bf16, i32 };
 
-constexpr std::size_t dtype_size(DType t) { return t == DType::bf16 ? 2 : 4; }
+constexpr std::size_t dtype_size(DType t) {
+  return t == DType::bf16 ? 2 : 4;
+}
 const char* dtype_name(DType t);
 
 // A non-owning view of a row-major matrix: element (r, c) is at data + (r * ld + c) elements.

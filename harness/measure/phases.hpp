@@ -24,14 +24,16 @@ enum class Phase : int {
 constexpr std::size_t kPhaseCount = static_cast<std::size_t>(Phase::count);
 
 constexpr std::array<std::string_view, kPhaseCount> kPhaseNames = {
-    "attention", "dense_mlp", "router",  "permute",     "dispatch",
+    "attention", "dense_mlp",     "router",  "permute",     "dispatch",
     "experts",   "shared_expert", "combine", "grad_reduce", "optimizer"};
 
 constexpr bool is_communication(Phase p) {
   return p == Phase::dispatch || p == Phase::combine || p == Phase::grad_reduce;
 }
 
-constexpr std::string_view phase_name(Phase p) { return kPhaseNames[static_cast<std::size_t>(p)]; }
+constexpr std::string_view phase_name(Phase p) {
+  return kPhaseNames[static_cast<std::size_t>(p)];
+}
 
 template <typename T>
 using PerPhase = std::array<T, kPhaseCount>;

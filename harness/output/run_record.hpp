@@ -18,7 +18,7 @@ struct RunMeta {
   std::string git_sha;
   bool git_dirty = false;
   std::vector<std::string> argv;
-  std::string start_time;  // ISO 8601, UTC
+  std::string start_time;          // ISO 8601, UTC
   std::vector<std::string> hosts;  // distinct host names, in rank order of first appearance
   std::string mpi_library;
   std::string backend;  // compute backend
@@ -44,7 +44,7 @@ struct RankResult {
   int rank = 0;
   std::string host;
   int node = 0;
-  double step_time_s = 0;        // median over timed steps
+  double step_time_s = 0;           // median over timed steps
   PerPhase<double> phase_time_s{};  // median over timed steps
 };
 
@@ -71,12 +71,12 @@ struct VerificationResult {
 };
 
 struct RunResults {
-  Stats step_time_s;        // each step's time is the slowest rank's
+  Stats step_time_s;  // each step's time is the slowest rank's
   std::vector<double> step_times_s;
-  double tflops_per_gpu = 0;        // instantiated Megatron FLOPs per GPU / median step / 1e12
-  double tokens_per_s_per_gpu = 0;  // tokens per rank / median step time
-  double compute_time_s = 0;        // sum of compute phases' medians
-  double communication_time_s = 0;  // sum of communication phases' medians
+  double tflops_per_gpu = 0;           // instantiated Megatron FLOPs per GPU / median step / 1e12
+  double tokens_per_s_per_gpu = 0;     // tokens per rank / median step time
+  double compute_time_s = 0;           // sum of compute phases' medians
+  double communication_time_s = 0;     // sum of communication phases' medians
   double exposed_communication_s = 0;  // median step time minus compute time, >= 0
   std::vector<PhaseResult> phases;
   std::vector<RankResult> per_rank;

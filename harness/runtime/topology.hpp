@@ -9,11 +9,11 @@ namespace moebench {
 struct Topology {
   int world = 1;
   int rank = 0;
-  int ep = 1;            // expert-parallel group size
-  int ep_rank = 0;       // rank inside the expert-parallel group (rank % ep)
-  int ep_group = 0;      // which expert-parallel group (rank / ep)
-  int edp = 1;           // expert-data-parallel group size (world / ep)
-  int edp_rank = 0;      // rank inside it (rank / ep)
+  int ep = 1;        // expert-parallel group size
+  int ep_rank = 0;   // rank inside the expert-parallel group (rank % ep)
+  int ep_group = 0;  // which expert-parallel group (rank / ep)
+  int edp = 1;       // expert-data-parallel group size (world / ep)
+  int edp_rank = 0;  // rank inside it (rank / ep)
   int nodes = 1;
   int node = 0;
   int ranks_per_node = 1;  // ranks on this rank's node

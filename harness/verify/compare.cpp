@@ -7,8 +7,8 @@
 
 namespace moebench {
 
-TensorCheck compare(const std::string& name, std::span<const float> got,
-                    std::span<const float> ref, double atol, double rtol) {
+TensorCheck compare(const std::string& name, std::span<const float> got, std::span<const float> ref,
+                    double atol, double rtol) {
   MB_CHECK(got.size() == ref.size(),
            "comparing " << name << ": " << got.size() << " values against " << ref.size());
   TensorCheck c;

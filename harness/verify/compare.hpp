@@ -17,8 +17,8 @@ constexpr double kVerifyAtolOfMax = 1e-4;  // atol = this x max |reference| of t
 
 // An element mismatches when |got - ref| > atol + rtol * |ref|. The relative error reported is
 // |got - ref| / (|ref| + atol).
-TensorCheck compare(const std::string& name, std::span<const float> got,
-                    std::span<const float> ref, double atol, double rtol);
+TensorCheck compare(const std::string& name, std::span<const float> got, std::span<const float> ref,
+                    double atol, double rtol);
 
 double max_abs(std::span<const float> x);
 

@@ -41,8 +41,8 @@ std::vector<float> expected_expert_range(const RunConfig& config, const Topology
                                          const std::vector<float>& ref_grads, std::int64_t first,
                                          std::int64_t count) {
   const ParamLayout local = make_param_layout(config, topo);
-  const ParamLayout ref = make_param_layout(reference_config(config),
-                                            make_topology(1, 0, 1, 0, 1, 0, 1));
+  const ParamLayout ref =
+      make_param_layout(reference_config(config), make_topology(1, 0, 1, 0, 1, 0, 1));
   std::map<std::tuple<int, int, int>, std::int64_t> ref_offset;
   for (const ParamInfo& p : ref.infos) {
     if (p.group == ParamGroup::expert) {
@@ -93,20 +93,23 @@ VerificationResult verify_step(const RunConfig& config, const Topology& topo,
   if (!failure.empty()) {
     throw RuntimeError("--verify: the single-process reference on rank 0 failed: " + failure);
   }
-  for (std::vector<float>* v : {&ref.output, &ref.input_grad, &ref.dense_grads, &ref.expert_grads}) {
+  for (std::vector<float>* v :
+       {&ref.output, &ref.input_grad, &ref.dense_grads, &ref.expert_grads}) {
     runtime.broadcast(*v, 0);
   }
 
   VerificationResult result;
   result.enabled = true;
   result.reference = "single process on rank 0 (world 1, ep 1, all " +
-                     std::to_string(config.model.n_routed_experts) + " experts, the global batch of " +
+                     std::to_string(config.model.n_routed_experts) +
+                     " experts, the global batch of " +
                      std::to_string(config.layout.world * config.workload.micro_batch) +
                      " sequences), same compute backend";
   result.rtol = kVerifyRtol;
   result.atol = kVerifyAtolOfMax;
   result.tolerance_reason =
-      "|got - ref| <= atol x max|ref| + rtol x |ref| per tensor: both runs are FP32 and differ only "
+      "|got - ref| <= atol x max|ref| + rtol x |ref| per tensor: both runs are FP32 and differ "
+      "only "
       "in summation order (~1e-6 of a tensor's scale); a wrong, lost or misrouted value is O(1)";
 
   const std::int64_t n = step.tokens() * config.model.hidden_size;
@@ -128,22 +131,22 @@ VerificationResult verify_step(const RunConfig& config, const Topology& topo,
                     static_cast<std::int64_t>(ref.dense_grads.size()) - first));
     std::vector<float> got = download(compute, step.reduced_grads(ParamGroup::dense));
     got.resize(static_cast<std::size_t>(count));
-    local.push_back(compare("dense_grads", got,
-                            slice(ref.dense_grads, static_cast<std::size_t>(first),
-                                  static_cast<std::size_t>(count)),
-                            kVerifyAtolOfMax * max_abs(ref.dense_grads), kVerifyRtol));
+    local.push_back(compare(
+        "dense_grads", got,
+        slice(ref.dense_grads, static_cast<std::size_t>(first), static_cast<std::size_t>(count)),
+        kVerifyAtolOfMax * max_abs(ref.dense_grads), kVerifyRtol));
   }
   {
     const std::int64_t first = step.reduced_grads_offset(ParamGroup::expert);
-    const std::int64_t count = std::max<std::int64_t>(
-        0, std::min(step.reduced_grads(ParamGroup::expert).rows,
-                    step.params().numel(ParamGroup::expert) - first));
+    const std::int64_t count =
+        std::max<std::int64_t>(0, std::min(step.reduced_grads(ParamGroup::expert).rows,
+                                           step.params().numel(ParamGroup::expert) - first));
     std::vector<float> got = download(compute, step.reduced_grads(ParamGroup::expert));
     got.resize(static_cast<std::size_t>(count));
     const std::vector<float> want =
         expected_expert_range(config, topo, ref.expert_grads, first, count);
-    local.push_back(compare("expert_grads", got, want,
-                            kVerifyAtolOfMax * max_abs(ref.expert_grads), kVerifyRtol));
+    local.push_back(compare("expert_grads", got, want, kVerifyAtolOfMax * max_abs(ref.expert_grads),
+                            kVerifyRtol));
   }
 
   for (const TensorCheck& c : local) {

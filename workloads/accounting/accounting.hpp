@@ -12,30 +12,32 @@
 namespace moebench {
 
 // 2 * m * n * k: one GEMM's forward FLOPs.
-constexpr double gemm_flops(double m, double n, double k) { return 2.0 * m * n * k; }
+constexpr double gemm_flops(double m, double n, double k) {
+  return 2.0 * m * n * k;
+}
 
 struct ParamCounts {
   std::int64_t attention_per_layer = 0;  // MLA projections and its norms, incl. the layer's 2 norms
   std::int64_t dense_mlp_per_layer = 0;
-  std::int64_t expert = 0;         // one routed expert (gate, up, down)
-  std::int64_t shared_experts = 0; // all shared experts of one MoE layer
-  std::int64_t router = 0;         // router weight (+ selection bias) of one MoE layer
+  std::int64_t expert = 0;          // one routed expert (gate, up, down)
+  std::int64_t shared_experts = 0;  // all shared experts of one MoE layer
+  std::int64_t router = 0;          // router weight (+ selection bias) of one MoE layer
   std::int64_t embedding = 0;
-  std::int64_t output_head = 0;    // incl. the final norm
-  std::int64_t mtp = 0;            // all MTP modules (not in total_params)
+  std::int64_t output_head = 0;  // incl. the final norm
+  std::int64_t mtp = 0;          // all MTP modules (not in total_params)
 };
 
 ParamCounts param_counts(const ModelConfig& m);
 
 // Accounting of a stack of layers at a given sequence length.
 struct StackAccounting {
-  std::string scope;       // "full_model" or "instantiated"
+  std::string scope;  // "full_model" or "instantiated"
   std::int64_t total_params = 0;
-  std::int64_t active_params = 0;   // per token
-  double flops_per_token = 0;       // Megatron-Core convention (forward + backward)
+  std::int64_t active_params = 0;  // per token
+  double flops_per_token = 0;      // Megatron-Core convention (forward + backward)
   double flops_per_token_torchtitan = 0;
-  double tokens_per_step = 0;       // global
-  double flops_per_step = 0;        // Megatron, global (flops_per_token * tokens_per_step)
+  double tokens_per_step = 0;  // global
+  double flops_per_step = 0;   // Megatron, global (flops_per_token * tokens_per_step)
 };
 
 // The whole model as published (embedding, 61 layers, MTP, output heads).
@@ -54,8 +56,8 @@ double router_flops_per_token(const ModelConfig& m);  // not in the Megatron tot
 
 // Bytes each rank moves per step in each collective (the send-buffer size, nccl-tests' "size").
 struct CollectiveBytes {
-  double dispatch = 0;   // forward dispatch + backward reverse-combine, all MoE layers
-  double combine = 0;    // forward combine + backward reverse-dispatch
+  double dispatch = 0;  // forward dispatch + backward reverse-combine, all MoE layers
+  double combine = 0;   // forward combine + backward reverse-dispatch
   double dense_grad_reduce = 0;
   double expert_grad_reduce = 0;
   double param_allgather = 0;  // ZeRO-1 only

@@ -52,8 +52,8 @@ struct ParallelLayout {
   int ep = 1;              // expert-parallel group size (consecutive ranks)
   int ranks_per_node = 0;  // 0: from the MPI shared-memory split
 
-  int dp() const { return world; }            // every rank holds a data-parallel replica
-  int edp() const { return world / ep; }      // ranks holding the same experts
+  int dp() const { return world; }        // every rank holds a data-parallel replica
+  int edp() const { return world / ep; }  // ranks holding the same experts
 };
 
 struct RunConfig {

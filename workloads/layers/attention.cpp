@@ -96,8 +96,8 @@ void MlaAttention::forward(LayerContext& ctx, int layer, Mat x, Mat x1) {
 
   c.copy(x, x1);
   c.gemm(false, false, 1.0f, o, p.param(layer, ParamKind::wo), 1.0f, x1);
-  ctx.add_flops(Phase::attention, static_cast<double>(d.n) *
-                                      mla_flops_per_token(ctx.config.model, seq));
+  ctx.add_flops(Phase::attention,
+                static_cast<double>(d.n) * mla_flops_per_token(ctx.config.model, seq));
 }
 
 void MlaAttention::backward(LayerContext& ctx, int layer, Mat dx1, Mat dx) {
@@ -112,8 +112,7 @@ void MlaAttention::backward(LayerContext& ctx, int layer, Mat dx1, Mat dx) {
   // Output projection.
   Mat d_o = ensure_rows(c, do_, d.n, d.heads * d.dv);
   c.gemm(false, true, 1.0f, dx1, p.param(layer, ParamKind::wo), 0.0f, d_o);
-  c.gemm(true, false, 1.0f, o_.view().row_slice(0, d.n), dx1, 0.0f,
-         p.grad(layer, ParamKind::wo));
+  c.gemm(true, false, 1.0f, o_.view().row_slice(0, d.n), dx1, 0.0f, p.grad(layer, ParamKind::wo));
 
   Mat dq = ensure_rows(c, dq_, d.n, d.heads * d.dq);
   Mat dk = ensure_rows(c, dk_, d.n, d.heads * d.dq);
@@ -168,8 +167,8 @@ void MlaAttention::backward(LayerContext& ctx, int layer, Mat dx1, Mat dx) {
   }
 
   // Input norm, then the residual.
-  c.rmsnorm_backward(dxn, x_, p.param(layer, ParamKind::attn_norm),
-                     rstd_.view().row_slice(0, d.n), dx, p.grad(layer, ParamKind::attn_norm));
+  c.rmsnorm_backward(dxn, x_, p.param(layer, ParamKind::attn_norm), rstd_.view().row_slice(0, d.n),
+                     dx, p.grad(layer, ParamKind::attn_norm));
   c.axpby(1.0f, dx1, 1.0f, dx);
 }
 

@@ -21,9 +21,9 @@ struct LayerContext {
   const RunConfig& config;
   const Topology& topo;
   ParamStore& params;
-  std::int64_t tokens = 0;       // rows this rank holds (micro_batch * seq_len)
-  std::int64_t first_token = 0;  // global index of row 0
-  bool corrupt_dispatch = false; // test hook: perturb one received dispatch element
+  std::int64_t tokens = 0;        // rows this rank holds (micro_batch * seq_len)
+  std::int64_t first_token = 0;   // global index of row 0
+  bool corrupt_dispatch = false;  // test hook: perturb one received dispatch element
 
   void add_flops(Phase p, double f) { sample.flops[static_cast<std::size_t>(p)] += f; }
   void add_bytes(Phase p, double bytes, double bus_factor, int group) {
@@ -35,8 +35,7 @@ struct LayerContext {
 };
 
 // A reusable buffer: reallocated only when a step needs more rows than it has.
-Mat ensure_rows(Compute& compute, Tensor& t, std::int64_t rows, std::int64_t cols,
-                DType dtype);
+Mat ensure_rows(Compute& compute, Tensor& t, std::int64_t rows, std::int64_t cols, DType dtype);
 inline Mat ensure_rows(Compute& compute, Tensor& t, std::int64_t rows, std::int64_t cols) {
   return ensure_rows(compute, t, rows, cols, compute.activation_dtype());
 }

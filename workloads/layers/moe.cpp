@@ -64,8 +64,7 @@ void MoeBlock::forward(LayerContext& ctx, int layer, Mat xn, Mat y) {
     // The counts the all-to-all needs: the one host synchronisation of the dispatch.
     std::vector<std::int32_t> idx(static_cast<std::size_t>(n * k));
     c.download_i32(indices_.view().row_slice(0, n), idx.data());
-    plan_ = make_dispatch_plan(idx, n, static_cast<int>(k), static_cast<int>(E),
-                               ctx.topo.ep);
+    plan_ = make_dispatch_plan(idx, n, static_cast<int>(k), static_cast<int>(E), ctx.topo.ep);
   }
 
   {
@@ -101,8 +100,8 @@ void MoeBlock::forward(LayerContext& ctx, int layer, Mat xn, Mat y) {
                        yr);
   }
   Mat ysend = ensure_rows(c, ysend_, sent_, h);
-  alltoall(ctx, Phase::combine, yr_.view().row_slice(0, r), layout_.recv_rows,
-           layout_.recv_offsets, ysend, plan_.send_rows, plan_.send_offsets);
+  alltoall(ctx, Phase::combine, yr_.view().row_slice(0, r), layout_.recv_rows, layout_.recv_offsets,
+           ysend, plan_.send_rows, plan_.send_offsets);
 
   {
     auto scope = ctx.timer.scope(Phase::permute);
@@ -159,8 +158,8 @@ void MoeBlock::backward(LayerContext& ctx, int layer, Mat dy, Mat dxn) {
   if (m.n_shared_experts > 0) {
     shared_.backward(ctx, Phase::shared_expert, p.param(layer, ParamKind::shared_gate_up),
                      p.param(layer, ParamKind::shared_down), dy,
-                     p.grad(layer, ParamKind::shared_gate_up), p.grad(layer, ParamKind::shared_down),
-                     dxn, false);
+                     p.grad(layer, ParamKind::shared_gate_up),
+                     p.grad(layer, ParamKind::shared_down), dxn, false);
     dxn_written = true;
   }
 
@@ -229,9 +228,8 @@ void MoeBlock::experts_backward(LayerContext& ctx, int layer, Mat dye, Mat dxe) 
       // An expert that received no tokens has zero gradients (already zeroed).
       continue;
     }
-    dgrad_down.push_back(
-        {dye.row_slice(first, rows), p.param(layer, ParamKind::expert_down, e),
-         dact.row_slice(first, rows)});
+    dgrad_down.push_back({dye.row_slice(first, rows), p.param(layer, ParamKind::expert_down, e),
+                          dact.row_slice(first, rows)});
     wgrad_down.push_back({act.row_slice(first, rows), dye.row_slice(first, rows),
                           p.grad(layer, ParamKind::expert_down, e)});
     dgrad_up.push_back({dgate_up.row_slice(first, rows),

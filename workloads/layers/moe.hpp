@@ -24,7 +24,8 @@ class MoeBlock {
  private:
   void experts_forward(LayerContext& ctx, int layer);
   void experts_backward(LayerContext& ctx, int layer, Mat dye, Mat dxe);
-  void alltoall(LayerContext& ctx, Phase phase, Mat send, const std::vector<std::int64_t>& send_rows,
+  void alltoall(LayerContext& ctx, Phase phase, Mat send,
+                const std::vector<std::int64_t>& send_rows,
                 const std::vector<std::int64_t>& send_offsets, Mat recv,
                 const std::vector<std::int64_t>& recv_rows,
                 const std::vector<std::int64_t>& recv_offsets);

@@ -11,8 +11,8 @@ namespace moebench {
 
 // Sender side. Assignments (token t, slot j) are ordered by expert, then token, then slot.
 struct DispatchPlan {
-  std::vector<std::int32_t> row_token;  // send row i carries token row_token[i]
-  std::vector<std::int32_t> row_slot;   // and its weight is weights[row_slot[i]] (t * k + j)
+  std::vector<std::int32_t> row_token;    // send row i carries token row_token[i]
+  std::vector<std::int32_t> row_slot;     // and its weight is weights[row_slot[i]] (t * k + j)
   std::vector<std::int64_t> expert_rows;  // per global expert
   std::vector<std::int64_t> send_rows;    // per EP rank
   std::vector<std::int64_t> send_offsets;
@@ -29,8 +29,8 @@ DispatchPlan make_dispatch_plan(std::span<const std::int32_t> indices, std::int6
 struct ExpertLayout {
   std::vector<std::int64_t> recv_rows;  // per source rank
   std::vector<std::int64_t> recv_offsets;
-  std::vector<std::int64_t> expert_rows;     // per local expert
-  std::vector<std::int64_t> expert_offsets;  // per local expert
+  std::vector<std::int64_t> expert_rows;        // per local expert
+  std::vector<std::int64_t> expert_offsets;     // per local expert
   std::vector<std::int32_t> expert_row_source;  // expert-order row i is received row [i]
   std::int64_t total_rows = 0;
 };

@@ -34,8 +34,8 @@ MB_HD void route_token(const RouterParams& p, const float* scores, const float* 
                        std::uint64_t global_token, std::int32_t* idx, float* w);
 
 // d loss / d logits (E values, zero for unchosen experts) from d loss / d weights (top_k).
-MB_HD void route_token_backward(const RouterParams& p, const float* scores,
-                                const std::int32_t* idx, const float* dw, float* dlogits);
+MB_HD void route_token_backward(const RouterParams& p, const float* scores, const std::int32_t* idx,
+                                const float* dw, float* dlogits);
 
 }  // namespace moebench
 

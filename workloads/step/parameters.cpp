@@ -16,14 +16,16 @@ bool is_norm(ParamKind k) {
          k == ParamKind::mlp_norm;
 }
 
-std::int64_t round_up(std::int64_t n, std::int64_t m) { return (n + m - 1) / m * m; }
+std::int64_t round_up(std::int64_t n, std::int64_t m) {
+  return (n + m - 1) / m * m;
+}
 }  // namespace
 
 const char* param_kind_name(ParamKind k) {
-  static const char* names[] = {"attn_norm",     "wq_a",          "q_norm",      "wq_b",
-                                "wq",            "wkv_a",         "kv_norm",     "wkv_b",
-                                "wo",            "mlp_norm",      "dense_gate_up", "dense_down",
-                                "router",        "shared_gate_up", "shared_down", "gate_up",
+  static const char* names[] = {"attn_norm", "wq_a",           "q_norm",        "wq_b",
+                                "wq",        "wkv_a",          "kv_norm",       "wkv_b",
+                                "wo",        "mlp_norm",       "dense_gate_up", "dense_down",
+                                "router",    "shared_gate_up", "shared_down",   "gate_up",
                                 "down"};
   return names[static_cast<int>(k)];
 }
@@ -161,21 +163,31 @@ Mat ParamStore::grad(int layer, ParamKind kind, int local_expert) const {
   return view_of(grads_[static_cast<int>(p.group)], p);
 }
 
-Mat ParamStore::router_bias(int layer) const { return router_bias_.view().row_slice(layer, 1); }
+Mat ParamStore::router_bias(int layer) const {
+  return router_bias_.view().row_slice(layer, 1);
+}
 
-Mat ParamStore::flat_params(ParamGroup g) const { return params_[static_cast<int>(g)].view(); }
-Mat ParamStore::flat_grads(ParamGroup g) const { return grads_[static_cast<int>(g)].view(); }
-std::int64_t ParamStore::numel(ParamGroup g) const { return numel_[static_cast<int>(g)]; }
-std::int64_t ParamStore::padded_numel(ParamGroup g) const { return padded_[static_cast<int>(g)]; }
+Mat ParamStore::flat_params(ParamGroup g) const {
+  return params_[static_cast<int>(g)].view();
+}
+Mat ParamStore::flat_grads(ParamGroup g) const {
+  return grads_[static_cast<int>(g)].view();
+}
+std::int64_t ParamStore::numel(ParamGroup g) const {
+  return numel_[static_cast<int>(g)];
+}
+std::int64_t ParamStore::padded_numel(ParamGroup g) const {
+  return padded_[static_cast<int>(g)];
+}
 
 void ParamStore::initialize(std::uint64_t seed) {
   for (Tensor& t : params_) compute_.zero(t);  // the padding stays zero
   Tensor ones;
   for (const ParamInfo& p : infos_) {
     const Mat w = view_of(params_[static_cast<int>(p.group)], p);
-    const std::uint64_t stream = tensor_stream(static_cast<std::uint64_t>(p.layer),
-                                               static_cast<std::uint64_t>(p.kind),
-                                               static_cast<std::uint64_t>(p.expert + 1));
+    const std::uint64_t stream =
+        tensor_stream(static_cast<std::uint64_t>(p.layer), static_cast<std::uint64_t>(p.kind),
+                      static_cast<std::uint64_t>(p.expert + 1));
     if (is_norm(p.kind)) {
       // 1 + small noise: a norm weight of exactly 1 would hide a missing weight in a gradient.
       if (ones.empty() || ones.cols() < p.cols) {

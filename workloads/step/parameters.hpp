@@ -94,8 +94,8 @@ class ParamStore {
   int dense_layers_ = 0;
   int local_experts_ = 0;
   int first_expert_ = 0;
-  std::vector<ParamInfo> infos_;  // of the layout
-  std::vector<int> lookup_;  // [layer][kind] -> info index, -1 when absent
+  std::vector<ParamInfo> infos_;                 // of the layout
+  std::vector<int> lookup_;                      // [layer][kind] -> info index, -1 when absent
   std::vector<std::vector<int>> expert_lookup_;  // [layer] -> [local expert * 2 + (0|1)]
   std::int64_t numel_[2] = {0, 0};
   std::int64_t padded_[2] = {0, 0};

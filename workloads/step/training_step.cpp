@@ -9,12 +9,16 @@ namespace moebench {
 
 namespace {
 // Streams of the synthetic data, apart from every weight's stream (workloads/ops/random.hpp).
-std::uint64_t input_stream(std::uint64_t sequence) { return mix64((1ULL << 62) + 2 * sequence); }
+std::uint64_t input_stream(std::uint64_t sequence) {
+  return mix64((1ULL << 62) + 2 * sequence);
+}
 std::uint64_t output_grad_stream(std::uint64_t sequence) {
   return mix64((1ULL << 62) + 2 * sequence + 1);
 }
 
-Group reduce_group(ParamGroup g) { return g == ParamGroup::dense ? Group::world : Group::expert_data; }
+Group reduce_group(ParamGroup g) {
+  return g == ParamGroup::dense ? Group::world : Group::expert_data;
+}
 }  // namespace
 
 TrainingStep::TrainingStep(const RunConfig& config, const Topology& topo, Compute& compute,
@@ -53,13 +57,14 @@ void TrainingStep::initialize() {
   params_.initialize(config_.seed);
   const std::int64_t seq = config_.workload.seq_len;
   // Sequence s of the global batch: rank r holds sequences [r * mb, (r + 1) * mb).
-  const std::int64_t first_seq = static_cast<std::int64_t>(topo_.rank) * config_.workload.micro_batch;
+  const std::int64_t first_seq =
+      static_cast<std::int64_t>(topo_.rank) * config_.workload.micro_batch;
   for (std::int64_t b = 0; b < config_.workload.micro_batch; ++b) {
     const auto s = static_cast<std::uint64_t>(first_seq + b);
-    compute_.fill_random(acts_[0].view().row_slice(b * seq, seq), config_.seed,
-                         input_stream(s), 1.0f);
-    compute_.fill_random(dout_.view().row_slice(b * seq, seq), config_.seed,
-                         output_grad_stream(s), 1.0f);
+    compute_.fill_random(acts_[0].view().row_slice(b * seq, seq), config_.seed, input_stream(s),
+                         1.0f);
+    compute_.fill_random(dout_.view().row_slice(b * seq, seq), config_.seed, output_grad_stream(s),
+                         1.0f);
   }
   for (Tensor* t : {&adam_m_[0], &adam_m_[1], &adam_v_[0], &adam_v_[1]}) {
     if (!t->empty()) compute_.zero(*t);
@@ -158,8 +163,12 @@ void TrainingStep::optimizer_step(LayerContext& ctx) {
   }
 }
 
-Mat TrainingStep::output() const { return acts_.back(); }
-Mat TrainingStep::input_grad() const { return input_grad_; }
+Mat TrainingStep::output() const {
+  return acts_.back();
+}
+Mat TrainingStep::input_grad() const {
+  return input_grad_;
+}
 
 Mat TrainingStep::reduced_grads(ParamGroup g) const {
   if (config_.grad_reduce == GradReduce::reduce_scatter) return shard_grads_[static_cast<int>(g)];

@@ -17,8 +17,7 @@ namespace moebench {
 
 class TrainingStep {
  public:
-  TrainingStep(const RunConfig& config, const Topology& topo, Compute& compute,
-               Communicator& comm);
+  TrainingStep(const RunConfig& config, const Topology& topo, Compute& compute, Communicator& comm);
 
   // Weights, optimiser state, the input and the output gradient, from the seed.
   void initialize();
