@@ -4,7 +4,7 @@ set -euo pipefail
 pkgs=(cmake ninja-build g++ make git ca-certificates
       libopenmpi-dev openmpi-bin libopenblas-dev
       libcli11-dev nlohmann-json3-dev doctest-dev libvalijson-dev
-      python3 python3-jsonschema)
+      libssl-dev python3 python3-jsonschema python3-matplotlib)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

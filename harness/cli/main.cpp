@@ -60,6 +60,10 @@ int main(int argc, char** argv) {
         return plan_command(options);
       case Command::validate:
         return validate_command(options);
+      case Command::report:
+        return report_command(options);
+      case Command::bench:
+        return bench_command(options);
       case Command::run:
         break;
     }

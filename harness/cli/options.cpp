@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "harness/comm/communicator_factory.hpp"
 #include "harness/core/error.hpp"
 
 namespace moebench {
@@ -31,12 +32,34 @@ void add_workload_flags(CLI::App* app, WorkloadFlags& w) {
   app->add_option("--weight-decay", w.adamw.weight_decay, "AdamW decoupled weight decay");
   app->add_option("--seed", w.seed, "seed of every weight and input (default 1234)");
   app->add_option("--backend", w.backend, "compute backend (default cpu)");
-  app->add_option("--comm", w.comm, "communication backend (default mpi)");
+  app->add_option("--comm", w.comm,
+                  "communication backend: mpi (default; staged through host memory on a GPU "
+                  "backend, so ranks may share a GPU) or nccl (--backend cuda, one GPU per rank)");
+  app->add_option("--precision", w.precision,
+                  "arithmetic: fp32 (cpu backend), bf16 (cuda backend; fp8 is not implemented "
+                  "yet); default the backend's own");
   app->add_option("--blas-threads", w.blas_threads, "BLAS threads per rank (default 1)");
 }
 
 RoutingSpec routing_or_usage(const std::string& s) {
   return parse_routing(s);
+}
+
+// The backend's arithmetic, or UsageError when --precision asks for another.
+std::string resolve_precision(const std::string& backend, const std::string& requested) {
+  const std::string native = backend == "cpu" ? "fp32" : "bf16";
+  if (requested.empty() || requested == native) return native;
+  if (requested == "fp8" && backend == "cuda") {
+    throw UsageError(
+        "--precision fp8 is not implemented yet (the cuda backend's GEMMs run BF16 with FP32 "
+        "accumulation); use --precision bf16");
+  }
+  if (requested == "fp32" || requested == "bf16" || requested == "fp8") {
+    throw UsageError("--precision " + requested + " is not available with --backend " + backend +
+                     "; valid: " + native);
+  }
+  throw UsageError("--precision " + requested +
+                   ": expected fp32 (--backend cpu) or bf16 (--backend cuda)");
 }
 
 bool on_off(const std::string& flag, const std::string& v) {
@@ -64,6 +87,8 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   run->add_flag("--verify", o.verify,
                 "check one step against a single-process reference of the global batch");
   run->add_option("--out", o.out, "write the JSON run report here (atomically)");
+  run->add_option("--timeout", o.timeout_s,
+                  "seconds a collective may take before the run is aborted (nccl; default 600)");
   run->add_flag("--quiet", o.quiet, "no table on stdout");
   run->add_option("--test-corrupt-dispatch", o.test_corrupt_dispatch_rank,
                   "testing only: corrupt one dispatched value received by this rank")
@@ -75,6 +100,44 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   plan->add_flag("--json", o.json, "print JSON instead of text");
   plan->add_option("--out", o.out, "also write the JSON here");
 
+  CLI::App* report =
+      app.add_subcommand("report", "merge run reports into a scaling report with verdicts");
+  ReportOptions& r = o.report;
+  report->add_option("inputs", r.inputs, "run reports: files, directories, globs")->required();
+  report->add_option("--out", r.out, "write the scaling report JSON here");
+  report->add_option("--markdown", r.markdown, "write the scaling report as Markdown here");
+  report->add_option("--plot", r.plot, "draw the PNG (python3 with matplotlib)");
+  report->add_option("--baseline", r.baseline, "GPU count efficiencies are relative to");
+  report
+      ->add_option("--allow-mixed", r.allow_mixed,
+                   "let seq_len, micro_batch or ep differ between sizes (repeat, or a,b)")
+      ->allow_extra_args(false)  // one value per flag: the run reports after it stay inputs
+      ->delimiter(',');
+  report->add_option("--claim-tflops", r.claim_tflops, "claimed TFLOP/s per GPU (largest size)");
+  report->add_option("--claim-efficiency", r.claim_efficiency,
+                     "claimed efficiency of the largest size against the baseline");
+  report->add_option("--min-tflops", r.min_tflops, "required TFLOP/s per GPU at every size");
+  report->add_option("--min-efficiency", r.min_efficiency, "required efficiency at every size");
+  report->add_flag("--quiet", r.quiet, "no table on stdout");
+  CLI::App* bench = app.add_subcommand(
+      "bench", "performance probe on one device: GEMM roofline, expert GEMMs, one EP rank's step");
+  BenchOptions& b = o.bench;
+  bench->add_option("--backend", b.backend, "compute backend (default cpu)");
+  bench->add_option("--preset", b.preset, "model (default deepseek-v3; cpu: deepseek-v3-tiny)");
+  bench->add_option("--model-config", b.model_config, "Hugging Face config.json instead");
+  bench->add_option("--ep", b.ep, "emulated expert-parallel size (default experts / top-k: 32)");
+  bench->add_option("--seq-len", b.seq_len, "tokens per micro-batch (default the preset's)");
+  bench->add_option("--gemm-n", b.gemm_n, "dense reference GEMM size (default 8192; cpu 1024)");
+  bench->add_option("--layers", b.layers, "layer counts of the step, e.g. 1,4 (default 1,4)");
+  bench->add_option("--precision", b.precision, "fp32 (cpu) or bf16 (cuda); default the backend's");
+  bench->add_option("--optimizer", b.optimizer, "adamw|none in the step (default adamw)");
+  bench->add_option("--peak-tflops", b.peak_tflops, "BF16 peak (default: known GPUs' datasheet)");
+  bench->add_option("--warmup", b.warmup, "untimed iterations first (default 2)");
+  bench->add_option("--iterations", b.iterations, "timed iterations and steps (default 10)");
+  bench->add_option("--blas-threads", b.blas_threads, "BLAS threads (cpu backend, default 1)");
+  bench->add_option("--seed", b.seed, "seed of every weight and input (default 1234)");
+  bench->add_option("--out", b.out, "write the JSON here (atomically)");
+  bench->add_flag("--quiet", b.quiet, "no table or progress");
   app.add_subcommand("presets", "list the built-in models");
   CLI::App* validate = app.add_subcommand("validate", "check run reports against the schema");
   validate->add_option("files", o.files, "run report files")->required();
@@ -91,6 +154,10 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
     o.help_text = app.help("", CLI::AppFormatMode::All);
     return o;
   } catch (const CLI::ParseError& e) {
+    if (app.get_subcommands().empty() && argc > 1 && argv[1][0] != '-') {
+      throw UsageError(std::string("unknown command '") + argv[1] +
+                       "'; valid: run, plan, bench, report, presets, validate, version");
+    }
     std::string what = e.what();
     const std::string sub =
         app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name();
@@ -103,6 +170,8 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
               : name == "plan"     ? Command::plan
               : name == "presets"  ? Command::presets
               : name == "validate" ? Command::validate
+              : name == "report"   ? Command::report
+              : name == "bench"    ? Command::bench
                                    : Command::version;
   if (o.command == Command::run || o.command == Command::plan) {
     if (o.workload.preset.empty() == o.workload.model_config.empty()) {
@@ -164,9 +233,12 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
   c.blas_threads = w.blas_threads;
   c.test_corrupt_dispatch_rank = o.test_corrupt_dispatch_rank;
   validate(c);
-  if (c.comm != "mpi") {
-    throw UsageError("--comm " + c.comm + ": not built into this binary (available: mpi)");
+  check_comm_backend(c.comm, c.backend);
+  c.precision = resolve_precision(c.backend, w.precision);
+  if (!(o.timeout_s > 0)) {
+    throw UsageError("--timeout " + std::to_string(o.timeout_s) + ": must be > 0 seconds");
   }
+  c.comm_timeout_s = o.timeout_s;
   return c;
 }
 

@@ -10,7 +10,7 @@
 
 namespace moebench {
 
-enum class Command { run, plan, presets, validate, version, help };
+enum class Command { run, plan, presets, validate, version, help, report, bench };
 
 // Model and workload flags as given; resolved against the model and the world size later.
 struct WorkloadFlags {
@@ -30,7 +30,44 @@ struct WorkloadFlags {
   std::uint64_t seed = 1234;
   std::string backend = "cpu";
   std::string comm = "mpi";
+  std::string precision;  // empty: the backend's own (cpu fp32, cuda bf16)
   int blas_threads = 1;
+};
+
+// `moebench report`: run reports in, a scaling report out (a plain file tool: no MPI).
+struct ReportOptions {
+  std::vector<std::string> inputs;  // files, directories, globs
+  std::string out;                  // scaling JSON
+  std::string markdown;
+  std::string plot;  // PNG, drawn by reports/plot_scaling.py
+  std::optional<int> baseline;
+  std::vector<std::string> allow_mixed;
+  std::optional<double> claim_tflops;
+  std::optional<double> claim_efficiency;
+  std::optional<double> min_tflops;
+  std::optional<double> min_efficiency;
+  bool quiet = false;
+};
+
+// `moebench bench`: the performance probe on one device (one process, no MPI). Unset values get
+// the backend's defaults (harness/cli/bench_command.cpp).
+struct BenchOptions {
+  std::string backend = "cpu";
+  std::string preset;  // default: deepseek-v3 (cpu backend: deepseek-v3-tiny)
+  std::string model_config;
+  std::optional<int> ep;  // the emulated expert-parallel size (default experts / top-k)
+  std::optional<std::int64_t> seq_len;
+  std::optional<std::int64_t> gemm_n;  // default 8192 (cpu backend: 1024)
+  std::string layers = "1,4";
+  std::string precision;  // empty: the backend's own (cpu fp32, cuda bf16)
+  std::string optimizer = "adamw";
+  std::optional<double> peak_tflops;
+  int warmup = 2;
+  int iterations = 10;
+  int blas_threads = 1;
+  std::uint64_t seed = 1234;
+  std::string out;
+  bool quiet = false;
 };
 
 struct CliOptions {
@@ -39,6 +76,8 @@ struct CliOptions {
   int warmup = 3;
   int steps = 10;
   bool verify = false;
+  // run: the longest wait for a collective or the communicator setup (--timeout)
+  double timeout_s = 600;
   std::string out;     // run: report path; plan: JSON path
   bool json = false;   // plan: print JSON
   int world = 1;       // plan: the world size to plan for
@@ -47,6 +86,8 @@ struct CliOptions {
   std::vector<std::string> files;  // validate
   std::string help_text;           // for Command::help
   std::vector<std::string> argv;
+  ReportOptions report;
+  BenchOptions bench;
 };
 
 // Parses argv. --help prints nothing but returns Command::help with the text. Bad flags throw

@@ -5,10 +5,12 @@
 
 #include "harness/cli/commands.hpp"
 #include "harness/comm/communicator.hpp"
+#include "harness/comm/communicator_factory.hpp"
 #include "harness/compute/cpu_compute.hpp"
 #include "harness/core/version.hpp"
 #include "harness/measure/summary.hpp"
 #include "harness/output/atomic_file.hpp"
+#include "harness/output/device_records.hpp"
 #include "harness/output/run_report.hpp"
 #include "harness/output/table.hpp"
 #include "harness/verify/reference_check.hpp"
@@ -48,17 +50,29 @@ Setup prepare(const CliOptions& o, MpiRuntime& rt) {
   s.config = resolve_run_config(o, rt.size());
   s.topo = rt.topology(s.config.layout.ep, s.config.layout.ranks_per_node);
   s.compute = make_compute(s.config.backend, s.topo.local_rank, s.config.blas_threads);
+  s.config.precision = s.compute->activation_dtype() == DType::bf16 ? "bf16" : "fp32";
   const std::size_t bpe = dtype_size(s.compute->activation_dtype());
   s.memory = estimate_memory(s.config, bpe);
-  double need = s.memory.total();
-  if (s.config.verify && rt.rank() == 0) need += estimate_reference_memory(s.config, bpe).total();
-  double available = static_cast<double>(s.compute->memory_available_bytes());
-  // Host memory is shared by every rank on the real node (not the emulated one).
-  if (s.compute->name() == "cpu") available /= rt.topology(s.config.layout.ep, 0).ranks_per_node;
+  const double reference = s.config.verify ? estimate_reference_memory(s.config, bpe).total() : 0.0;
+  bool with_reference = s.config.verify && rt.rank() == 0;
+  double need = s.memory.total() + (with_reference ? reference : 0.0);
+  std::string scope = " per rank";
+  const double available = static_cast<double>(s.compute->memory_available_bytes());
+  if (s.compute->name() == "cpu") {
+    // Host memory is shared by the ranks of the real node (not the emulated one), and only rank 0
+    // (on node 0) holds the --verify reference: the host's ranks together must fit, which an
+    // equal per-rank share would refuse whenever the reference outgrows one share.
+    const Topology host = rt.topology(s.config.layout.ep, 0);
+    with_reference = s.config.verify && host.node == 0;
+    need = s.memory.total() * host.ranks_per_node + (with_reference ? reference : 0.0);
+    if (host.ranks_per_node > 1) {
+      scope = " for the " + std::to_string(host.ranks_per_node) + " ranks on this host";
+    }
+  }
   if (need > available) {
-    throw UsageError("this configuration needs an estimated " + fmt_gib(need) + " per rank" +
-                     (s.config.verify && rt.rank() == 0 ? " (with the --verify reference)" : "") +
-                     " but " + fmt_gib(available) +
+    throw UsageError("this configuration needs an estimated " + fmt_gib(need) + scope +
+                     (with_reference ? " (with the --verify reference)" : "") + " but " +
+                     fmt_gib(available) +
                      " is available; use fewer --layers, a smaller --seq-len or --micro-batch, or "
                      "a larger --ep (see `moebench plan`)");
   }
@@ -141,7 +155,7 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
 
   const RunConfig& c = s.config;
   Compute& compute = *s.compute;
-  auto comm = make_mpi_communicator(rt.world(), s.topo);
+  auto comm = make_communicator(c.comm, rt.world(), s.topo, compute, c.comm_timeout_s);
   TrainingStep step(c, s.topo, compute, *comm);
   step.initialize();
 
@@ -157,6 +171,7 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
 
   RunRecord record;
   record.meta = make_meta(o, c, rt, start);
+  record.meta.devices = gather_device_records(rt, compute);
   record.config = c;
   record.topology = s.topo;
   record.full_model = account_full_model(

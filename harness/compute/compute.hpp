@@ -76,6 +76,9 @@ class Compute {
   virtual void download_i32(Mat src, std::int32_t* host) = 0;  // synchronises
   virtual void synchronize() = 0;
   virtual std::int64_t memory_available_bytes() const = 0;
+  // Whether tensors live in host memory that MPI can read and write directly. A device backend
+  // says false, and `--comm mpi` then stages its buffers through the host.
+  virtual bool memory_is_host() const { return true; }
 
   // Element-wise and initialisation.
   virtual void zero(Mat x) = 0;

@@ -3,6 +3,9 @@
 
 #include "harness/compute/compute.hpp"
 #include "harness/compute/cpu_compute.hpp"
+#if defined(MOEBENCH_HAVE_CUDA)
+#include "harness/compute/cuda/cuda_compute.hpp"
+#endif
 
 namespace moebench {
 
@@ -18,16 +21,24 @@ std::string available() {
 }  // namespace
 
 std::vector<std::string> compute_backends() {
+#if defined(MOEBENCH_HAVE_CUDA)
+  return {"cpu", "cuda"};
+#else
   return {"cpu"};
+#endif
 }
 
 std::unique_ptr<Compute> make_compute(const std::string& name, [[maybe_unused]] int local_rank,
                                       int blas_threads) {
   if (name == "cpu") return std::make_unique<CpuCompute>(blas_threads);
   if (name == "cuda") {
+#if defined(MOEBENCH_HAVE_CUDA)
+    return make_cuda_compute(local_rank);
+#else
     throw UsageError(
         "backend 'cuda' is not built into this binary (configure with a CUDA toolkit; available: " +
         available() + ")");
+#endif
   }
   throw UsageError("unknown compute backend '" + name + "' (available: " + available() + ")");
 }

@@ -2,6 +2,7 @@
 // table only read it. SI units throughout (seconds, bytes, FLOP).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,21 @@
 #include "workloads/config/run_config.hpp"
 
 namespace moebench {
+
+// One rank's GPU (device backends only), for meta.devices[].
+struct DeviceRecord {
+  int rank = 0;
+  std::string host;
+  std::string name;  // "NVIDIA H200"
+  std::string uuid;  // "GPU-...", as nvidia-smi -L prints it
+  std::string pci_bus_id;
+  std::int64_t memory_bytes = 0;
+  std::string compute_capability;    // "9.0"
+  std::string driver_version;        // the driver's release ("580.65.06"); empty without NVML
+  std::string cuda_driver_version;   // the CUDA version the driver supports ("13.0")
+  std::string cuda_runtime_version;  // the CUDA runtime the binary runs with
+  std::string nccl_version;          // empty when built without NCCL
+};
 
 struct RunMeta {
   std::string tool_version;
@@ -27,6 +43,7 @@ struct RunMeta {
   std::string build_type;
   std::string compiler;
   std::vector<std::pair<std::string, std::string>> environment;  // SLURM_JOB_ID etc., when set
+  std::vector<DeviceRecord> devices;  // every rank's GPU, in rank order; empty on the cpu backend
 };
 
 struct PhaseResult {

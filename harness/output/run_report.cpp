@@ -17,19 +17,38 @@ std::string precision_of(const std::string& backend) {
 ojson meta_json(const RunMeta& m) {
   ojson env = ojson::object();
   for (const auto& [key, value] : m.environment) env[key] = value;
-  return ojson{{"tool_version", m.tool_version},
-               {"git_sha", m.git_sha},
-               {"git_dirty", m.git_dirty},
-               {"argv", m.argv},
-               {"start_time", m.start_time},
-               {"hosts", m.hosts},
-               {"mpi_library", m.mpi_library},
-               {"backend", m.backend},
-               {"comm", m.comm},
-               {"blas", m.blas},
-               {"build_type", m.build_type},
-               {"compiler", m.compiler},
-               {"environment", env}};
+  ojson meta{{"tool_version", m.tool_version},
+             {"git_sha", m.git_sha},
+             {"git_dirty", m.git_dirty},
+             {"argv", m.argv},
+             {"start_time", m.start_time},
+             {"hosts", m.hosts},
+             {"mpi_library", m.mpi_library},
+             {"backend", m.backend},
+             {"comm", m.comm},
+             {"blas", m.blas},
+             {"build_type", m.build_type},
+             {"compiler", m.compiler},
+             {"environment", env}};
+  if (!m.devices.empty()) {
+    ojson devices = ojson::array();
+    for (const DeviceRecord& d : m.devices) {
+      ojson j{{"rank", d.rank},
+              {"host", d.host},
+              {"name", d.name},
+              {"uuid", d.uuid},
+              {"pci_bus_id", d.pci_bus_id},
+              {"memory_bytes", d.memory_bytes},
+              {"compute_capability", d.compute_capability},
+              {"cuda_driver_version", d.cuda_driver_version},
+              {"cuda_runtime_version", d.cuda_runtime_version}};
+      if (!d.driver_version.empty()) j["driver_version"] = d.driver_version;
+      if (!d.nccl_version.empty()) j["nccl_version"] = d.nccl_version;
+      devices.push_back(std::move(j));
+    }
+    meta["devices"] = std::move(devices);
+  }
+  return meta;
 }
 
 ojson config_json(const RunConfig& c) {
@@ -46,7 +65,7 @@ ojson config_json(const RunConfig& c) {
                      {"beta2", c.adamw.beta2},
                      {"eps", c.adamw.eps},
                      {"weight_decay", c.adamw.weight_decay}};
-  j["precision"] = precision_of(c.backend);
+  j["precision"] = c.precision.empty() ? precision_of(c.backend) : c.precision;
   j["verify"] = c.verify;
   j["blas_threads"] = c.blas_threads;
   if (c.test_corrupt_dispatch_rank >= 0) {

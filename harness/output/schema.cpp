@@ -69,18 +69,32 @@ std::string executable_directory() {
 
 }  // namespace
 
-std::vector<std::string> schema_errors(const nlohmann::json& doc, const nlohmann::json& schema) {
+struct SchemaValidator::Impl {
+  nlohmann::json source;  // kept alive with the parsed schema that was built from it
   valijson::Schema parsed;
+};
+
+SchemaValidator::SchemaValidator(const nlohmann::json& schema) : impl_(std::make_unique<Impl>()) {
+  impl_->source = schema;
   try {
     valijson::SchemaParser parser(valijson::SchemaParser::kDraft7);
-    parser.populateSchema(valijson::adapters::NlohmannJsonAdapter(schema), parsed);
+    parser.populateSchema(valijson::adapters::NlohmannJsonAdapter(impl_->source), impl_->parsed);
   } catch (const std::exception& e) {
     throw RuntimeError(std::string("invalid JSON Schema: ") + e.what());
   }
+}
+
+SchemaValidator::~SchemaValidator() = default;
+
+std::vector<std::string> schema_errors(const nlohmann::json& doc, const nlohmann::json& schema) {
+  return SchemaValidator(schema).errors(doc);
+}
+
+std::vector<std::string> SchemaValidator::errors(const nlohmann::json& doc) const {
   valijson::Validator validator;
   valijson::ValidationResults results;
   const bool valid =
-      validator.validate(parsed, valijson::adapters::NlohmannJsonAdapter(doc), &results);
+      validator.validate(impl_->parsed, valijson::adapters::NlohmannJsonAdapter(doc), &results);
 
   std::vector<std::string> all;
   std::vector<std::string> specific;

@@ -2,6 +2,7 @@
 // .cpp includes valijson, so its exception mode and adapter stay in one place.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,22 @@ namespace moebench {
 // "/" for the document itself). Empty when `doc` is valid. A schema that cannot be parsed is a
 // RuntimeError.
 std::vector<std::string> schema_errors(const nlohmann::json& doc, const nlohmann::json& schema);
+
+// A schema parsed once and applied to many documents (`moebench report` reads thousands of run
+// reports; parsing the schema for each would dominate). errors() is schema_errors() without the
+// parse. RuntimeError when the schema cannot be parsed.
+class SchemaValidator {
+ public:
+  explicit SchemaValidator(const nlohmann::json& schema);
+  ~SchemaValidator();
+  SchemaValidator(const SchemaValidator&) = delete;
+  SchemaValidator& operator=(const SchemaValidator&) = delete;
+  std::vector<std::string> errors(const nlohmann::json& doc) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // The path of reports/<file_name>: next to the executable or one folder up (the build copies the
 // schemas to <build>/reports/), else in the source tree the binary was built from. RuntimeError

@@ -30,6 +30,26 @@ TensorCheck compare(const std::string& name, std::span<const float> got, std::sp
   return c;
 }
 
+VerifyTolerance verify_tolerance(DType storage) {
+  VerifyTolerance t;
+  if (storage == DType::bf16) {
+    t.rtol = kVerifyRtolBf16;
+    t.atol_of_max = kVerifyAtolOfMaxBf16;
+    t.reason =
+        "|got - ref| <= atol x max|ref| + rtol x |ref| per tensor: both runs store BF16 (8 "
+        "significant bits) and round at different points (GEMM splits, the all-reduce's partial "
+        "sums), which moves elements by ~1e-3 to 1e-2 of their size; a wrong, lost or misrouted "
+        "value is O(1)";
+    return t;
+  }
+  MB_CHECK(storage == DType::f32, "--verify has no tolerance for " << dtype_name(storage));
+  t.reason =
+      "|got - ref| <= atol x max|ref| + rtol x |ref| per tensor: both runs are FP32 and differ "
+      "only in summation order (~1e-6 of a tensor's scale); a wrong, lost or misrouted value is "
+      "O(1)";
+  return t;
+}
+
 double max_abs(std::span<const float> x) {
   double m = 0;
   for (float v : x) m = std::max(m, static_cast<double>(std::abs(v)));

@@ -65,7 +65,8 @@ class Result:
         self.timed_out = timed_out
 
     def describe(self):
-        return "command: %s\nexit: %s%s (%.1f s)\n--- stdout (tail) ---\n%s\n--- stderr (tail) ---\n%s" % (
+        return ("command: %s\nexit: %s%s (%.1f s)\n--- stdout (tail) ---\n%s\n"
+                "--- stderr (tail) ---\n%s") % (
             " ".join(self.cmd), self.rc, " TIMED OUT" if self.timed_out else "", self.wall_s,
             self.stdout[-3000:], self.stderr[-3000:])
 
@@ -86,6 +87,7 @@ def _run_cmd(cmd, timeout, cwd):
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
                             env=mpi_env(), start_new_session=True, text=True)
     timed_out = False
+    out, err = "", ""
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -101,8 +103,6 @@ def _run_cmd(cmd, timeout, cwd):
                 break
             except subprocess.TimeoutExpired:
                 continue
-        else:
-            out, err = "", ""
     return Result(cmd, proc.returncode, out or "", err or "", time.monotonic() - start, timed_out)
 
 
@@ -149,7 +149,7 @@ def load_report(ctx, path):
 
 
 def leftover_files(directory):
-    """Files a failed command should not have left (reports, or temporary files of an atomic write)."""
+    """What a failed command left in directory (a report, or an atomic write's temporary file)."""
     return sorted(os.listdir(directory))
 
 

@@ -33,6 +33,12 @@ TEST_CASE("compare counts elements outside atol + rtol |ref|") {
   const Vec past = {1.0f, std::nextafter(-2.5f, -3.0f), 4.0f, 0.0f};
   CHECK(compare("t", past, ref, 0.25, 0.125).mismatches == 1);
   CHECK(compare("t", ref, ref, 0.0, 0.0).mismatches == 0);
+  // An exact zero against zero with atol 0 (an all-zero reference tensor) is 0 / 0: it must not
+  // turn the relative error into NaN.
+  c = compare("z", Vec{0.0f, 0.0f}, Vec{0.0f, 0.0f}, 0.0, 0.0);
+  CHECK(c.mismatches == 0);
+  CHECK(c.max_rel_error == 0.0);
+  CHECK(c.max_abs_error == 0.0);
 }
 
 TEST_CASE("compare treats NaN and infinity as mismatches with infinite error") {
@@ -90,6 +96,30 @@ TEST_CASE("verify tolerances sit between rounding and real errors") {
   CHECK(kVerifyRtol < 1e-1);
   CHECK(kVerifyAtolOfMax > 1e-6);
   CHECK(kVerifyAtolOfMax < 1e-2);
+}
+
+}  // namespace
+}  // namespace moebench
+
+namespace moebench {
+namespace {
+
+TEST_CASE("verify_tolerance: FP32 keeps the tight bounds, BF16 storage gets looser ones") {
+  const VerifyTolerance f = verify_tolerance(DType::f32);
+  CHECK(f.rtol == kVerifyRtol);
+  CHECK(f.atol_of_max == kVerifyAtolOfMax);
+  CHECK(f.reason.find("FP32") != std::string::npos);
+  const VerifyTolerance b = verify_tolerance(DType::bf16);
+  CHECK(b.rtol == kVerifyRtolBf16);
+  CHECK(b.atol_of_max == kVerifyAtolOfMaxBf16);
+  CHECK(b.rtol > f.rtol);
+  CHECK(b.reason.find("BF16") != std::string::npos);
+  // A bf16 rounding (2^-9 relative) passes, a doubled value does not.
+  const Vec ref = {1.0f, -0.5f};
+  CHECK(compare("b", Vec{1.0f + 1.0f / 512, -0.5f}, ref, b.atol_of_max * max_abs(ref), b.rtol)
+            .mismatches == 0);
+  CHECK(compare("b", Vec{2.0f, -0.5f}, ref, b.atol_of_max * max_abs(ref), b.rtol).mismatches == 1);
+  CHECK_THROWS_AS(verify_tolerance(DType::i32), RuntimeError);
 }
 
 }  // namespace

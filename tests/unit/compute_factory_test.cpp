@@ -9,12 +9,24 @@ namespace moebench {
 namespace {
 
 TEST_CASE("make_compute builds cpu and rejects the rest with the available list") {
-  CHECK(compute_backends() == std::vector<std::string>{"cpu"});
   const auto cpu = make_compute("cpu", 0, 1);
   CHECK(cpu->name() == "cpu");
   CHECK(cpu->activation_dtype() == DType::f32);
+#if defined(MOEBENCH_HAVE_CUDA)
+  CHECK(compute_backends() == std::vector<std::string>{"cpu", "cuda"});
+  // Built with CUDA: "cuda" is made where a GPU is visible, a usage error saying so elsewhere.
+  try {
+    const auto cuda = make_compute("cuda", 0, 1);
+    CHECK(cuda->name() == "cuda");
+    CHECK(cuda->activation_dtype() == DType::bf16);
+  } catch (const UsageError& e) {
+    CHECK(std::string(e.what()).find("no CUDA device is visible") != std::string::npos);
+  }
+#else
+  CHECK(compute_backends() == std::vector<std::string>{"cpu"});
   CHECK_THROWS_WITH_AS(make_compute("cuda", 0, 1), doctest::Contains("not built into this binary"),
                        UsageError);
+#endif
   CHECK_THROWS_WITH_AS(make_compute("tpu", 0, 1), doctest::Contains("available: cpu"), UsageError);
   CHECK(!blas_library_name().empty());
 }

@@ -26,8 +26,8 @@ std::vector<std::int32_t> selection(Harness& hx, Mat xn) {
   Tensor logits = c.alloc(n, E, DType::f32), scores = c.alloc(n, E, DType::f32);
   Tensor idx = c.alloc(n, k, DType::i32), w = c.alloc(n, k, DType::f32);
   c.gemm(false, false, 1.0f, xn, hx.params.param(kLayer, ParamKind::router), 0.0f, logits);
-  c.router_forward(router_params(hx.config), logits, hx.params.router_bias(kLayer), 0, scores,
-                   idx, w);
+  c.router_forward(router_params(hx.config), logits, hx.params.router_bias(kLayer), 0, scores, idx,
+                   w);
   std::vector<std::int32_t> out(static_cast<std::size_t>(n * k));
   c.download_i32(idx, out.data());
   return out;
@@ -71,8 +71,8 @@ void check_all(MoeCase& mc, const std::vector<int>& experts) {
            hx.read(hx.params.grad(kLayer, ParamKind::router)), loss, 32);
   for (ParamKind k : {ParamKind::shared_gate_up, ParamKind::shared_down}) {
     if (!hx.params.has(kLayer, k)) continue;
-    check_fd(hx, param_kind_name(k), hx.params.param(kLayer, k),
-             hx.read(hx.params.grad(kLayer, k)), loss);
+    check_fd(hx, param_kind_name(k), hx.params.param(kLayer, k), hx.read(hx.params.grad(kLayer, k)),
+             loss);
   }
   for (int e : experts) {
     for (ParamKind k : {ParamKind::expert_gate_up, ParamKind::expert_down}) {
@@ -113,6 +113,11 @@ TEST_CASE("MoeBlock with router selection matches where no selection flips") {
   const Vec dxn = mc.backward();
   const std::vector<std::int32_t> base = selection(hx, mc.xn);
   auto same = [&] { return selection(hx, mc.xn) == base; };
+  // The detector does see a flip: negating the input reverses the order of every token's scores.
+  hx.compute->axpby(0.0f, mc.xn, -1.0f, mc.xn);
+  CHECK_FALSE(same());
+  hx.compute->axpby(0.0f, mc.xn, -1.0f, mc.xn);
+  REQUIRE(same());
   const FdStats sx = check_fd(hx, "xn", mc.xn, dxn, loss, 48, same);
   const FdStats sr = check_fd(hx, "router", hx.params.param(kLayer, ParamKind::router),
                               hx.read(hx.params.grad(kLayer, ParamKind::router)), loss, 48, same);

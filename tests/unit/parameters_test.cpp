@@ -4,7 +4,6 @@
 
 #include <doctest/doctest.h>
 
-
 #include "tests/unit/layer_fixture.hpp"
 
 namespace moebench {
@@ -19,7 +18,7 @@ using namespace layer_test;
 //   mlp_norm 16; dense MLP: 16*24 + 12*16 = 576; MoE dense part: router 16*8 + shared 16*16 +
 //   8*16 = 512; one routed expert: 16*16 + 8*16 = 384.
 constexpr std::int64_t kAttention = 606;
-constexpr std::int64_t kDenseLayer = 606 + 16 + 576;  // 1198
+constexpr std::int64_t kDenseLayer = 606 + 16 + 576;     // 1198
 constexpr std::int64_t kMoeLayerDense = 606 + 16 + 512;  // 1134
 constexpr std::int64_t kExpert = 384;
 

@@ -89,3 +89,36 @@ TEST_CASE("run report: the schema rejects a missing key, a wrong type and a wron
   version["schema_version"] = 2;
   CHECK(mentions(schema_errors(version, run_schema()), "/schema_version"));
 }
+
+TEST_CASE("run report: a GPU run's devices and precision are written and validate") {
+  RunRecord r = testing::sample_run_record();
+  r.config.backend = "cuda";
+  r.config.comm = "nccl";
+  r.config.precision = "bf16";
+  DeviceRecord d;
+  d.rank = 0;
+  d.host = "gpu-node";
+  d.name = "NVIDIA H200";
+  d.uuid = "GPU-00000000-0000-0000-0000-000000000000";
+  d.pci_bus_id = "0000:19:00.0";
+  d.memory_bytes = 150754820096;
+  d.compute_capability = "9.0";
+  d.cuda_driver_version = "13.0";
+  d.cuda_runtime_version = "13.0";
+  d.nccl_version = "2.28.9";  // driver_version left empty: NVML was not found
+  r.meta.devices = {d, d};
+  r.meta.devices[1].rank = 1;
+  const nlohmann::json j = nlohmann::json(make_run_report(r));
+  const auto errors = schema_errors(j, run_schema());
+  for (const auto& e : errors) MESSAGE(e);
+  CHECK(errors.empty());
+  CHECK(j.at("config").at("precision") == "bf16");
+  const auto& devices = j.at("meta").at("devices");
+  REQUIRE(devices.size() == 2);
+  CHECK(devices[1].at("rank") == 1);
+  CHECK(devices[0].at("memory_bytes") == 150754820096);
+  CHECK(devices[0].at("nccl_version") == "2.28.9");
+  CHECK(!devices[0].contains("driver_version"));  // optional: absent, not ""
+  // A cpu run has none.
+  CHECK(!report().at("meta").contains("devices"));
+}

@@ -122,8 +122,8 @@ TEST_CASE("TrainingStep reports times, FLOPs and the gradient reduction's bytes"
   for (double t : s.time_s) phases += t;
   // Phases are disjoint intervals inside the step.
   CHECK(phases <= s.step_time_s);
-  for (Phase p : {Phase::attention, Phase::dense_mlp, Phase::router, Phase::experts,
-                  Phase::shared_expert}) {
+  for (Phase p :
+       {Phase::attention, Phase::dense_mlp, Phase::router, Phase::experts, Phase::shared_expert}) {
     INFO(phase_name(p));
     CHECK(s.time_s[at(p)] > 0);
     CHECK(s.flops[at(p)] > 0);

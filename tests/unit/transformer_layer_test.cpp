@@ -38,8 +38,8 @@ void check_layer(const RunConfig& config, int index, std::vector<ParamKind> kind
 
   check_fd(hx, "x", x, hx.read(dx), loss, 32);
   for (ParamKind k : kinds) {
-    check_fd(hx, param_kind_name(k), hx.params.param(index, k),
-             hx.read(hx.params.grad(index, k)), loss, 16);
+    check_fd(hx, param_kind_name(k), hx.params.param(index, k), hx.read(hx.params.grad(index, k)),
+             loss, 16);
   }
   for (int e : experts) {
     for (ParamKind k : {ParamKind::expert_gate_up, ParamKind::expert_down}) {

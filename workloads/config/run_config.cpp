@@ -118,13 +118,18 @@ void validate(const RunConfig& c) {
   if (p.ep < 1) throw UsageError("--ep must be >= 1, got " + s(p.ep));
   if (p.world % p.ep != 0) {
     throw UsageError("--ep " + s(p.ep) + " does not divide the " + s(p.world) +
-                     " ranks; valid: " + join(common_divisors(p.world, {p.world})));
+                     (p.world == 1 ? " rank" : " ranks") +
+                     "; valid: " + join(common_divisors(p.world, {p.world})));
   }
   const std::int64_t experts = c.model.n_routed_experts;
   if (experts % p.ep != 0) {
     throw UsageError("--ep " + s(p.ep) + " does not divide the " + s(experts) +
                      " routed experts of " + c.model.name + "; valid with " + s(p.world) +
                      " ranks: " + join(common_divisors(p.world, {p.world, experts})));
+  }
+  if (c.test_corrupt_dispatch_rank >= p.world) {
+    throw UsageError("--test-corrupt-dispatch " + s(c.test_corrupt_dispatch_rank) +
+                     ": no such rank; valid: 0 to " + s(p.world - 1) + ", or -1 (off)");
   }
   if (p.ranks_per_node < 0) {
     throw UsageError("--ranks-per-node must be >= 0 (0: detect), got " + s(p.ranks_per_node));

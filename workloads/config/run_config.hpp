@@ -69,6 +69,10 @@ struct RunConfig {
   bool verify = false;
   std::string backend = "cpu";  // compute backend
   std::string comm = "mpi";     // communication backend
+  // The step's arithmetic: "fp32" (cpu), "bf16" (cuda: BF16 storage, FP32 accumulation); empty
+  // until resolved against the backend.
+  std::string precision;
+  double comm_timeout_s = 600;  // --timeout: the longest wait for a collective or setup
   int blas_threads = 1;
   // Test-only: corrupt one element of the dispatched payload on this rank (-1: off).
   int test_corrupt_dispatch_rank = -1;

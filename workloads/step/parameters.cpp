@@ -144,6 +144,10 @@ int ParamStore::index(int layer, ParamKind kind, int local_expert) const {
 }
 
 bool ParamStore::has(int layer, ParamKind kind) const {
+  if (layer < 0 || layer >= layers_) return false;
+  if (kind == ParamKind::expert_gate_up || kind == ParamKind::expert_down) {
+    return !expert_lookup_[layer].empty();
+  }
   return lookup_[static_cast<std::size_t>(layer) * kKinds + static_cast<int>(kind)] >= 0;
 }
 

@@ -1,0 +1,92 @@
+// What the performance probe measured, as plain data, and its two readings: the JSON document
+// (`--out`, kind "moebench.bench") and the table for people. Measurement fills the record
+// (harness/cli/bench_command.cpp); these functions only read it.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/bench/bench.hpp"
+#include "harness/compute/cuda/cuda_compute.hpp"
+#include "harness/output/run_record.hpp"
+
+namespace moebench {
+
+constexpr int kBenchSchemaVersion = 1;
+constexpr const char* kBenchReportKind = "moebench.bench";
+// The experts' grouped GEMMs should reach this fraction of the dense GEMM rate (issue 3).
+constexpr double kExpertGemmTargetRatio = 0.85;
+
+struct BenchMeta {
+  std::string tool_version;
+  std::string git_sha;
+  bool git_dirty = false;
+  std::vector<std::string> argv;
+  std::string start_time;  // ISO 8601, UTC
+  std::string host;
+  std::string backend;
+  std::string precision;  // "bf16" (cuda) or "fp32" (cpu)
+  std::string blas;
+  std::string build_type;
+  std::string compiler;
+  std::string gemm_path;          // the backend's own words, when it says
+  std::string grouped_gemm_path;  // idem
+  std::string attention_path;     // idem
+  std::optional<CudaDeviceInfo> device;
+};
+
+// The peak the step's rate is compared with, and where the number came from.
+struct PeakRate {
+  std::optional<double> tflops;
+  std::string source;  // "--peak-tflops", "NVIDIA datasheet, dense BF16 (<device>)", "none: ..."
+};
+
+struct DenseGemmResult {
+  std::int64_t n = 0;
+  double flops = 0;
+  Stats time_s;                         // per call, host clock around a synchronised call
+  std::optional<double> events_time_s;  // cuda: time_bf16_gemm_seconds (CUDA events, mean)
+  double flop_rate() const;             // flops / median
+};
+
+struct GemmCaseResult {
+  GroupedGemmCase gemm;
+  Stats time_s;  // per grouped call
+  double flop_rate() const;
+};
+
+struct ExpertGemmResult {
+  std::vector<GemmCaseResult> cases;
+  double flops() const;      // all six calls
+  double time_s() const;     // sum of the medians
+  double flop_rate() const;  // flops / time
+};
+
+struct LayerStackResult {
+  RunConfig config;  // the emulated rank's configuration
+  StackAccounting accounting;
+  MemoryEstimate memory;
+  RunResults results;             // world 1: the phases, the step statistics
+  Stats forward_backward_time_s;  // step time minus the optimizer and gradient-reduction phases
+  double forward_backward_flop_rate() const;
+};
+
+struct BenchRecord {
+  BenchMeta meta;
+  ModelConfig model;  // the real model the rank belongs to
+  ExpertShare share;
+  int warmup = 0;
+  int iterations = 0;
+  PeakRate peak;
+  DenseGemmResult dense;
+  ExpertGemmResult experts;
+  std::vector<LayerStackResult> stacks;  // one per --layers value
+};
+
+nlohmann::ordered_json make_bench_report(const BenchRecord& r);
+std::string format_bench_table(const BenchRecord& r);
+
+}  // namespace moebench

@@ -1,0 +1,270 @@
+// `moebench bench`: the performance probe on one device, one process, no MPI. Measures the dense
+// GEMM rate (the roofline reference), the experts' grouped GEMMs of one EP rank at their real
+// shapes, and the training step of one EP rank's layers (harness/bench/bench.hpp says how one
+// process reproduces that rank's work), then prints a table and writes `--out` JSON.
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <iostream>
+
+#include "harness/bench/bench.hpp"
+#include "harness/bench/bench_report.hpp"
+#include "harness/bench/local_communicator.hpp"
+#include "harness/cli/commands.hpp"
+#include "harness/compute/cpu_compute.hpp"
+#include "harness/core/version.hpp"
+#include "harness/measure/summary.hpp"
+#include "harness/output/atomic_file.hpp"
+#include "workloads/step/training_step.hpp"
+
+namespace moebench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string iso_time_utc() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+// Each call's time between two synchronisations of the backend: a few microseconds of host
+// overhead per call, the same for the dense reference and the grouped GEMMs they are compared
+// with.
+template <typename F>
+Stats time_calls(Compute& c, int warmup, int iterations, F&& call) {
+  for (int i = 0; i < warmup; ++i) call();
+  c.synchronize();
+  std::vector<double> t;
+  for (int i = 0; i < iterations; ++i) {
+    c.synchronize();
+    const Clock::time_point start = Clock::now();
+    call();
+    c.synchronize();
+    t.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  return summarize(t);
+}
+
+// The flags resolved against the model and the backend, checked before anything is allocated.
+struct BenchPlan {
+  ModelConfig model;
+  ExpertShare share;
+  std::int64_t gemm_n = 0;
+  std::vector<RunConfig> stacks;
+};
+
+BenchPlan plan_bench(const BenchOptions& b) {
+  if (!b.preset.empty() && !b.model_config.empty()) {
+    throw UsageError("give at most one of --preset NAME or --model-config FILE");
+  }
+  const bool cpu = b.backend == "cpu";
+  BenchPlan p;
+  std::string preset_name = b.preset;
+  if (b.model_config.empty() && preset_name.empty()) {
+    preset_name = cpu ? "deepseek-v3-tiny" : "deepseek-v3";  // the cpu backend: seconds, not hours
+  }
+  p.model = preset_name.empty() ? load_model_config(b.model_config) : preset(preset_name);
+  validate(p.model, p.model.name);
+  std::int64_t seq = 4096;
+  for (const PresetInfo& info : preset_list()) {
+    if (info.name == preset_name) seq = info.default_seq_len;
+  }
+  seq = b.seq_len.value_or(seq);
+  const int ep = b.ep.value_or(default_bench_ep(p.model));
+  p.share = expert_share(p.model, ep, seq);
+  p.gemm_n = b.gemm_n.value_or(cpu ? 1024 : 8192);
+  if (p.gemm_n < 1) throw UsageError("--gemm-n " + std::to_string(p.gemm_n) + ": must be >= 1");
+  if (b.iterations < 1) throw UsageError("--iterations must be >= 1");
+  if (b.warmup < 0) throw UsageError("--warmup must be >= 0");
+  if (b.optimizer != "adamw" && b.optimizer != "none") {
+    throw UsageError("--optimizer " + b.optimizer + ": expected adamw or none");
+  }
+  if (b.peak_tflops && !(*b.peak_tflops > 0)) throw UsageError("--peak-tflops must be > 0");
+  const Optimizer opt = b.optimizer == "none" ? Optimizer::none : Optimizer::adamw;
+  for (std::int64_t layers : parse_layer_list(b.layers)) {
+    p.stacks.push_back(bench_run_config(p.model, ep, seq, layers, b.backend, b.precision,
+                                        b.blas_threads, opt, b.seed, b.warmup, b.iterations));
+  }
+  return p;
+}
+
+void check_fits(double need, const Compute& c, const std::string& what) {
+  const double available = static_cast<double>(c.memory_available_bytes());
+  if (need > available) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "needs an estimated %.2f GiB but %.2f GiB is available",
+                  need / kGiB, available / kGiB);
+    throw UsageError(what + " " + buf + "; use smaller --gemm-n, --seq-len or --layers");
+  }
+}
+
+DenseGemmResult measure_dense(Compute& c, std::int64_t n, int warmup, int iterations) {
+  DenseGemmResult r;
+  r.n = n;
+  r.flops = dense_gemm_flops(n);
+  check_fits(3.0 * static_cast<double>(n * n) * dtype_size(c.activation_dtype()), c,
+             "the dense GEMM");
+  {
+    Tensor a = c.alloc(n, n), b = c.alloc(n, n), out = c.alloc(n, n);
+    // Random data, not zeros: tensor cores run measurably faster on zeros.
+    c.fill_random(a, 11, 1, 1.0f);
+    c.fill_random(b, 11, 2, 1.0f);
+    r.time_s =
+        time_calls(c, warmup, iterations, [&] { c.gemm(false, false, 1.0f, a, b, 0.0f, out); });
+  }
+#if defined(MOEBENCH_HAVE_CUDA)
+  if (c.name() == "cuda") r.events_time_s = time_bf16_gemm_seconds(c, n, warmup, iterations);
+#endif
+  return r;
+}
+
+GemmCaseResult measure_grouped(Compute& c, const GroupedGemmCase& g, int warmup, int iterations) {
+  const double bpe = static_cast<double>(dtype_size(c.activation_dtype()));
+  const std::int64_t e = g.count;
+  check_fits(bpe * static_cast<double>(e) *
+                 static_cast<double>(g.a_rows() * g.a_cols() + g.b_rows() * g.b_cols() + g.m * g.n),
+             c, "the expert GEMM " + g.name);
+  // The experts' operands stacked by rows, as the step keeps them (rows of one expert
+  // contiguous), each problem a slice.
+  Tensor a = c.alloc(e * g.a_rows(), g.a_cols());
+  Tensor b = c.alloc(e * g.b_rows(), g.b_cols());
+  Tensor out = c.alloc(e * g.m, g.n);
+  c.fill_random(a, 12, 1, 1.0f);
+  c.fill_random(b, 12, 2, 1.0f);
+  std::vector<GemmProblem> problems;
+  for (std::int64_t i = 0; i < e; ++i) {
+    problems.push_back({a.view().row_slice(i * g.a_rows(), g.a_rows()),
+                        b.view().row_slice(i * g.b_rows(), g.b_rows()),
+                        out.view().row_slice(i * g.m, g.m)});
+  }
+  GemmCaseResult r;
+  r.gemm = g;
+  r.time_s = time_calls(c, warmup, iterations,
+                        [&] { c.grouped_gemm(g.trans_a, g.trans_b, 1.0f, problems, 0.0f); });
+  return r;
+}
+
+LayerStackResult measure_stack(Compute& c, const RunConfig& config, const std::string& host) {
+  LayerStackResult r;
+  r.config = config;
+  r.accounting = account_instantiated(config);
+  r.memory = estimate_memory(config, dtype_size(c.activation_dtype()));
+  check_fits(r.memory.total(), c,
+             std::to_string(config.workload.layers) + " layers of the emulated rank");
+  const Topology topo = make_topology(1, 0, 1, 0, 1, 0, 1);
+  std::unique_ptr<Communicator> comm = make_local_communicator(c);
+  RankSamples rank;
+  rank.host = host;
+  std::vector<double> forward_backward;
+  {
+    TrainingStep step(r.config, topo, c, *comm);
+    step.initialize();
+    for (int i = 0; i < config.warmup; ++i) step.run();
+    for (int i = 0; i < config.steps; ++i) {
+      const StepSample s = step.run();
+      rank.steps.push_back(s);
+      forward_backward.push_back(s.step_time_s -
+                                 s.time_s[static_cast<std::size_t>(Phase::optimizer)] -
+                                 s.time_s[static_cast<std::size_t>(Phase::grad_reduce)]);
+    }
+  }
+  r.results = summarize_run({rank}, static_cast<double>(config.workload.tokens_per_rank()),
+                            r.accounting.flops_per_step);
+  r.forward_backward_time_s = summarize(forward_backward);
+  return r;
+}
+
+PeakRate resolve_peak(const BenchOptions& b, const BenchMeta& m) {
+  PeakRate p;
+  if (b.peak_tflops) {
+    p.tflops = b.peak_tflops;
+    p.source = "--peak-tflops";
+  } else if (m.device && known_bf16_peak_tflops(m.device->name)) {
+    p.tflops = known_bf16_peak_tflops(m.device->name);
+    p.source = "NVIDIA datasheet, dense BF16, " + m.device->name;
+  } else {
+    p.source = "none: unknown device, give --peak-tflops";
+  }
+  return p;
+}
+
+BenchMeta make_meta(const CliOptions& o, const Compute& c, const std::string& start,
+                    const std::string& host) {
+  BenchMeta m;
+  m.tool_version = kToolVersion;
+  m.git_sha = git_sha();
+  m.git_dirty = git_dirty();
+  m.argv = o.argv;
+  m.start_time = start;
+  m.host = host;
+  m.backend = c.name();
+  m.precision = bench_precision(c.name(), o.bench.precision);
+  m.blas = blas_library_name();
+  m.build_type = MOEBENCH_BUILD_TYPE;
+  m.compiler = std::string("g++ ") + __VERSION__;
+  if (const auto* cuda = dynamic_cast<const CudaComputeApi*>(&c)) {
+    m.device = cuda->device_info();
+    m.gemm_path = cuda->gemm_path();
+    m.grouped_gemm_path = cuda->grouped_gemm_path();
+    m.attention_path = cuda->attention_path();
+  }
+  return m;
+}
+
+}  // namespace
+
+int bench_command(const CliOptions& o) {
+  const BenchOptions& b = o.bench;
+  const std::string start = iso_time_utc();
+  const BenchPlan plan = plan_bench(b);
+  if (!b.out.empty()) ensure_writable_destination(b.out);
+  std::unique_ptr<Compute> compute = make_compute(b.backend, 0, b.blas_threads);
+  Compute& c = *compute;
+  const std::string host = host_name();
+
+  BenchRecord r;
+  r.meta = make_meta(o, c, start, host);
+  r.model = plan.model;
+  r.share = plan.share;
+  r.warmup = b.warmup;
+  r.iterations = b.iterations;
+  r.peak = resolve_peak(b, r.meta);
+  auto progress = [&](const std::string& what) {
+    if (!b.quiet) std::cerr << "# bench: " << what << "\n" << std::flush;
+  };
+
+  progress("dense GEMM " + std::to_string(plan.gemm_n) + "^3");
+  r.dense = measure_dense(c, plan.gemm_n, b.warmup, b.iterations);
+  progress("expert grouped GEMMs");
+  for (const GroupedGemmCase& g :
+       expert_gemm_cases(plan.share.local_experts, plan.share.rows_per_expert,
+                         plan.model.hidden_size, plan.model.moe_intermediate_size)) {
+    r.experts.cases.push_back(measure_grouped(c, g, b.warmup, b.iterations));
+  }
+  for (const RunConfig& config : plan.stacks) {
+    progress(std::to_string(config.workload.layers) + "-layer training step");
+    r.stacks.push_back(measure_stack(c, config, host));
+  }
+
+  if (!b.quiet) std::cout << format_bench_table(r) << std::flush;
+  if (!b.out.empty()) {
+    write_file_atomically(b.out, make_bench_report(r).dump(2) + "\n");
+    if (!b.quiet) std::cout << "# report: " << b.out << "\n" << std::flush;
+  }
+  return 0;
+}
+
+}  // namespace moebench

@@ -1,0 +1,181 @@
+// `moebench report`: run reports in, one scaling report out (JSON, Markdown, PNG, a table on
+// stdout). A plain file tool: no MPI. Every input is read and checked before anything is written;
+// the exit code is 4 when a verdict failed, so a Slurm job or a CI step can gate on it.
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/cli/commands.hpp"
+#include "harness/core/error.hpp"
+#include "harness/core/version.hpp"
+#include "harness/output/atomic_file.hpp"
+#include "harness/output/run_report.hpp"
+#include "harness/output/schema.hpp"
+#include "harness/scaling/inputs.hpp"
+#include "harness/scaling/scaling.hpp"
+#include "harness/scaling/scaling_report.hpp"
+#include "harness/scaling/scaling_text.hpp"
+
+extern char** environ;
+
+namespace moebench {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kPlotMissingMatplotlib = 3;  // plot_scaling.py's exit status for that case
+
+std::string utc_now() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+void check_outputs(const ReportOptions& r, const std::vector<InputFile>& inputs) {
+  const std::pair<const char*, const std::string*> outputs[] = {
+      {"--out", &r.out}, {"--markdown", &r.markdown}, {"--plot", &r.plot}};
+  for (const auto& [flag, path] : outputs) {
+    if (path->empty()) continue;
+    const std::string key = canonical_path(*path);
+    for (const InputFile& in : inputs) {
+      if (key == in.canonical) {
+        throw UsageError(std::string(flag) + " " + *path +
+                         ": is also an input; write the report to another file");
+      }
+    }
+  }
+}
+
+// The system's python3 first: that is where the distribution's matplotlib is installed.
+std::string python_executable() {
+  if (const char* p = std::getenv("MOEBENCH_PYTHON"); p && *p) return p;
+  if (::access("/usr/bin/python3", X_OK) == 0) return "/usr/bin/python3";
+  return "python3";
+}
+
+int spawn_and_wait(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (::posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return 127;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return 127;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Draws the PNG from the scaling JSON. A missing matplotlib (or python) is not a failure of the
+// report: the JSON and Markdown are written, the exit code stays the verdicts', and the message
+// says how to install it and how to draw the plot later. Returns whether the PNG was drawn.
+bool draw_plot(const std::string& json_path, const std::string& png, bool json_is_temporary) {
+  std::string script;
+  try {
+    script = find_schema("plot_scaling.py");  // looks up any file of reports/, not only schemas
+  } catch (const Error& e) {
+    std::cerr << "moebench: --plot " << png << " not drawn: " << e.what() << "\n";
+    return false;
+  }
+  const std::string python = python_executable();
+  const int rc = spawn_and_wait({python, script, json_path, png});
+  const std::string later =
+      json_is_temporary ? ""
+                        : "; draw it later with: python3 " + script + " " + json_path + " " + png;
+  if (rc == kPlotMissingMatplotlib || rc == 127) {
+    std::cerr << "moebench: --plot " << png << " not drawn: " << python
+              << (rc == 127 ? " could not be started" : " cannot import matplotlib")
+              << " (install it: apt-get install python3-matplotlib" << later
+              << "); the other outputs were written\n";
+    return false;
+  }
+  std::error_code ec;
+  if (rc != 0 || !fs::exists(png, ec) || fs::file_size(png, ec) == 0) {
+    std::cerr << "moebench: --plot " << png << " not drawn: " << script << " exited with status "
+              << rc << "; the other outputs were written\n";
+    return false;
+  }
+  return true;
+}
+
+ScalingOptions scaling_options(const ReportOptions& r) {
+  ScalingOptions s;
+  s.baseline_gpus = r.baseline;
+  s.allow_mixed = r.allow_mixed;
+  s.claim_tflops = r.claim_tflops;
+  s.claim_efficiency = r.claim_efficiency;
+  s.min_tflops = r.min_tflops;
+  s.min_efficiency = r.min_efficiency;
+  return s;
+}
+
+}  // namespace
+
+int report_command(const CliOptions& o) {
+  const ReportOptions& r = o.report;
+  if (r.baseline && *r.baseline < 1) {
+    throw UsageError("--baseline " + std::to_string(*r.baseline) + ": must be a GPU count >= 1");
+  }
+  if (!r.out.empty()) ensure_writable_destination(r.out, "--out");
+  if (!r.markdown.empty()) ensure_writable_destination(r.markdown, "--markdown");
+  if (!r.plot.empty()) ensure_writable_destination(r.plot, "--plot");
+
+  // Everything is read and checked first: a bad input leaves no output behind.
+  const std::vector<InputFile> files = expand_inputs(r.inputs, {r.out, r.markdown, r.plot});
+  check_outputs(r, files);
+  const nlohmann::json run_schema = load_schema(kRunSchemaFile);
+  const SchemaValidator validate_run(run_schema);
+  std::vector<std::string> skipped;
+  const std::vector<RunPoint> runs = read_run_reports(
+      files, [&](const nlohmann::json& doc) { return validate_run.errors(doc); }, &skipped);
+  const ScalingOptions options = scaling_options(r);
+  ScalingResult result = compute_scaling(runs, options);
+  for (const std::string& s : skipped) result.warnings.push_back("skipped, not a run report: " + s);
+
+  ScalingMeta meta{MOEBENCH_VERSION, git_sha(), git_dirty(), o.argv, utc_now()};
+  const nlohmann::ordered_json report = make_scaling_report(result, runs, options, meta);
+  const std::vector<std::string> errors =
+      schema_errors(nlohmann::json(report), load_schema(kScalingSchemaFile));
+  MB_CHECK(errors.empty(),
+           "the scaling report does not match " << kScalingSchemaFile << ": " << errors.front());
+  const std::string report_text = report.dump(2) + "\n";
+
+  if (!r.quiet) std::cout << scaling_terminal(result, runs.size());
+  if (!r.out.empty()) {
+    write_file_atomically(r.out, report_text);
+    std::cout << "# report: " << r.out << "\n";
+  }
+  if (!r.markdown.empty()) {
+    write_file_atomically(r.markdown, scaling_markdown(result, runs, meta));
+    std::cout << "# markdown: " << r.markdown << "\n";
+  }
+  if (!r.plot.empty()) {
+    std::string json_path = r.out;
+    const bool temporary = json_path.empty();
+    if (temporary) {
+      json_path =
+          (fs::temp_directory_path() / ("moebench-scaling." + std::to_string(::getpid()) + ".json"))
+              .string();
+      write_file_atomically(json_path, report_text);
+    }
+    std::cout << std::flush;
+    const bool drawn = draw_plot(json_path, r.plot, temporary);
+    if (temporary) fs::remove(json_path);
+    if (drawn) std::cout << "# plot: " << r.plot << "\n";
+  }
+  return result.passed() ? 0 : static_cast<int>(ExitCode::claim);
+}
+
+}  // namespace moebench

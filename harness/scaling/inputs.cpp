@@ -1,0 +1,337 @@
+#include "harness/scaling/inputs.hpp"
+
+#include <glob.h>
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "harness/core/error.hpp"
+#include "harness/output/run_report.hpp"
+#include "harness/scaling/sha256.hpp"
+
+namespace moebench {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+bool has_glob_characters(const std::string& s) {
+  return s.find_first_of("*?[") != std::string::npos;
+}
+
+std::vector<std::string> glob_matches(const std::string& pattern) {
+  glob_t g{};
+  std::vector<std::string> out;
+  if (::glob(pattern.c_str(), 0, nullptr, &g) == 0) {
+    out.assign(g.gl_pathv, g.gl_pathv + g.gl_pathc);  // glob(3) sorts them
+  }
+  ::globfree(&g);
+  return out;
+}
+
+// nlohmann's messages start with "[json.exception.parse_error.101] "; the rest is the point.
+std::string parse_message(const json::parse_error& e) {
+  std::string what = e.what();
+  const auto close = what.find("] ");
+  return close == std::string::npos ? what : what.substr(close + 2);
+}
+
+// "/config/model/hidden_size" -> "config.model.hidden_size"
+std::string dotted(std::string pointer) {
+  if (!pointer.empty() && pointer.front() == '/') pointer.erase(0, 1);
+  std::replace(pointer.begin(), pointer.end(), '/', '.');
+  return pointer;
+}
+
+void add_key(std::vector<FieldValue>& key, const json& doc, const std::string& pointer) {
+  const json::json_pointer ptr(pointer);
+  key.emplace_back(dotted(pointer), doc.contains(ptr) ? doc.at(ptr).dump() : "(absent)");
+}
+
+std::vector<FieldValue> workload_key(const json& doc) {
+  std::vector<FieldValue> key;
+  // nlohmann's json keeps object keys sorted, so the model's fields come in a stable order.
+  for (const auto& [name, value] : doc.at("config").at("model").items()) {
+    key.emplace_back("config.model." + name, value.dump());
+  }
+  for (const char* p :
+       {"/config/workload/layers", "/config/workload/dense_layers", "/config/workload/moe_layers",
+        "/config/workload/attention", "/config/workload/routing", "/config/workload/seq_len",
+        "/config/workload/micro_batch", "/config/precision", "/parallel/ep", "/config/grad_reduce",
+        "/config/optimizer", "/meta/backend", "/meta/comm"}) {
+    add_key(key, doc, p);
+  }
+  return key;
+}
+
+// Strings of meta that say which software ran; differences between runs become warnings. Any
+// string key a later schema adds (driver or NCCL versions) is compared too.
+std::vector<FieldValue> software_of(const json& doc) {
+  std::vector<FieldValue> out;
+  for (const auto& [name, value] : doc.at("meta").items()) {
+    if (!value.is_string() || name == "start_time" || name == "backend" || name == "comm") continue;
+    out.emplace_back("meta." + name, value.get<std::string>());
+  }
+  out.emplace_back("config.blas_threads", doc.at("config").at("blas_threads").dump());
+  // GPU runs list every rank's device: the distinct models, drivers and libraries of a run.
+  if (const auto devices = doc["meta"].find("devices"); devices != doc["meta"].end()) {
+    for (const char* key : {"name", "driver_version", "cuda_driver_version", "cuda_runtime_version",
+                            "nccl_version"}) {
+      std::set<std::string> values;
+      for (const json& d : *devices) {
+        if (d.contains(key) && d[key].is_string()) values.insert(d[key].get<std::string>());
+      }
+      std::string joined;
+      for (const std::string& v : values) joined += (joined.empty() ? "" : " + ") + v;
+      if (!joined.empty()) out.emplace_back(std::string("meta.devices[].") + key, joined);
+    }
+  }
+  return out;
+}
+
+[[noreturn]] void bad(const std::string& path, const std::string& what) {
+  throw UsageError(path + ": " + what);
+}
+
+void check_kind_and_version(const std::string& path, const json& doc) {
+  if (!doc.is_object()) {
+    bad(path, std::string("top level is ") + doc.type_name() +
+                  ", expected a moebench run report object (`moebench run --out`)");
+  }
+  if (!doc.contains("kind")) bad(path, "no /kind: not a moebench run report");
+  if (doc["kind"] != kRunReportKind) {
+    bad(path, "/kind is " + doc["kind"].dump() + ", expected \"" + kRunReportKind +
+                  "\": not a run report");
+  }
+  if (!doc.contains("schema_version") || !doc["schema_version"].is_number_integer()) {
+    bad(path, "/schema_version is missing or not an integer: not a run report this moebench reads");
+  }
+  const auto version = doc["schema_version"].get<long long>();
+  if (version > kRunSchemaVersion) {
+    bad(path, "/schema_version is " + std::to_string(version) +
+                  ", from a newer moebench: this one reads run reports of schema version " +
+                  std::to_string(kRunSchemaVersion) + " (report with a newer moebench)");
+  }
+  if (version != kRunSchemaVersion) {
+    bad(path, "/schema_version is " + std::to_string(version) +
+                  ", not a version this moebench reads (" + std::to_string(kRunSchemaVersion) +
+                  ")");
+  }
+}
+
+}  // namespace
+
+std::string canonical_path(const std::string& path) {
+  std::error_code ec;
+  const fs::path p = fs::weakly_canonical(path, ec);
+  return ec ? path : p.string();
+}
+
+const std::vector<std::string>& mixable_fields() {
+  static const std::vector<std::string> fields = {"seq_len", "micro_batch", "ep"};
+  return fields;
+}
+
+std::string mixable_field_path(const std::string& name) {
+  return name == "ep" ? "parallel.ep" : "config.workload." + name;
+}
+
+std::vector<InputFile> expand_inputs(const std::vector<std::string>& args,
+                                     const std::vector<std::string>& skip) {
+  if (args.empty())
+    throw UsageError("no run reports given: pass RUN.json files, directories or globs");
+  std::set<std::string> skipped;
+  for (const std::string& s : skip) {
+    if (!s.empty()) skipped.insert(canonical_path(s));
+  }
+  std::vector<InputFile> out;
+  std::set<std::string> seen;
+  auto add = [&](const std::string& path, bool from_directory, std::string key) {
+    if (seen.insert(key).second) out.push_back({path, from_directory, std::move(key)});
+  };
+  for (const std::string& arg : args) {
+    std::error_code ec;
+    if (fs::is_directory(arg, ec)) {
+      std::vector<std::pair<std::string, std::string>> files;  // path, canonical
+      for (const auto& entry : fs::directory_iterator(arg, ec)) {
+        if (entry.path().extension() != ".json" || !entry.is_regular_file()) continue;
+        std::string key = canonical_path(entry.path().string());
+        if (!skipped.contains(key)) files.emplace_back(entry.path().string(), std::move(key));
+      }
+      if (ec) throw UsageError(arg + ": cannot list the directory: " + ec.message());
+      if (files.empty()) throw UsageError(arg + ": directory holds no *.json run reports");
+      std::sort(files.begin(), files.end());
+      for (auto& [path, key] : files) add(path, true, std::move(key));
+    } else if (fs::exists(arg, ec)) {
+      add(arg, false, canonical_path(arg));
+    } else if (has_glob_characters(arg)) {
+      const std::vector<std::string> matches = glob_matches(arg);
+      if (matches.empty()) throw UsageError(arg + ": no file matches this pattern");
+      for (const std::string& m : matches) {
+        if (!fs::is_directory(m, ec)) add(m, false, canonical_path(m));
+      }
+    } else {
+      throw UsageError(arg + ": no such file or directory");
+    }
+  }
+  return out;
+}
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) throw UsageError(path + ": cannot be read");
+  const std::streamoff size = in.tellg();
+  std::string bytes(static_cast<std::size_t>(std::max<std::streamoff>(size, 0)), '\0');
+  in.seekg(0);
+  if (size < 0 || !in.read(bytes.data(), size)) throw UsageError(path + ": cannot be read");
+  return bytes;
+}
+
+json parse_document(const std::string& path, const std::string& bytes) {
+  if (bytes.find_first_not_of(" \t\r\n") == std::string::npos) {
+    bad(path, "empty file: not a run report");
+  }
+  try {
+    return json::parse(bytes);
+  } catch (const json::parse_error& e) {
+    const std::string msg = parse_message(e);
+    if (e.byte >= bytes.size() || msg.find("unexpected end of input") != std::string::npos) {
+      bad(path, "truncated JSON (the text ends before the document does): " + msg);
+    }
+    bad(path, "not JSON: " + msg);
+  }
+}
+
+RunPoint point_from_document(const std::string& path, const std::string& bytes, const json& doc,
+                             const DocumentCheck& check) {
+  check_kind_and_version(path, doc);
+  const std::vector<std::string> errors = check(doc);
+  if (!errors.empty()) {
+    std::string line =
+        "not a valid run report (" + std::string(kRunSchemaFile) + "): " + errors.front();
+    if (errors.size() > 1) line += " (and " + std::to_string(errors.size() - 1) + " more)";
+    bad(path, line);
+  }
+
+  RunPoint p;
+  p.path = path;
+  p.sha256 = sha256_hex(bytes);
+  const json& meta = doc["meta"];
+  const json& env = meta["environment"];
+  if (env.contains("SLURM_JOB_ID")) p.job_id = env["SLURM_JOB_ID"].get<std::string>();
+  p.hosts = meta["hosts"].get<std::vector<std::string>>();
+  p.start_time = meta["start_time"].get<std::string>();
+  p.tool_version = meta["tool_version"].get<std::string>();
+  p.git_sha = meta["git_sha"].get<std::string>();
+  p.synthetic = meta.value("synthetic", false);
+  p.software = software_of(doc);
+  p.workload_key = workload_key(doc);
+
+  const json& config = doc["config"];
+  const json& workload = config["workload"];
+  p.model_name = config["model"]["name"].get<std::string>();
+  p.seq_len = workload["seq_len"].get<std::int64_t>();
+  p.micro_batch = workload["micro_batch"].get<std::int64_t>();
+  p.steps = config["steps"].get<int>();
+  const json& parallel = doc["parallel"];
+  p.gpus = parallel["world"].get<int>();
+  p.nodes = parallel["nodes"].get<int>();
+  p.ranks_per_node = parallel["ranks_per_node"].get<int>();
+  p.ep = parallel["ep"].get<int>();
+  p.tokens_per_rank = workload["tokens_per_rank"].get<double>();
+  p.global_tokens = p.tokens_per_rank * p.gpus;
+
+  const json& results = doc["results"];
+  p.step_time_s = results["step_time_s"]["median"].get<double>();
+  p.tflops_per_gpu = results["tflops_per_gpu"].get<double>();
+  p.tokens_per_s_per_gpu = results["tokens_per_s_per_gpu"].get<double>();
+  p.compute_time_s = results["compute_time_s"].get<double>();
+  p.communication_time_s = results["communication_time_s"].get<double>();
+  p.exposed_communication_s = results["exposed_communication_s"].get<double>();
+  const json& phases = results["phases"];
+  for (std::size_t i = 0; i < kPhaseCount; ++i) {
+    const std::string name(kPhaseNames[i]);
+    if (!phases.contains(name)) continue;  // a phase the run did not have (no dense layer, say)
+    p.phase_time_s[i] = phases[name]["time_s"]["median"].get<double>();
+    p.busbw[i] = phases[name]["busbw"].get<double>();
+  }
+  if (!(p.step_time_s > 0) || !(p.tflops_per_gpu > 0)) {
+    bad(path,
+        "/results/step_time_s/median and /results/tflops_per_gpu must be > 0 (no timed step)");
+  }
+
+  const json& v = doc["verification"];
+  p.verification_enabled = v["enabled"].get<bool>();
+  p.verification_passed = v["passed"].get<bool>();
+  p.mismatches = v["mismatches"].get<long long>();
+  return p;
+}
+
+}  // namespace
+
+RunPoint parse_run_report(const std::string& path, const std::string& bytes,
+                          const DocumentCheck& check) {
+  return point_from_document(path, bytes, parse_document(path, bytes), check);
+}
+
+std::vector<RunPoint> read_run_reports(const std::vector<InputFile>& files,
+                                       const DocumentCheck& check,
+                                       std::vector<std::string>* skipped) {
+  // Parsing and validating dominate (thousands of reports of large runs): the files are spread
+  // over threads, and the results and the first error are taken in argument order, so the output
+  // and the message do not depend on the thread count.
+  struct Slot {
+    std::optional<RunPoint> point;
+    std::string skipped;
+    std::exception_ptr error;
+  };
+  std::vector<Slot> slots(files.size());
+  std::atomic<std::size_t> next{0};
+  auto worker = [&] {
+    for (std::size_t i = next++; i < files.size(); i = next++) {
+      try {
+        const InputFile& f = files[i];
+        const std::string bytes = read_file(f.path);
+        const json doc = parse_document(f.path, bytes);
+        // A directory of runs may also hold this command's earlier outputs; those are not inputs.
+        if (f.from_directory && doc.is_object() && doc.contains("kind") &&
+            doc["kind"] != kRunReportKind) {
+          slots[i].skipped = f.path + " (kind " + doc["kind"].dump() + ")";
+          continue;
+        }
+        slots[i].point = point_from_document(f.path, bytes, doc, check);
+      } catch (...) {
+        slots[i].error = std::current_exception();
+      }
+    }
+  };
+  const std::size_t threads =
+      std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 1 + files.size() / 16);
+  std::vector<std::thread> pool;
+  for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+
+  std::vector<RunPoint> points;
+  points.reserve(files.size());
+  for (Slot& slot : slots) {
+    if (slot.error) std::rethrow_exception(slot.error);
+    if (!slot.skipped.empty()) {
+      if (skipped) skipped->push_back(slot.skipped);
+      continue;
+    }
+    points.push_back(std::move(*slot.point));
+  }
+  return points;
+}
+
+}  // namespace moebench

@@ -1,0 +1,623 @@
+// How close the measured phases come to the bare libraries they call, in one process so that a
+// ratio cancels what a shared, noisy machine does to both sides:
+//  (a) experts: the cpu backend's experts phase (grouped GEMMs and SwiGLU, forward and backward)
+//      against the same GEMMs issued straight to cblas_sgemm, plus the same SwiGLU as plain loops;
+//  (b) dispatch: the dispatch phase's algbw against bare MPI_Alltoallv of the same rows, plus the
+//      MPI_Alltoall of the counts that the phase also holds.
+// Every repetition runs one real TrainingStep and one replay of each, alternating which goes
+// first to cancel drift. Both sides use the run report's convention: the slowest rank's time,
+// the median over repetitions. See tests/bench/README.md.
+#include <cblas.h>
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "harness/cli/options.hpp"
+#include "harness/comm/communicator.hpp"
+#include "harness/compute/cpu_compute.hpp"
+#include "harness/core/error.hpp"
+#include "harness/measure/stats.hpp"
+#include "harness/runtime/mpi_check.hpp"
+#include "harness/runtime/mpi_runtime.hpp"
+#include "workloads/layers/moe.hpp"
+#include "workloads/ops/elementwise.hpp"
+#include "workloads/routing/route.hpp"
+#include "workloads/step/training_step.hpp"
+
+namespace moebench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+constexpr double kPassRatio = 0.9;  // the acceptance criterion for both quantities
+
+struct PhaseBenchOptions {
+  std::string preset = "deepseek-v3-tiny";
+  std::int64_t hidden = 512;   // 0: the preset's
+  std::int64_t moe_ffn = 256;  // 0: the preset's
+  std::int64_t seq_len = 1024;
+  std::int64_t micro_batch = 1;
+  std::int64_t layers = 2;  // all MoE: the dense layers add nothing measured here
+  int ep = 0;               // 0: the world size
+  int warmup = 2;
+  int reps = 10;
+  std::string routing = "balanced";
+  std::string attention = "off";
+  int blas_threads = 1;
+};
+
+// The run configuration through the CLI's own resolution, then the size overrides.
+RunConfig make_config(const PhaseBenchOptions& b, int world) {
+  CliOptions o;
+  o.command = Command::run;
+  WorkloadFlags& w = o.workload;
+  w.preset = b.preset;
+  w.seq_len = b.seq_len;
+  w.micro_batch = b.micro_batch;
+  w.layers = b.layers;
+  w.dense_layers = 0;
+  w.attention = b.attention;
+  w.routing = b.routing;
+  w.ep = b.ep > 0 ? b.ep : world;
+  w.blas_threads = b.blas_threads;
+  o.warmup = b.warmup;
+  o.steps = b.reps;
+  RunConfig c = resolve_run_config(o, world);
+  if (b.hidden > 0) c.model.hidden_size = b.hidden;
+  if (b.moe_ffn > 0) c.model.moe_intermediate_size = b.moe_ffn;
+  c.model.name += " (hidden " + std::to_string(c.model.hidden_size) + ", moe_ffn " +
+                  std::to_string(c.model.moe_intermediate_size) + ")";
+  validate(c);
+  if (c.workload.routing.mode == RoutingMode::router) {
+    throw UsageError(
+        "--routing router: the replay recomputes the routing, which the router mode takes from "
+        "the weights; use balanced or zipf:S");
+  }
+  return c;
+}
+
+// The dispatch rows exactly as the MoE block derives them. Balanced and zipf routing depend only
+// on (seed, global token), never on the scores, so the plan is the same in every MoE layer.
+struct Routing {
+  DispatchPlan plan;
+  ExpertLayout layout;
+};
+
+Routing recompute_routing(const RunConfig& c, const Topology& topo, MPI_Comm expert_comm,
+                          int local_experts) {
+  const RouterParams rp = router_params(c);
+  const std::int64_t n = c.workload.tokens_per_rank();
+  const std::vector<float> scores(static_cast<std::size_t>(rp.experts), 0.5f);
+  std::vector<std::int32_t> idx(static_cast<std::size_t>(n * rp.top_k));
+  std::vector<float> weights(static_cast<std::size_t>(rp.top_k));
+  const std::int64_t first_token = static_cast<std::int64_t>(topo.rank) * n;  // as the step's
+  for (std::int64_t t = 0; t < n; ++t) {
+    route_token(rp, scores.data(), nullptr, static_cast<std::uint64_t>(first_token + t),
+                idx.data() + t * rp.top_k, weights.data());
+  }
+  Routing r;
+  r.plan = make_dispatch_plan(idx, n, rp.top_k, rp.experts, topo.ep);
+  std::vector<std::int64_t> recv(r.plan.send_expert_rows.size());
+  check_mpi(MPI_Alltoall(r.plan.send_expert_rows.data(), local_experts, MPI_INT64_T, recv.data(),
+                         local_experts, MPI_INT64_T, expert_comm),
+            "MPI_Alltoall");
+  r.layout = make_expert_layout(recv, topo.ep, local_experts);
+  return r;
+}
+
+void sgemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
+           std::int64_t lda, const float* b, std::int64_t ldb, float* c, std::int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), 0.0f, c, static_cast<int>(ldc));
+}
+
+struct ExpertsTimes {
+  double gemm_s = 0;
+  double swiglu_s = 0;
+};
+
+// The experts phase's GEMMs, same shapes, transposes, order and buffer sizes, one set of
+// buffers per MoE layer as the MoE blocks hold them, straight to CBLAS.
+class ExpertsReplay {
+ public:
+  ExpertsReplay(Compute& compute, const RunConfig& c, const ExpertLayout& layout)
+      : layout_(layout), h_(c.model.hidden_size), f_(c.model.moe_intermediate_size) {
+    const std::int64_t r = layout.total_rows, h = h_, f = f_;
+    const float w_scale = 1.0f / std::sqrt(static_cast<float>(h));
+    std::uint64_t stream = 1;
+    auto make = [&](std::int64_t rows, std::int64_t cols, float scale) {
+      Tensor t = compute.alloc(rows, cols);
+      compute.fill_random(t, c.seed, stream++, scale);  // touched, and free of denormals
+      return t;
+    };
+    for (std::int64_t l = 0; l < c.workload.moe_layers(); ++l) {
+      Layer L;
+      L.xe = make(r, h, 1.0f);
+      L.gate_up = make(r, 2 * f, 1.0f);
+      L.act = make(r, f, 1.0f);
+      L.ye = make(r, h, 1.0f);
+      L.dye = make(r, h, 1.0f);
+      L.dact = make(r, f, 1.0f);
+      L.dgate_up = make(r, 2 * f, 1.0f);
+      L.dxe = make(r, h, 1.0f);
+      for (std::size_t e = 0; e < layout.expert_rows.size(); ++e) {
+        L.w_up.push_back(make(h, 2 * f, w_scale));
+        L.w_down.push_back(make(f, h, w_scale));
+        L.g_up.push_back(make(h, 2 * f, 0.0f));
+        L.g_down.push_back(make(f, h, 0.0f));
+        // 2 FLOP per multiply-add: up, down forward; two dgrads and two wgrads backward.
+        flops_ +=
+            2.0 * static_cast<double>(layout.expert_rows[e]) * h * f * (2 + 1 + 1 + 1 + 2 + 2);
+      }
+      layers_.push_back(std::move(L));
+    }
+  }
+
+  double flops() const { return flops_; }
+
+  // Forward through every layer, then backward in reverse, as the step orders them.
+  ExpertsTimes run() {
+    ExpertsTimes t;
+    for (Layer& l : layers_) forward(l, t);
+    for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) backward(*it, t);
+    return t;
+  }
+  void forward(std::size_t layer, ExpertsTimes& t) { forward(layers_[layer], t); }
+  void backward(std::size_t layer, ExpertsTimes& t) { backward(layers_[layer], t); }
+  std::size_t layers() const { return layers_.size(); }
+
+ private:
+  struct Layer {
+    Tensor xe, gate_up, act, ye, dye, dact, dgate_up, dxe;
+    std::vector<Tensor> w_up, w_down, g_up, g_down;
+  };
+
+  // Calls g(expert, rows, first row) for every local expert that received rows.
+  template <typename G>
+  void each_expert(G&& g) const {
+    for (std::size_t e = 0; e < layout_.expert_rows.size(); ++e) {
+      if (layout_.expert_rows[e] > 0) g(e, layout_.expert_rows[e], layout_.expert_offsets[e]);
+    }
+  }
+
+  void forward(Layer& L, ExpertsTimes& t) {
+    const std::int64_t h = h_, f = f_, r = layout_.total_rows;
+    float *xe = L.xe.view().as<float>(), *gu = L.gate_up.view().as<float>(),
+          *act = L.act.view().as<float>();
+    float* ye = L.ye.view().as<float>();
+    auto t0 = Clock::now();
+    each_expert([&](std::size_t e, std::int64_t m, std::int64_t o) {
+      sgemm(false, false, m, 2 * f, h, xe + o * h, h, L.w_up[e].view().as<float>(), 2 * f,
+            gu + o * 2 * f, 2 * f);
+    });
+    t.gemm_s += seconds_since(t0);
+    t0 = Clock::now();
+    for (std::int64_t i = 0; i < r; ++i) {
+      const float* g = gu + i * 2 * f;
+      float* a = act + i * f;
+      for (std::int64_t j = 0; j < f; ++j) a[j] = swiglu_forward(g[j], g[f + j]);
+    }
+    t.swiglu_s += seconds_since(t0);
+    t0 = Clock::now();
+    each_expert([&](std::size_t e, std::int64_t m, std::int64_t o) {
+      sgemm(false, false, m, h, f, act + o * f, f, L.w_down[e].view().as<float>(), h, ye + o * h,
+            h);
+    });
+    t.gemm_s += seconds_since(t0);
+  }
+
+  void backward(Layer& L, ExpertsTimes& t) {
+    const std::int64_t h = h_, f = f_, r = layout_.total_rows;
+    float *xe = L.xe.view().as<float>(), *gu = L.gate_up.view().as<float>(),
+          *act = L.act.view().as<float>();
+    float *dye = L.dye.view().as<float>(), *dact = L.dact.view().as<float>();
+    float *dgu = L.dgate_up.view().as<float>(), *dxe = L.dxe.view().as<float>();
+    auto t0 = Clock::now();
+    each_expert([&](std::size_t e, std::int64_t m, std::int64_t o) {
+      sgemm(false, true, m, f, h, dye + o * h, h, L.w_down[e].view().as<float>(), h, dact + o * f,
+            f);
+    });
+    each_expert([&](std::size_t e, std::int64_t m, std::int64_t o) {
+      sgemm(true, false, f, h, m, act + o * f, f, dye + o * h, h, L.g_down[e].view().as<float>(),
+            h);
+    });
+    t.gemm_s += seconds_since(t0);
+    t0 = Clock::now();
+    for (std::int64_t i = 0; i < r; ++i) {
+      const float* g = gu + i * 2 * f;
+      const float* d = dact + i * f;
+      float* dg = dgu + i * 2 * f;
+      for (std::int64_t j = 0; j < f; ++j)
+        swiglu_backward(g[j], g[f + j], d[j], dg + j, dg + f + j);
+    }
+    t.swiglu_s += seconds_since(t0);
+    t0 = Clock::now();
+    each_expert([&](std::size_t e, std::int64_t m, std::int64_t o) {
+      sgemm(false, true, m, h, 2 * f, dgu + o * 2 * f, 2 * f, L.w_up[e].view().as<float>(), 2 * f,
+            dxe + o * h, h);
+    });
+    each_expert([&](std::size_t e, std::int64_t m, std::int64_t o) {
+      sgemm(true, false, h, 2 * f, m, xe + o * h, h, dgu + o * 2 * f, 2 * f,
+            L.g_up[e].view().as<float>(), 2 * f);
+    });
+    t.gemm_s += seconds_since(t0);
+  }
+
+  const ExpertLayout& layout_;
+  std::int64_t h_, f_;
+  std::vector<Layer> layers_;
+  double flops_ = 0;
+};
+
+struct DispatchTimes {
+  double counts_s = 0;     // the counts' MPI_Alltoall
+  double alltoallv_s = 0;  // the rows' MPI_Alltoallv, both directions
+};
+
+// The dispatch phase's collectives on buffers of the same sizes, one set per MoE layer: the
+// counts exchange and the tokens' all-to-all in forward, its reverse in backward. Each call starts
+// after a barrier, so no rank's lateness lands in another's time.
+class DispatchReplay {
+ public:
+  DispatchReplay(MPI_Comm comm, const Routing& r, int local_experts, std::int64_t h,
+                 std::int64_t layers)
+      : comm_(comm), routing_(r), local_experts_(local_experts) {
+    // Rows travel as one contiguous type per row, as the mpi communicator sends them.
+    check_mpi(MPI_Type_contiguous(static_cast<int>(h), MPI_FLOAT, &row_), "MPI_Type_contiguous");
+    check_mpi(MPI_Type_commit(&row_), "MPI_Type_commit");
+    auto ints = [](const std::vector<std::int64_t>& v) {
+      std::vector<int> out;
+      for (std::int64_t x : v) out.push_back(static_cast<int>(x));
+      return out;
+    };
+    send_rows_ = ints(r.plan.send_rows);
+    send_offsets_ = ints(r.plan.send_offsets);
+    recv_rows_ = ints(r.layout.recv_rows);
+    recv_offsets_ = ints(r.layout.recv_offsets);
+    const auto sent = static_cast<std::size_t>(r.plan.row_token.size() * h);
+    const auto received = static_cast<std::size_t>(r.layout.total_rows * h);
+    for (std::int64_t l = 0; l < layers; ++l) {
+      layers_.push_back({std::vector<float>(sent, 1.0f), std::vector<float>(received, 0.0f),
+                         std::vector<float>(received, 1.0f), std::vector<float>(sent, 0.0f)});
+    }
+    // What the phase counts: the send buffer of each call, forward and backward.
+    bytes_ = static_cast<double>(layers) * static_cast<double>(sent + received) * sizeof(float);
+    recv_counts_.resize(r.plan.send_expert_rows.size());
+  }
+  ~DispatchReplay() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Type_free(&row_);
+  }
+  DispatchReplay(const DispatchReplay&) = delete;
+  DispatchReplay& operator=(const DispatchReplay&) = delete;
+
+  double bytes() const { return bytes_; }
+
+  DispatchTimes run() {
+    DispatchTimes t;
+    for (std::size_t l = 0; l < layers_.size(); ++l) forward(l, true, t);
+    for (std::size_t l = layers_.size(); l-- > 0;) backward(l, true, t);
+    return t;
+  }
+
+  // One layer's forward calls (counts, then tokens out) and backward call (gradients back);
+  // `barrier`: start each call after a barrier.
+  void forward(std::size_t layer, bool barrier, DispatchTimes& t) {
+    t.counts_s += timed(barrier, [&] {
+      check_mpi(MPI_Alltoall(routing_.plan.send_expert_rows.data(), local_experts_, MPI_INT64_T,
+                             recv_counts_.data(), local_experts_, MPI_INT64_T, comm_),
+                "MPI_Alltoall");
+    });
+    // The step writes the rows just before sending them (the permutation's gather), so they
+    // are sent from cache there too.
+    std::fill(layers_[layer].tokens_out.begin(), layers_[layer].tokens_out.end(), 1.0f);
+    t.alltoallv_s += timed(barrier, [&] { exchange(layer, true); });
+  }
+  void backward(std::size_t layer, bool barrier, DispatchTimes& t) {
+    std::fill(layers_[layer].experts_out.begin(), layers_[layer].experts_out.end(), 1.0f);
+    t.alltoallv_s += timed(barrier, [&] { exchange(layer, false); });
+  }
+
+  // One untimed all-to-all of a layer's rows, to the experts' ranks or back (the combine's
+  // shape is the reverse dispatch's).
+  void exchange(std::size_t layer, bool to_experts) {
+    Buffers& b = layers_[layer];
+    if (to_experts) {
+      check_mpi(
+          MPI_Alltoallv(b.tokens_out.data(), send_rows_.data(), send_offsets_.data(), row_,
+                        b.experts_in.data(), recv_rows_.data(), recv_offsets_.data(), row_, comm_),
+          "MPI_Alltoallv");
+    } else {
+      check_mpi(
+          MPI_Alltoallv(b.experts_out.data(), recv_rows_.data(), recv_offsets_.data(), row_,
+                        b.tokens_in.data(), send_rows_.data(), send_offsets_.data(), row_, comm_),
+          "MPI_Alltoallv");
+    }
+  }
+
+ private:
+  struct Buffers {
+    std::vector<float> tokens_out, experts_in, experts_out, tokens_in;
+  };
+
+  template <typename F>
+  double timed(bool barrier, F&& call) {
+    if (barrier) check_mpi(MPI_Barrier(comm_), "MPI_Barrier");
+    const auto t0 = Clock::now();
+    call();
+    return seconds_since(t0);
+  }
+
+  MPI_Comm comm_;
+  const Routing& routing_;
+  int local_experts_;
+  MPI_Datatype row_ = MPI_DATATYPE_NULL;
+  std::vector<int> send_rows_, send_offsets_, recv_rows_, recv_offsets_;
+  std::vector<std::int64_t> recv_counts_;
+  std::vector<Buffers> layers_;
+  double bytes_ = 0;
+};
+
+// The dispatch as the step meets it: amid the experts' compute, with the combine's all-to-alls
+// (untimed) where the step has them, and without barriers, so each call also holds the wait for
+// peers still computing. It has none of the library's code, so against the phase it tells the
+// library's overhead apart from what the context adds to both (arrival skew, scheduling).
+DispatchTimes run_interleaved(ExpertsReplay& experts, DispatchReplay& dispatch) {
+  DispatchTimes t;
+  ExpertsTimes unused;
+  for (std::size_t l = 0; l < experts.layers(); ++l) {
+    dispatch.forward(l, false, t);
+    experts.forward(l, unused);
+    dispatch.exchange(l, false);  // the combine
+  }
+  for (std::size_t l = experts.layers(); l-- > 0;) {
+    dispatch.exchange(l, true);  // the combine's reverse
+    experts.backward(l, unused);
+    dispatch.backward(l, false, t);
+  }
+  return t;
+}
+
+// One rank's times in one repetition, in this order (reduced over ranks as one array).
+enum Field : int {
+  experts_phase,
+  experts_direct,  // GEMMs + SwiGLU loops
+  experts_gemm,
+  dispatch_phase,
+  dispatch_direct,  // Alltoallv + counts Alltoall
+  dispatch_alltoallv,
+  dispatch_interleaved,  // Alltoallv + counts amid the experts replay, no barriers
+  kFields
+};
+
+struct Row {
+  std::string quantity;
+  double phase = 0, direct = 0;  // medians over repetitions of the rates
+  Stats ratio;                   // phase rate / direct rate, per repetition
+  // Best of the repetitions on each side: noise on a shared machine only ever adds time, so
+  // this is the robust second view when the machine is loaded.
+  double best_ratio = 0;
+  bool verdict = false;  // judged against kPassRatio, otherwise information
+};
+
+// Rates (work / time) of both sides per repetition; the ratio is taken per repetition so the
+// machine's drift between repetitions cancels.
+Row compare(const std::string& quantity, double work, const std::vector<double>& phase_s,
+            const std::vector<double>& direct_s, bool verdict) {
+  std::vector<double> p, d, r;
+  for (std::size_t i = 0; i < phase_s.size(); ++i) {
+    p.push_back(work / phase_s[i]);
+    d.push_back(work / direct_s[i]);
+    r.push_back(direct_s[i] / phase_s[i]);
+  }
+  const double best = *std::min_element(direct_s.begin(), direct_s.end()) /
+                      *std::min_element(phase_s.begin(), phase_s.end());
+  return {quantity, median(p), median(d), summarize(r), best, verdict};
+}
+
+void print_rows(const std::vector<Row>& rows, const char* unit) {
+  for (const Row& r : rows) {
+    const char* verdict = !r.verdict ? "info" : r.ratio.median >= kPassRatio ? "PASS" : "FAIL";
+    std::printf("%-52s %9.2f %9.2f %7.3f  %5.3f..%5.3f %6.3f  %s\n",
+                (r.quantity + " (" + unit + ")").c_str(), r.phase / 1e9, r.direct / 1e9,
+                r.ratio.median, r.ratio.min, r.ratio.max, r.best_ratio, verdict);
+  }
+}
+
+void check_close(double phase, double replay, const char* what) {
+  MB_CHECK(std::abs(phase - replay) <= 1e-9 * std::max(1.0, replay),
+           "the replay does not match the step: " << what << " " << replay << " vs the phase's "
+                                                  << phase);
+}
+
+void run_bench(const PhaseBenchOptions& b, MpiRuntime& rt) {
+  const RunConfig c = make_config(b, rt.size());
+  const Topology topo = rt.topology(c.layout.ep, 0);
+  CpuCompute compute(c.blas_threads);
+  auto comm = make_mpi_communicator(rt.world(), topo);
+  TrainingStep step(c, topo, compute, *comm);
+  step.initialize();
+
+  MPI_Comm expert_comm = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split(rt.world(), topo.ep_group, topo.rank, &expert_comm), "MPI_Comm_split");
+  const int local_experts = topo.local_experts(static_cast<int>(c.model.n_routed_experts));
+  const Routing routing = recompute_routing(c, topo, expert_comm, local_experts);
+  ExpertsReplay experts(compute, c, routing.layout);
+  DispatchReplay dispatch(expert_comm, routing, local_experts, c.model.hidden_size,
+                          c.workload.moe_layers());
+
+  using Sample = std::array<double, kFields>;
+  auto run_step = [&](Sample& s) {
+    rt.barrier();
+    const StepSample x = step.run();
+    check_close(x.flops[static_cast<std::size_t>(Phase::experts)], experts.flops(), "experts FLOP");
+    check_close(x.bytes[static_cast<std::size_t>(Phase::dispatch)], dispatch.bytes(),
+                "dispatch bytes");
+    s[experts_phase] = x.time_s[static_cast<std::size_t>(Phase::experts)];
+    s[dispatch_phase] = x.time_s[static_cast<std::size_t>(Phase::dispatch)];
+  };
+  auto run_replays = [&](Sample& s) {
+    rt.barrier();
+    const ExpertsTimes e = experts.run();
+    const DispatchTimes d = dispatch.run();
+    s[experts_direct] = e.gemm_s + e.swiglu_s;
+    s[experts_gemm] = e.gemm_s;
+    s[dispatch_direct] = d.alltoallv_s + d.counts_s;
+    s[dispatch_alltoallv] = d.alltoallv_s;
+    rt.barrier();
+    const DispatchTimes di = run_interleaved(experts, dispatch);
+    s[dispatch_interleaved] = di.alltoallv_s + di.counts_s;
+  };
+  Sample unused{};
+  for (int i = 0; i < c.warmup; ++i) {
+    run_step(unused);
+    run_replays(unused);
+  }
+  const auto reps = static_cast<std::size_t>(c.steps);
+  std::vector<double> mine(reps * kFields);
+  for (std::size_t i = 0; i < reps; ++i) {
+    Sample s{};
+    if (i % 2 == 0) {
+      run_step(s);
+      run_replays(s);
+    } else {
+      run_replays(s);
+      run_step(s);
+    }
+    std::copy(s.begin(), s.end(), mine.begin() + static_cast<std::ptrdiff_t>(i * kFields));
+  }
+  std::vector<double> slowest(mine.size()), fastest(mine.size());
+  const int n = static_cast<int>(mine.size());
+  check_mpi(MPI_Allreduce(mine.data(), slowest.data(), n, MPI_DOUBLE, MPI_MAX, rt.world()),
+            "MPI_Allreduce");
+  check_mpi(MPI_Allreduce(mine.data(), fastest.data(), n, MPI_DOUBLE, MPI_MIN, rt.world()),
+            "MPI_Allreduce");
+  // Work per rank, the mean over ranks as the run report takes it.
+  const double flops = rt.allreduce_sum(experts.flops()) / rt.size();
+  const double bytes = rt.allreduce_sum(dispatch.bytes()) / rt.size();
+  check_mpi(MPI_Comm_free(&expert_comm), "MPI_Comm_free");
+  if (rt.rank() != 0) return;
+
+  auto field = [&](const std::vector<double>& v, Field f) {
+    std::vector<double> out;
+    for (std::size_t i = 0; i < reps; ++i) out.push_back(v[i * kFields + f]);
+    return out;
+  };
+  auto ms = [&](Field f) { return 1e3 * median(field(slowest, f)); };
+  const ExpertLayout& lay = routing.layout;
+  std::printf(
+      "# moebench phase benchmark: %s, %lld MoE layers, %lld tokens/rank (seq %lld x %lld)\n",
+      c.model.name.c_str(), static_cast<long long>(c.workload.moe_layers()),
+      static_cast<long long>(c.workload.tokens_per_rank()),
+      static_cast<long long>(c.workload.seq_len), static_cast<long long>(c.workload.micro_batch));
+  std::printf(
+      "# world %d, ep %d, %d local experts; rank 0: %lld expert rows (%lld for expert 0), "
+      "%lld rows sent; attention %s, routing %s, BLAS threads %d\n",
+      topo.world, topo.ep, local_experts, static_cast<long long>(lay.total_rows),
+      static_cast<long long>(lay.expert_rows.empty() ? 0 : lay.expert_rows[0]),
+      static_cast<long long>(routing.plan.row_token.size()), c.workload.attention ? "on" : "off",
+      to_string(c.workload.routing).c_str(), c.blas_threads);
+  std::printf("# BLAS: %s\n", blas_library_name().c_str());
+  std::printf(
+      "# %d warmup + %zu repetitions, step and replays alternating; slowest rank's time, "
+      "medians over repetitions\n",
+      c.warmup, reps);
+  std::printf(
+      "# experts per step and rank: %.3f GFLOP; phase %.2f ms, direct GEMMs %.2f ms + "
+      "SwiGLU %.2f ms\n",
+      flops / 1e9, ms(experts_phase), ms(experts_gemm), ms(experts_direct) - ms(experts_gemm));
+  std::printf(
+      "# dispatch per step and rank: %.2f MB; phase %.3f ms (counts exchange included), "
+      "direct Alltoallv %.3f ms + counts Alltoall %.3f ms; amid experts replay %.3f ms\n",
+      bytes / 1e6, ms(dispatch_phase), ms(dispatch_alltoallv),
+      ms(dispatch_direct) - ms(dispatch_alltoallv), ms(dispatch_interleaved));
+  std::printf("#\n%-52s %9s %9s %7s  %12s %6s  %s\n", "# quantity", "phase", "direct", "ratio",
+              "ratio range", "best", "verdict");
+  const auto s = [&](Field f) { return field(slowest, f); };
+  const auto f = [&](Field x) { return field(fastest, x); };
+  print_rows({compare("experts rate vs cblas GEMMs + SwiGLU loops", flops, s(experts_phase),
+                      s(experts_direct), true),
+              compare("experts rate vs cblas GEMMs only", flops, s(experts_phase), s(experts_gemm),
+                      false)},
+             "GFLOP/s");
+  print_rows({compare("dispatch algbw vs Alltoallv + counts Alltoall", bytes, s(dispatch_phase),
+                      s(dispatch_direct), true),
+              compare("dispatch algbw vs Alltoallv only", bytes, s(dispatch_phase),
+                      s(dispatch_alltoallv), false),
+              compare("dispatch algbw, fastest rank, vs + counts", bytes, f(dispatch_phase),
+                      f(dispatch_direct), false),
+              compare("dispatch algbw vs the same amid experts replay", bytes, s(dispatch_phase),
+                      s(dispatch_interleaved), false)},
+             "GB/s");
+  std::fflush(stdout);
+}
+
+// Before MPI starts, the launcher's environment says which rank prints usage messages.
+bool first_rank_by_environment() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    if (const char* v = std::getenv(name)) return std::atoi(v) == 0;
+  }
+  return true;
+}
+
+}  // namespace
+}  // namespace moebench
+
+int main(int argc, char** argv) {
+  using namespace moebench;
+  PhaseBenchOptions b;
+  CLI::App app{
+      "moebench_bench: the experts phase's FLOP rate against direct CBLAS GEMMs and the dispatch "
+      "phase's bandwidth against bare MPI_Alltoallv, in one process (see tests/bench/README.md)",
+      "moebench_bench"};
+  app.add_option("--preset", b.preset, "model preset (default deepseek-v3-tiny)");
+  app.add_option("--hidden", b.hidden, "hidden size override (default 512; 0: the preset's)");
+  app.add_option("--moe-ffn", b.moe_ffn,
+                 "expert intermediate size override (default 256; 0: the preset's)");
+  app.add_option("--seq-len", b.seq_len, "tokens per sequence (default 1024)");
+  app.add_option("--micro-batch", b.micro_batch, "sequences per rank (default 1)");
+  app.add_option("--layers", b.layers, "MoE layers (default 2, no dense layers)");
+  app.add_option("--ep", b.ep, "expert-parallel size (default: the world size)");
+  app.add_option("--warmup", b.warmup, "untimed repetitions (default 2)");
+  app.add_option("--reps", b.reps, "timed repetitions (default 10)");
+  app.add_option("--routing", b.routing, "balanced|zipf:S (default balanced)");
+  app.add_option("--attention", b.attention, "on|off (default off: not measured here)");
+  app.add_option("--blas-threads", b.blas_threads, "BLAS threads per rank (default 1)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (!first_rank_by_environment()) return e.get_exit_code() == 0 ? 0 : 2;
+    const int code = app.exit(e);
+    return code == 0 ? 0 : static_cast<int>(ExitCode::usage);
+  }
+  MpiRuntime rt(&argc, &argv);
+  try {
+    run_bench(b, rt);
+  } catch (const Error& e) {
+    if (e.code() == ExitCode::usage) {
+      // Every rank resolves the same flags to the same verdict, so all return together.
+      if (rt.rank() == 0) std::cerr << "moebench_bench: " << e.what() << "\n";
+      return static_cast<int>(ExitCode::usage);
+    }
+    std::cerr << "moebench_bench: error on rank " << rt.rank() << ": " << e.what() << "\n";
+    rt.abort(static_cast<int>(e.code()));
+  } catch (const std::exception& e) {
+    std::cerr << "moebench_bench: error on rank " << rt.rank() << ": " << e.what() << "\n";
+    rt.abort(static_cast<int>(ExitCode::runtime));
+  }
+  return 0;
+}

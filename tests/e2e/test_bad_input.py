@@ -1,0 +1,192 @@
+"""User mistakes end with exit code 2, one clear line on stderr (from rank 0 only), no hang, and
+no report (nor a temporary file of one) left behind."""
+
+import json
+import os
+import re
+import tempfile
+
+import moebench_e2e as e2e
+
+TIMEOUT = 60
+TINY = ["--preset", "deepseek-v3-tiny", "--warmup", "0", "--steps", "1"]
+
+
+def moebench_lines(stderr):
+    """moebench's own lines, without the banners mpirun adds when ranks exit non-zero."""
+    return [l for l in stderr.splitlines() if l.startswith("moebench:")]
+
+
+def expect_usage_error(ctx, run_args, keywords, np=None, out_dir=None):
+    """Runs moebench, expects exit 2 and one stderr line naming the problem; returns that line."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out_dir = out_dir or tmp
+        args = list(run_args)
+        if args and args[0] == "run" and "--out" not in args:
+            args += ["--out", os.path.join(out_dir, "r.json")]
+        r = e2e.run_moebench(ctx, args, np=np, timeout=TIMEOUT)
+        e2e.check(not r.timed_out, "moebench hung on a usage error", r)
+        e2e.check(r.rc == e2e.EXIT_USAGE, "expected exit %d, got %s" % (e2e.EXIT_USAGE, r.rc), r)
+        lines = moebench_lines(r.stderr)
+        e2e.check(len(lines) == 1, "expected exactly one 'moebench:' line on stderr, got %d" %
+                  len(lines), r)
+        if np is None:
+            # Without mpirun nothing else may be printed: the line is the whole of stderr.
+            others = [l for l in r.stderr.splitlines() if l.strip() and l not in lines]
+            e2e.check(not others, "stderr has more than the one error line", r)
+        for k in keywords:
+            e2e.check(k in lines[0], "the error line does not mention %r: %s" % (k, lines[0]), r)
+        left = e2e.leftover_files(out_dir)
+        e2e.check(not left, "files left in the output directory after a usage error: %r" % left, r)
+        return lines[0]
+
+
+def make_case(name, run_args, keywords, np=None):
+    def test(ctx):
+        expect_usage_error(ctx, run_args, keywords, np=np)
+
+    test.__name__ = "test_" + name + ("_np%d" % np if np else "")
+    return test
+
+
+CASES = [
+    ("unknown_flag", ["run"] + TINY + ["--bogus-flag"], ["--bogus-flag"]),
+    ("layers_0", ["run"] + TINY + ["--layers", "0"], ["--layers 0", "1..4"]),
+    ("layers_99", ["run"] + TINY + ["--layers", "99"], ["--layers 99", "1..4"]),
+    ("routing_zipf_0", ["run"] + TINY + ["--routing", "zipf:0"], ["zipf", "> 0"]),
+    ("routing_bogus", ["run"] + TINY + ["--routing", "bogus"], ["bogus", "balanced"]),
+    ("attention_maybe", ["run"] + TINY + ["--attention", "maybe"], ["--attention", "maybe"]),
+    ("grad_reduce_foo", ["run"] + TINY + ["--grad-reduce", "foo"], ["--grad-reduce", "foo"]),
+    ("neither_preset_nor_config", ["run", "--warmup", "0"], ["--preset", "--model-config"]),
+    ("plan_ep_32_experts", ["plan", "--preset", "deepseek-v3-tiny", "--world", "32", "--ep", "32"],
+     ["--ep 32", "16 routed experts"]),
+]
+
+MPI_CASES = [  # (name, args, keywords, np)
+    ("ep_3", ["run"] + TINY + ["--ep", "3"], ["--ep 3", "4 ranks"], 4),
+    ("ep_32_experts", ["run"] + TINY + ["--ep", "32"], ["--ep 32", "16 routed experts"], 32),
+    ("unknown_flag", ["run"] + TINY + ["--bogus-flag"], ["--bogus-flag"], 4),
+    ("routing_bogus", ["run"] + TINY + ["--routing", "bogus"], ["bogus"], 4),
+    ("attention_maybe", ["run"] + TINY + ["--attention", "maybe"], ["--attention"], 4),
+    ("layers_99", ["run"] + TINY + ["--layers", "99"], ["--layers 99"], 4),
+]
+
+
+def test_both_preset_and_config(ctx):
+    expect_usage_error(ctx, ["run", "--preset", "deepseek-v3-tiny", "--model-config",
+                             ctx.dsv3_config], ["--preset", "--model-config"])
+
+
+def write_config(ctx, directory, name, edit):
+    """DeepSeek-V3's published config.json with one edit."""
+    with open(ctx.dsv3_config) as f:
+        cfg = json.load(f)
+    edit(cfg)
+    path = os.path.join(directory, name)
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    return path
+
+
+def bad_config_test(name, make_file, keywords_of):
+    def test(ctx):
+        e2e.check(os.path.isfile(ctx.dsv3_config), "missing test data %s" % ctx.dsv3_config)
+        with tempfile.TemporaryDirectory() as cfg_dir:
+            path = make_file(ctx, cfg_dir)
+            expect_usage_error(ctx, ["run", "--model-config", path, "--warmup", "0"],
+                               keywords_of(path), np=1)
+
+    test.__name__ = "test_model_config_" + name
+    return test
+
+
+def _non_json(ctx, d):
+    path = os.path.join(d, "not-json.json")
+    with open(path, "w") as f:
+        f.write("this is { not JSON\n")
+    return path
+
+
+def _without_n_group(ctx, d):
+    return write_config(ctx, d, "no-n-group.json", lambda c: c.pop("n_group"))
+
+
+def _indivisible_groups(ctx, d):
+    return write_config(ctx, d, "seven-groups.json", lambda c: c.update(n_group=7))
+
+
+CONFIG_TESTS = [
+    bad_config_test("missing_file", lambda ctx, d: os.path.join(d, "does-not-exist.json"),
+                    lambda p: [p]),
+    bad_config_test("not_json", _non_json, lambda p: [p, "JSON"]),
+    bad_config_test("missing_n_group", _without_n_group, lambda p: [p, "n_group"]),
+    bad_config_test("experts_not_divisible_by_groups", _indivisible_groups,
+                    lambda p: [p, "n_group", "n_routed_experts"]),
+]
+
+
+def test_out_in_missing_directory(ctx):
+    e2e.check(not os.path.exists("/nonexistent-dir"), "/nonexistent-dir exists on this machine")
+    expect_usage_error(ctx, ["run"] + TINY + ["--out", "/nonexistent-dir/r.json"],
+                       ["/nonexistent-dir"], np=1)
+    e2e.check(not os.path.exists("/nonexistent-dir"), "moebench created /nonexistent-dir")
+
+
+def test_memory_estimate_exceeds_machine(ctx):
+    line = expect_usage_error(ctx, ["run", "--preset", "deepseek-v3", "--layers", "61",
+                                    "--warmup", "0", "--steps", "1"], ["needs", "available"], np=1)
+    m = re.search(r"needs[^0-9]*([0-9.]+) GiB.*?([0-9.]+) GiB is available", line)
+    e2e.check(m is not None, "the message does not give both sizes in GiB: %s" % line)
+    need, available = float(m.group(1)), float(m.group(2))
+    e2e.check(need > available > 0, "needs %g GiB, available %g GiB: not an overflow" %
+              (need, available))
+
+
+def _write_valid_report(ctx, directory):
+    path = os.path.join(directory, "good.json")
+    r = e2e.run_moebench(ctx, ["run"] + TINY + ["--out", path, "--quiet"], np=1, timeout=TIMEOUT)
+    e2e.check(r.rc == 0, "could not produce a report to validate", r)
+    return path
+
+
+def expect_validate(ctx, path, rc):
+    r = e2e.run_moebench(ctx, ["validate", path], timeout=TIMEOUT)
+    e2e.check(r.rc == rc, "validate %s: expected exit %d, got %s" % (path, rc, r.rc), r)
+    if rc != 0:
+        e2e.check(path in r.stderr, "validate's message does not name the file", r)
+    return r
+
+
+def test_validate_reports(ctx):
+    with tempfile.TemporaryDirectory() as tmp:
+        good = _write_valid_report(ctx, tmp)
+        r = expect_validate(ctx, good, 0)
+        e2e.check(good in r.stdout and "valid" in r.stdout, "validate does not confirm the file", r)
+        with open(good) as f:
+            text = f.read()
+
+        truncated = os.path.join(tmp, "truncated.json")
+        with open(truncated, "w") as f:
+            f.write(text[: len(text) // 2])
+        expect_validate(ctx, truncated, e2e.EXIT_USAGE)
+
+        not_json = os.path.join(tmp, "not-json.json")
+        with open(not_json, "w") as f:
+            f.write("moebench report? no\n")
+        expect_validate(ctx, not_json, e2e.EXIT_USAGE)
+
+        doc = json.loads(text)
+        del doc["results"]["per_rank"]
+        missing = os.path.join(tmp, "missing-key.json")
+        with open(missing, "w") as f:
+            json.dump(doc, f)
+        r = expect_validate(ctx, missing, e2e.EXIT_USAGE)
+        e2e.check("per_rank" in r.stderr, "validate does not name the missing key", r)
+
+
+TESTS = ([make_case(n, a, k) for n, a, k in CASES] + [test_both_preset_and_config] +
+         CONFIG_TESTS + [test_out_in_missing_directory, test_memory_estimate_exceeds_machine] +
+         [make_case(n, a, k, np) for n, a, k, np in MPI_CASES] + [test_validate_reports])
+
+if __name__ == "__main__":
+    e2e.run_main(TESTS)

@@ -1,0 +1,583 @@
+// The cuda backend against the cpu backend: every op runs on both with the same seeded inputs
+// (uploaded from the same host values, already rounded to BF16 where the device stores BF16, so
+// both start from identical numbers), and the results are compared with a stated tolerance.
+//
+// Tolerances are relative to the reference tensor's scale (max |ref|): the device stores
+// activations, weights and gradients in BF16 (8 significant bits; one rounding is at most 2^-9,
+// about 0.2%, of an element) and accumulates in FP32, so an op whose result is rounded to BF16
+// once stays within kOne = 1e-2 of the scale (five half-ulps, room for FP32 summation order and
+// the device's math functions being a few FP32 ulps from glibc's); ops that go through BF16
+// intermediates (attention's probabilities and their gradient) within kChained = 3e-2. A wrong,
+// lost or misplaced element is O(1) of the scale and fails either. FP32 results computed from
+// identical FP32 inputs (router, AdamW moments) are held to 1e-5.
+//
+// MOEBENCH_GPU_TEST_BACKEND=cpu runs the same comparisons against a second cpu backend (checks
+// the test itself on a machine without a GPU); the cuda-only cases are skipped then.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/compute/compute.hpp"
+#include "harness/compute/cuda/cuda_compute.hpp"
+#include "workloads/ops/random.hpp"
+#include "workloads/routing/route.hpp"
+
+namespace moebench {
+namespace {
+
+using Vec = std::vector<float>;
+using IVec = std::vector<std::int32_t>;
+
+constexpr double kOne = 1e-2;
+constexpr double kChained = 3e-2;
+
+// Round to nearest even BF16, as __float2bfloat16_rn does (finite inputs).
+float round_bf16(float x) {
+  std::uint32_t u;
+  std::memcpy(&u, &x, sizeof(u));
+  u += 0x7fffu + ((u >> 16) & 1u);
+  u &= 0xffff0000u;
+  float r;
+  std::memcpy(&r, &u, sizeof(r));
+  return r;
+}
+
+struct Backends {
+  std::unique_ptr<Compute> cpu = make_compute("cpu", 0, 1);
+  std::unique_ptr<Compute> dev = make_compute(
+      std::getenv("MOEBENCH_GPU_TEST_BACKEND") ? std::getenv("MOEBENCH_GPU_TEST_BACKEND") : "cuda",
+      0, 1);
+};
+
+Backends& backends() {
+  static Backends b;
+  return b;
+}
+Compute& cpu() {
+  return *backends().cpu;
+}
+Compute& dev() {
+  return *backends().dev;
+}
+CudaComputeApi* cuda_api() {
+  return dynamic_cast<CudaComputeApi*>(&dev());
+}
+
+// A tensor on both backends holding the same values: FP32 on the cpu; on the device, the
+// activation dtype (BF16 on cuda) unless `f32`.
+struct Twin {
+  Tensor c;
+  Tensor d;
+  Mat cv() const { return c.view(); }
+  Mat dv() const { return d.view(); }
+};
+
+bool device_bf16(bool f32) {
+  return !f32 && dev().activation_dtype() == DType::bf16;
+}
+
+Vec random_host(std::size_t n, std::uint64_t stream, float scale, bool round) {
+  Vec v(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    v[i] = scale * uniform_pm1(77, stream, i);
+    if (round) v[i] = round_bf16(v[i]);
+  }
+  return v;
+}
+
+Twin twin(std::int64_t rows, std::int64_t cols, const Vec& host, bool f32 = false) {
+  Twin t{cpu().alloc(rows, cols, DType::f32),
+         dev().alloc(rows, cols, f32 ? DType::f32 : dev().activation_dtype())};
+  cpu().upload(host.data(), t.c);
+  dev().upload(host.data(), t.d);
+  return t;
+}
+
+Twin twin_random(std::int64_t rows, std::int64_t cols, std::uint64_t stream, float scale = 1.0f,
+                 bool f32 = false) {
+  return twin(rows, cols,
+              random_host(static_cast<std::size_t>(rows * cols), stream, scale, device_bf16(f32)),
+              f32);
+}
+
+Twin twin_index(const IVec& idx) {
+  const auto n = static_cast<std::int64_t>(idx.size());
+  Twin t{cpu().alloc(n, 1, DType::i32), dev().alloc(n, 1, DType::i32)};
+  cpu().upload_i32(idx.data(), t.c);
+  dev().upload_i32(idx.data(), t.d);
+  return t;
+}
+
+Vec read(Compute& c, Mat m) {
+  Vec v(static_cast<std::size_t>(m.numel()));
+  c.download(m, v.data());
+  return v;
+}
+
+IVec read_i32(Compute& c, Mat m) {
+  IVec v(static_cast<std::size_t>(m.numel()));
+  c.download_i32(m, v.data());
+  return v;
+}
+
+// Every element within tol * max|ref| (and a floor for an all-zero reference).
+void check_close(const Vec& got, const Vec& ref, double tol, const std::string& what) {
+  REQUIRE(got.size() == ref.size());
+  double scale = 0.0;
+  for (float r : ref) scale = std::max(scale, static_cast<double>(std::abs(r)));
+  const double limit = tol * std::max(scale, 1e-6);
+  std::size_t wrong = 0, worst = 0;
+  double worst_err = 0.0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double err = std::abs(static_cast<double>(got[i]) - ref[i]);
+    if (!(err <= limit)) ++wrong;  // NaN counts as wrong
+    if (!(err <= worst_err)) {
+      worst_err = err;
+      worst = i;
+    }
+  }
+  INFO(what << ": " << wrong << " of " << ref.size() << " beyond " << limit << " (scale " << scale
+            << "); worst element " << worst << ": got " << got[worst] << ", expected "
+            << ref[worst]);
+  CHECK(wrong == 0);
+}
+
+void check_twin(const Twin& t, double tol, const std::string& what) {
+  check_close(read(dev(), t.dv()), read(cpu(), t.cv()), tol, what);
+}
+
+TEST_CASE("fill_random gives the cpu backend's values, rounded to the storage type") {
+  for (bool f32 : {false, true}) {
+    Twin t = twin(9, 13, Vec(9 * 13, 0.0f), f32);
+    // A strided view too: element (r, c) depends on r * cols + c, not on ld.
+    const Mat cv = t.cv().col_slice(2, 7), dv = t.dv().col_slice(2, 7);
+    cpu().fill_random(t.c, 5, 17, 0.3f);
+    dev().fill_random(t.d, 5, 17, 0.3f);
+    cpu().fill_random(cv, 6, 3, 2.0f);
+    dev().fill_random(dv, 6, 3, 2.0f);
+    Vec ref = read(cpu(), t.cv());
+    if (device_bf16(f32)) {
+      for (float& x : ref) x = round_bf16(x);
+    }
+    CHECK(read(dev(), t.dv()) == ref);  // exact: the same integer hash, one rounding
+  }
+}
+
+TEST_CASE("upload, download, copy, zero, fill and axpby on strided views and across dtypes") {
+  Twin a = twin_random(7, 10, 1);
+  CHECK(read(dev(), a.dv()) == read(cpu(), a.cv()));  // BF16-exact values survive the trip
+  Twin b = twin_random(7, 10, 2, 1.0f, true);
+  // copy between strided views, BF16 -> FP32 and back.
+  cpu().copy(a.cv().col_slice(1, 4), b.cv().col_slice(5, 4));
+  dev().copy(a.dv().col_slice(1, 4), b.dv().col_slice(5, 4));
+  check_twin(b, 0.0, "copy bf16 -> f32");
+  cpu().copy(b.cv().row_slice(2, 3), a.cv().row_slice(0, 3));
+  dev().copy(b.dv().row_slice(2, 3), a.dv().row_slice(0, 3));
+  check_twin(a, kOne, "copy f32 -> bf16");
+  cpu().zero(a.cv().col_slice(3, 3));
+  dev().zero(a.dv().col_slice(3, 3));
+  cpu().fill(a.cv().row_slice(6, 1).col_slice(0, 2), -2.5f);
+  dev().fill(a.dv().row_slice(6, 1).col_slice(0, 2), -2.5f);
+  check_twin(a, kOne, "zero and fill");
+  cpu().axpby(0.5f, b.cv(), -1.5f, a.cv());
+  dev().axpby(0.5f, b.dv(), -1.5f, a.dv());
+  check_twin(a, kOne, "axpby");
+  // beta = 0 must not read y: a NaN there stays out of the result.
+  Twin y = twin_random(7, 10, 3);
+  cpu().fill(y.c, std::numeric_limits<float>::quiet_NaN());
+  dev().fill(y.d, std::numeric_limits<float>::quiet_NaN());
+  cpu().axpby(2.0f, a.cv(), 0.0f, y.cv());
+  dev().axpby(2.0f, a.dv(), 0.0f, y.dv());
+  check_twin(y, kOne, "axpby beta 0");
+}
+
+TEST_CASE("gemm: every transpose, strided and unaligned views, bf16 and f32 C, beta 0 and 1") {
+  struct Shape {
+    std::int64_t m, n, k;
+  };
+  for (const Shape s : {Shape{37, 45, 29}, Shape{128, 96, 192}, Shape{1, 64, 16}}) {
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      for (bool c_f32 : {false, true}) {
+        CAPTURE(s.m);
+        CAPTURE(s.n);
+        CAPTURE(s.k);
+        CAPTURE(ta);
+        CAPTURE(tb);
+        CAPTURE(c_f32);
+        const std::int64_t ar = ta ? s.k : s.m, ac = ta ? s.m : s.k;
+        const std::int64_t br = tb ? s.n : s.k, bc = tb ? s.k : s.n;
+        // Views of wider tensors: ld > cols and (with offset 3) pointers off 16-byte alignment.
+        Twin a = twin_random(ar, ac + 5, 10 + t);
+        Twin b = twin_random(br, bc + 3, 20 + t);
+        Twin c = twin_random(s.m, s.n + 4, 30 + t, 1.0f, c_f32);
+        const Mat a_c = a.cv().col_slice(3, ac), a_d = a.dv().col_slice(3, ac);
+        const Mat b_c = b.cv().col_slice(1, bc), b_d = b.dv().col_slice(1, bc);
+        const Mat c_c = c.cv().col_slice(2, s.n), c_d = c.dv().col_slice(2, s.n);
+        cpu().gemm(ta, tb, 0.75f, a_c, b_c, 1.0f, c_c);
+        dev().gemm(ta, tb, 0.75f, a_d, b_d, 1.0f, c_d);
+        check_twin(c, kOne, "gemm beta 1");
+        // beta = 0 ignores C, NaN included.
+        cpu().fill(c_c, std::numeric_limits<float>::quiet_NaN());
+        dev().fill(c_d, std::numeric_limits<float>::quiet_NaN());
+        cpu().gemm(ta, tb, 1.0f, a_c, b_c, 0.0f, c_c);
+        dev().gemm(ta, tb, 1.0f, a_d, b_d, 0.0f, c_d);
+        check_twin(c, kOne, "gemm beta 0");
+      }
+    }
+  }
+}
+
+TEST_CASE("gemm: an FP32 operand (the router's logit gradient) and an empty sum") {
+  // BF16-exact values held in FP32, so the device's rounding of the operand loses nothing.
+  Twin dl = twin(24, 16, random_host(24 * 16, 40, 1.0f, device_bf16(false)), true);
+  Twin w = twin_random(8, 16, 41);
+  Twin x = twin_random(24, 8, 42);
+  Twin dw = twin_random(8, 16, 43);
+  cpu().gemm(false, true, 1.0f, dl.cv(), w.cv(), 1.0f, x.cv());
+  dev().gemm(false, true, 1.0f, dl.dv(), w.dv(), 1.0f, x.dv());
+  check_twin(x, kOne, "gemm with f32 A");
+  cpu().gemm(true, false, 1.0f, x.cv(), dl.cv(), 0.0f, dw.cv());
+  dev().gemm(true, false, 1.0f, x.dv(), dl.dv(), 0.0f, dw.dv());
+  check_twin(dw, kOne, "gemm with f32 B");
+  // k = 0 (an expert without tokens in a weight gradient): C = beta C.
+  cpu().gemm(true, false, 1.0f, x.cv().row_slice(0, 0), dl.cv().row_slice(0, 0), 0.5f, dw.cv());
+  dev().gemm(true, false, 1.0f, x.dv().row_slice(0, 0), dl.dv().row_slice(0, 0), 0.5f, dw.dv());
+  check_twin(dw, kOne, "gemm k = 0");
+}
+
+TEST_CASE("grouped_gemm: experts' row blocks of one matrix, forward, dgrad and wgrad") {
+  const std::int64_t h = 64, f = 48;
+  const std::vector<std::int64_t> rows = {17, 40, 1, 70};
+  std::int64_t total = 0;
+  for (auto r : rows) total += r;
+  Twin x = twin_random(total, h, 50);
+  Twin y = twin_random(total, f, 51);
+  Twin dy = twin_random(total, f, 52);
+  Twin dx = twin_random(total, h, 53);
+  std::vector<Twin> w, dw;
+  for (std::size_t e = 0; e < rows.size(); ++e) {
+    w.push_back(twin_random(h, f, 60 + e, 0.2f));
+    dw.push_back(twin_random(h, f, 70 + e));
+  }
+  auto problems = [&](bool on_dev, int which) {
+    std::vector<GemmProblem> p;
+    std::int64_t first = 0;
+    for (std::size_t e = 0; e < rows.size(); ++e) {
+      auto v = [&](const Twin& t) { return on_dev ? t.dv() : t.cv(); };
+      const auto slice = [&](const Twin& t) { return v(t).row_slice(first, rows[e]); };
+      if (which == 0) p.push_back({slice(x), v(w[e]), slice(y)});
+      if (which == 1) p.push_back({slice(dy), v(w[e]), slice(dx)});
+      if (which == 2) p.push_back({slice(x), slice(dy), v(dw[e])});
+      first += rows[e];
+    }
+    return p;
+  };
+  const bool ta[] = {false, false, true}, tb[] = {false, true, false};
+  Twin* out[] = {&y, &dx, nullptr};
+  for (int which = 0; which < 3; ++which) {
+    CAPTURE(which);
+    cpu().grouped_gemm(ta[which], tb[which], 1.0f, problems(false, which), 0.0f);
+    dev().grouped_gemm(ta[which], tb[which], 1.0f, problems(true, which), 0.0f);
+    if (out[which] != nullptr) {
+      check_twin(*out[which], kOne, "grouped gemm");
+    } else {
+      for (std::size_t e = 0; e < dw.size(); ++e) check_twin(dw[e], kOne, "grouped wgrad");
+    }
+  }
+}
+
+TEST_CASE("rmsnorm forward and backward; the weight gradient accumulates") {
+  const std::int64_t rows = 70, cols = 300;  // more rows than one 64-row chunk of the dw sum
+  Twin x = twin_random(rows, cols, 80, 2.0f);
+  Twin w = twin_random(1, cols, 81);
+  Twin y = twin_random(rows, cols, 82);
+  Twin rstd = twin_random(rows, 1, 83, 1.0f, true);
+  cpu().rmsnorm_forward(x.cv(), w.cv(), 1e-6f, y.cv(), rstd.cv());
+  dev().rmsnorm_forward(x.dv(), w.dv(), 1e-6f, y.dv(), rstd.dv());
+  check_twin(y, kOne, "rmsnorm y");
+  check_twin(rstd, 1e-5, "rmsnorm rstd");  // FP32, from identical inputs
+  Twin dy = twin_random(rows, cols, 84);
+  Twin dx = twin_random(rows, cols, 85);
+  Twin dw = twin_random(1, cols, 86);
+  cpu().rmsnorm_backward(dy.cv(), x.cv(), w.cv(), rstd.cv(), dx.cv(), dw.cv());
+  dev().rmsnorm_backward(dy.dv(), x.dv(), w.dv(), rstd.dv(), dx.dv(), dw.dv());
+  check_twin(dx, kOne, "rmsnorm dx");
+  check_twin(dw, kOne, "rmsnorm dweight");
+}
+
+TEST_CASE("rope forward and backward on heads inside a wider row") {
+  const std::int64_t seq = 40, rows = 2 * seq, heads = 3, stride = 24, offset = 8, dim = 16;
+  Twin x = twin_random(rows, heads * stride + 2, 90);
+  cpu().rope_forward(x.cv(), seq, heads, stride, offset, dim, 10000.0f);
+  dev().rope_forward(x.dv(), seq, heads, stride, offset, dim, 10000.0f);
+  check_twin(x, kOne, "rope forward");
+  cpu().rope_backward(x.cv(), seq, heads, stride, offset, dim, 10000.0f);
+  dev().rope_backward(x.dv(), seq, heads, stride, offset, dim, 10000.0f);
+  check_twin(x, kOne, "rope backward");
+}
+
+TEST_CASE("swiglu forward and backward") {
+  Twin gu = twin_random(33, 2 * 50, 100, 3.0f);
+  Twin out = twin_random(33, 50, 101);
+  Twin dout = twin_random(33, 50, 102);
+  Twin dgu = twin_random(33, 100, 103);
+  cpu().swiglu_forward(gu.cv(), out.cv());
+  dev().swiglu_forward(gu.dv(), out.dv());
+  check_twin(out, kOne, "swiglu out");
+  cpu().swiglu_backward(gu.cv(), dout.cv(), dgu.cv());
+  dev().swiglu_backward(gu.dv(), dout.dv(), dgu.dv());
+  check_twin(dgu, kOne, "swiglu dgate_up");
+}
+
+void run_attention(const AttentionShape& s) {
+  const std::int64_t rows = s.batch * s.seq_len;
+  const std::int64_t qk = s.heads * s.qk_dim, vd = s.heads * s.v_dim;
+  Twin q = twin_random(rows, qk, 110);
+  Twin k = twin_random(rows, qk, 111);
+  Twin v = twin_random(rows, vd, 112);
+  Twin o = twin_random(rows, vd, 113);
+  Twin stats = twin_random(rows, s.heads, 114, 1.0f, true);
+  cpu().attention_forward(s, q.cv(), k.cv(), v.cv(), o.cv(), stats.cv());
+  dev().attention_forward(s, q.dv(), k.dv(), v.dv(), o.dv(), stats.dv());
+  check_twin(o, kOne, "attention out");
+  // The scores are BF16 products summed in FP32: the log-sum-exp agrees to FP32 order effects.
+  check_twin(stats, 1e-4, "attention log-sum-exp");
+  // Backward from the same (device) output on both sides, so only backward differs.
+  const Vec o_dev = read(dev(), o.dv());
+  cpu().upload(o_dev.data(), o.c);
+  Twin dout = twin_random(rows, vd, 115);
+  Twin dq = twin_random(rows, qk, 116), dk = twin_random(rows, qk, 117);
+  Twin dv = twin_random(rows, vd, 118);
+  cpu().attention_backward(s, q.cv(), k.cv(), v.cv(), o.cv(), dout.cv(), stats.cv(), dq.cv(),
+                           dk.cv(), dv.cv());
+  dev().attention_backward(s, q.dv(), k.dv(), v.dv(), o.dv(), dout.dv(), stats.dv(), dq.dv(),
+                           dk.dv(), dv.dv());
+  check_twin(dv, kOne, "attention dv");
+  check_twin(dq, kChained, "attention dq");
+  check_twin(dk, kChained, "attention dk");
+}
+
+TEST_CASE("attention with MLA's head dims (192 for q/k, 128 for v), causal and not") {
+  AttentionShape s;
+  s.batch = 2;
+  s.seq_len = 48;
+  s.heads = 3;
+  s.qk_dim = 192;
+  s.v_dim = 128;
+  s.scale = 1.0f / std::sqrt(192.0f);
+  run_attention(s);
+  s.causal = false;
+  s.seq_len = 33;
+  run_attention(s);
+}
+
+TEST_CASE("attention split into chunks of heads gives the same result") {
+  CudaComputeApi* api = cuda_api();
+  if (api == nullptr) return;
+  api->set_attention_score_budget(1);  // one head per chunk
+  AttentionShape s;
+  s.batch = 1;
+  s.seq_len = 64;
+  s.heads = 4;
+  s.qk_dim = 192;
+  s.v_dim = 128;
+  s.scale = 1.0f / std::sqrt(192.0f);
+  run_attention(s);
+  api->set_attention_score_budget(std::size_t{1} << 30);
+}
+
+// The smallest gap between two choice scores (score + bias) of a token: a near-tie lets the
+// device's last-bit differences pick another expert.
+float min_gap(const Vec& scores, const Vec& bias, std::int64_t row, std::int64_t experts) {
+  std::vector<float> c;
+  for (std::int64_t e = 0; e < experts; ++e) c.push_back(scores[row * experts + e] + bias[e]);
+  std::sort(c.begin(), c.end());
+  float gap = std::numeric_limits<float>::infinity();
+  for (std::size_t i = 1; i < c.size(); ++i) gap = std::min(gap, c[i] - c[i - 1]);
+  return gap;
+}
+
+TEST_CASE("router forward and backward in every routing mode") {
+  const std::int64_t tokens = 200;
+  for (std::int32_t mode : {kRouteBalanced, kRouteZipf, kRouteRouter}) {
+    for (std::int32_t experts : {64, 60}) {  // 60: top-6 does not divide it (balanced fallback)
+      CAPTURE(mode);
+      CAPTURE(experts);
+      RouterParams p;
+      p.experts = experts;
+      p.top_k = 6;
+      p.groups = 4;
+      p.topk_groups = 2;
+      p.scaling = 2.5f;
+      p.mode = mode;
+      p.zipf_exponent = 1.2f;
+      p.seed = 99;
+      Twin logits = twin_random(tokens, experts, 120, 4.0f, true);
+      Twin bias = twin_random(1, experts, 121, 0.05f, true);
+      Twin scores = twin_random(tokens, experts, 122, 1.0f, true);
+      Twin weights = twin_random(tokens, p.top_k, 123, 1.0f, true);
+      Twin idx = twin_index(IVec(static_cast<std::size_t>(tokens * p.top_k), 0));
+      const Mat idx_c = idx.cv().reshaped(tokens, p.top_k),
+                idx_d = idx.dv().reshaped(tokens, p.top_k);
+      cpu().router_forward(p, logits.cv(), bias.cv(), 1000, scores.cv(), idx_c, weights.cv());
+      dev().router_forward(p, logits.dv(), bias.dv(), 1000, scores.dv(), idx_d, weights.dv());
+      check_twin(scores, 1e-5, "router scores");
+      const IVec ic = read_i32(cpu(), idx_c), id = read_i32(dev(), idx_d);
+      if (mode == kRouteRouter) {
+        // Allowed to differ only on a token with a near-tie in its choice scores.
+        const Vec sc = read(cpu(), scores.cv()), bc = read(cpu(), bias.cv());
+        int differing = 0;
+        for (std::int64_t r = 0; r < tokens; ++r) {
+          if (!std::equal(ic.begin() + r * p.top_k, ic.begin() + (r + 1) * p.top_k,
+                          id.begin() + r * p.top_k)) {
+            ++differing;
+            CHECK(min_gap(sc, bc, r, experts) < 1e-5f);
+          }
+        }
+        CHECK(differing <= 2);
+        if (differing > 0) continue;  // the weights and gradients follow other experts there
+      } else {
+        CHECK(ic == id);  // functions of the token index only
+      }
+      check_twin(weights, 1e-5, "router weights");
+      Twin dweights = twin_random(tokens, p.top_k, 124, 1.0f, true);
+      Twin dlogits = twin_random(tokens, experts, 125, 1.0f, true);
+      cpu().router_backward(p, scores.cv(), idx_c, dweights.cv(), dlogits.cv());
+      dev().router_backward(p, scores.dv(), idx_d, dweights.dv(), dlogits.dv());
+      check_twin(dlogits, 1e-5, "router dlogits");
+    }
+  }
+  // No bias (an empty view) is the same as a zero bias.
+  RouterParams p;
+  p.experts = 16;
+  p.top_k = 4;
+  p.groups = 4;
+  p.topk_groups = 2;
+  p.mode = kRouteRouter;
+  Twin logits = twin_random(32, 16, 130, 4.0f, true);
+  Twin scores = twin_random(32, 16, 131, 1.0f, true);
+  Twin weights = twin_random(32, 4, 132, 1.0f, true);
+  Twin idx = twin_index(IVec(32 * 4, 0));
+  cpu().router_forward(p, logits.cv(), Mat{}, 0, scores.cv(), idx.cv().reshaped(32, 4),
+                       weights.cv());
+  dev().router_forward(p, logits.dv(), Mat{}, 0, scores.dv(), idx.dv().reshaped(32, 4),
+                       weights.dv());
+  CHECK(read_i32(cpu(), idx.cv()) == read_i32(dev(), idx.dv()));
+  check_twin(weights, 1e-5, "router weights without bias");
+}
+
+TEST_CASE("row movement: gather, scaled gather, scatter-add with repeats, gathered dot") {
+  const std::int64_t src_rows = 30, cols = 70, n = 90;
+  IVec index(n);
+  for (std::int64_t i = 0; i < n; ++i) index[i] = static_cast<std::int32_t>((i * 7 + 3) % src_rows);
+  Twin idx = twin_index(index);
+  Twin src = twin_random(src_rows, cols, 140);
+  Twin scale = twin_random(n, 1, 141, 1.0f, true);
+  Twin dst = twin_random(n, cols, 142);
+  cpu().gather_rows(src.cv(), idx.cv(), dst.cv());
+  dev().gather_rows(src.dv(), idx.dv(), dst.dv());
+  check_twin(dst, 0.0, "gather_rows");  // a copy
+  cpu().gather_rows_scaled(src.cv(), idx.cv(), scale.cv(), dst.cv());
+  dev().gather_rows_scaled(src.dv(), idx.dv(), scale.dv(), dst.dv());
+  check_twin(dst, kOne, "gather_rows_scaled");
+  // Destination rows 0..29 receive three source rows each, rows 30 and 31 none; all keep what
+  // was there.
+  Twin acc = twin_random(src_rows + 2, cols, 143);
+  cpu().scatter_add_rows(dst.cv(), idx.cv(), scale.cv(), acc.cv());
+  dev().scatter_add_rows(dst.dv(), idx.dv(), scale.dv(), acc.dv());
+  check_twin(acc, kOne, "scatter_add_rows scaled");
+  cpu().scatter_add_rows(dst.cv(), idx.cv(), Mat{}, acc.cv());
+  dev().scatter_add_rows(dst.dv(), idx.dv(), Mat{}, acc.dv());
+  check_twin(acc, kOne, "scatter_add_rows");
+  // FP32 n x 1 columns, as the combine weights' gradient uses them.
+  Twin col = twin_random(n, 1, 144, 1.0f, true);
+  Twin col_acc = twin_random(src_rows, 1, 145, 1.0f, true);
+  cpu().scatter_add_rows(col.cv(), idx.cv(), Mat{}, col_acc.cv());
+  dev().scatter_add_rows(col.dv(), idx.dv(), Mat{}, col_acc.dv());
+  check_twin(col_acc, 1e-5, "scatter_add_rows f32 column");
+  Twin dot = twin_random(n, 1, 146, 1.0f, true);
+  cpu().gathered_row_dot(src.cv(), idx.cv(), dst.cv(), dot.cv());
+  dev().gathered_row_dot(src.dv(), idx.dv(), dst.dv(), dot.dv());
+  check_twin(dot, kOne, "gathered_row_dot");
+}
+
+TEST_CASE("a bad row index is reported at the next synchronisation") {
+  if (cuda_api() == nullptr) return;  // the cpu backend checks on the host instead
+  Twin src = twin_random(4, 8, 150);
+  Twin dst = twin_random(2, 8, 151);
+  Twin idx = twin_index({1, 4});
+  dev().gather_rows(src.dv(), idx.dv(), dst.dv());
+  CHECK_THROWS_AS(dev().synchronize(), RuntimeError);
+  dev().synchronize();  // reported once
+  Twin bad = twin_index({0, -1, 3, 9});
+  Twin rows = twin_random(4, 8, 152);
+  dev().scatter_add_rows(rows.dv(), bad.dv(), Mat{}, src.dv());
+  CHECK_THROWS_AS(dev().synchronize(), RuntimeError);
+}
+
+TEST_CASE("adamw on BF16 parameters and gradients with FP32 moments, two steps") {
+  const std::int64_t n = 1000;
+  Twin param = twin_random(n, 1, 160);
+  Twin grad = twin_random(n, 1, 161, 0.1f);
+  Twin m = twin(n, 1, Vec(n, 0.0f), true);
+  Twin v = twin(n, 1, Vec(n, 0.0f), true);
+  AdamWStep s;
+  s.lr = 1e-2f;
+  s.weight_decay = 0.1f;
+  s.grad_scale = 0.5f;
+  for (int step = 1; step <= 2; ++step) {
+    s.step = step;
+    cpu().adamw(s, param.cv(), grad.cv(), m.cv(), v.cv());
+    dev().adamw(s, param.dv(), grad.dv(), m.dv(), v.dv());
+    check_twin(m, 1e-5, "adamw m");
+    check_twin(v, 1e-5, "adamw v");
+    check_twin(param, kOne, "adamw param");
+    // Continue from the device's rounded parameters on both sides.
+    const Vec p_dev = read(dev(), param.dv());
+    cpu().upload(p_dev.data(), param.c);
+  }
+}
+
+TEST_CASE("device information, memory, and the GEMM roofline probe") {
+  CudaComputeApi* api = cuda_api();
+  if (api == nullptr) return;
+  const CudaDeviceInfo& info = api->device_info();
+  CHECK(!info.name.empty());
+  CHECK(info.uuid.rfind("GPU-", 0) == 0);
+  CHECK(info.uuid.size() == 40);
+  CHECK(info.pci_bus_id.size() >= 12);
+  CHECK(info.total_memory_bytes > 0);
+  CHECK(info.compute_capability_major >= 7);
+  CHECK(info.multiprocessors > 0);
+  CHECK(!info.driver_cuda_version.empty());
+  CHECK(!info.runtime_version.empty());
+  CHECK(!info.cublas_version.empty());
+  CHECK(api->device() == info.ordinal);
+  CHECK(api->stream_handle() != nullptr);
+  const std::int64_t free_bytes = dev().memory_available_bytes();
+  CHECK(free_bytes > 0);
+  CHECK(free_bytes <= info.total_memory_bytes);
+  const double seconds = time_bf16_gemm_seconds(dev(), 1024, 2, 5);
+  const double tflops = 2.0 * 1024.0 * 1024.0 * 1024.0 / seconds / 1e12;
+  MESSAGE("bf16 GEMM 1024^3: " << seconds * 1e6 << " us, " << tflops << " TFLOP/s");
+  CHECK(seconds > 0.0);
+  CHECK(tflops < 10000.0);  // not a broken timer
+  // Raw byte copies round-trip.
+  Tensor t = dev().alloc(4, 1, DType::i32);
+  const IVec out = {1, -2, 3, 1 << 30};
+  IVec back(4);
+  api->copy_to_device(out.data(), t.data(), 16);
+  api->copy_to_host(t.data(), back.data(), 16);
+  CHECK(back == out);
+}
+
+}  // namespace
+}  // namespace moebench

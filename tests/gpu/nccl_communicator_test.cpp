@@ -1,0 +1,245 @@
+// The communicators on the cuda backend's device memory: every collective in every group, in
+// BF16 and FP32, with integer-valued data whose sums are exact in both (BF16 holds integers up
+// to 256 exactly), so every check is ==.
+//   mpirun -n W nccl_communicator_test nccl EP        one GPU per rank (W <= GPUs)
+//   mpirun -n W nccl_communicator_test mpi EP         the staged path; ranks may share a GPU
+//   mpirun -n 2 nccl_communicator_test shared-gpu 1   with one visible GPU: nccl must refuse
+// nccl with W >= 2 also checks that a collective one peer never joins times out with an error
+// naming it, instead of hanging. Exit 0 only when every rank passed.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "harness/comm/communicator_factory.hpp"
+#include "harness/compute/cuda/cuda_compute.hpp"
+#include "harness/core/error.hpp"
+#include "harness/output/device_records.hpp"
+#include "harness/runtime/mpi_runtime.hpp"
+
+namespace mb = moebench;
+
+namespace {
+
+struct Checker {
+  int rank = 0;
+  int passed = 0;
+  int failed = 0;
+  void check(bool ok, const std::string& what) {
+    if (ok) {
+      ++passed;
+    } else {
+      ++failed;
+      std::fprintf(stderr, "rank %d: FAILED %s\n", rank, what.c_str());
+    }
+  }
+};
+
+std::vector<int> members(mb::Group g, const mb::Topology& t) {
+  std::vector<int> m;
+  switch (g) {
+    case mb::Group::world:
+      for (int r = 0; r < t.world; ++r) m.push_back(r);
+      break;
+    case mb::Group::expert:
+      for (int j = 0; j < t.ep; ++j) m.push_back(t.ep_group * t.ep + j);
+      break;
+    case mb::Group::expert_data:
+      for (int j = 0; j < t.edp; ++j) m.push_back(t.ep_rank + j * t.ep);
+      break;
+  }
+  return m;
+}
+
+std::int64_t rows_between(int s, int d) {
+  return (2 * s + d) % 3;
+}
+float payload(int s, int d, std::int64_t r, std::int64_t c) {  // < 256: exact in BF16
+  return static_cast<float>((s * 37 + d * 11 + r * 5 + c) % 251);
+}
+
+class Device {
+ public:
+  explicit Device(mb::Compute& c) : c_(c) {}
+  mb::Tensor put(const std::vector<float>& v, std::int64_t rows, std::int64_t cols, mb::DType t) {
+    mb::Tensor x = c_.alloc(rows, cols, t);
+    if (!v.empty()) c_.upload(v.data(), x);
+    return x;
+  }
+  std::vector<float> get(const mb::Mat& m) {
+    std::vector<float> v(static_cast<std::size_t>(m.numel()));
+    if (!v.empty()) c_.download(m, v.data());
+    return v;
+  }
+
+ private:
+  mb::Compute& c_;
+};
+
+void test_group(mb::Communicator& comm, mb::Compute& compute, mb::Group g, const mb::Topology& t,
+                mb::DType type, Checker& ck) {
+  const std::string name = std::string(mb::group_name(g)) + " " + mb::dtype_name(type);
+  const std::vector<int> mem = members(g, t);
+  const int n = static_cast<int>(mem.size());
+  const mb::GroupInfo gi = comm.info(g);
+  ck.check(gi.size == n && mem[gi.rank] == t.rank, name + " rank and size");
+  const int me = gi.rank;
+  Device dev(compute);
+  constexpr std::int64_t cols = 3;
+
+  {  // counts, then the rows they announce
+    std::vector<std::int64_t> send_counts(n);
+    for (int d = 0; d < n; ++d) send_counts[d] = rows_between(me, d);
+    const auto recv_counts = comm.alltoall_counts(g, send_counts);
+    bool ok = static_cast<int>(recv_counts.size()) == n;
+    for (int s = 0; ok && s < n; ++s) ok = recv_counts[s] == rows_between(s, me);
+    ck.check(ok, name + " alltoall_counts");
+
+    std::vector<std::int64_t> so(n), ro(n), rr(n);
+    std::int64_t send_total = 0, recv_total = 0;
+    for (int d = 0; d < n; ++d) {
+      so[d] = send_total;
+      send_total += send_counts[d];
+      ro[d] = recv_total + 1;  // a gap row before each block must stay untouched
+      rr[d] = rows_between(d, me);
+      recv_total += rr[d] + 1;
+    }
+    std::vector<float> send(static_cast<std::size_t>(send_total * cols));
+    for (int d = 0; d < n; ++d) {
+      for (std::int64_t r = 0; r < send_counts[d]; ++r) {
+        for (std::int64_t c = 0; c < cols; ++c) send[(so[d] + r) * cols + c] = payload(me, d, r, c);
+      }
+    }
+    const std::vector<float> sentinel(static_cast<std::size_t>(recv_total * cols), -1.0f);
+    mb::Tensor ds = dev.put(send, send_total, cols, type);
+    mb::Tensor dr = dev.put(sentinel, recv_total, cols, type);
+    comm.alltoallv(g, ds, send_counts, so, dr, rr, ro);
+    comm.synchronize();
+    const std::vector<float> got = dev.get(dr);
+    std::vector<float> want = sentinel;
+    for (int s = 0; s < n; ++s) {
+      for (std::int64_t r = 0; r < rr[s]; ++r) {
+        for (std::int64_t c = 0; c < cols; ++c) want[(ro[s] + r) * cols + c] = payload(s, me, r, c);
+      }
+    }
+    ck.check(got == want, name + " alltoallv");
+  }
+  {  // all-reduce: element i of rank s is (s + 1) + i % 7, sums <= 8 * 15 < 256
+    const std::int64_t len = 1000;
+    std::vector<float> v(len), want(len);
+    for (std::int64_t i = 0; i < len; ++i) {
+      v[i] = static_cast<float>(me + 1 + i % 7);
+      want[i] = static_cast<float>(n * (n + 1) / 2 + n * (i % 7));
+    }
+    mb::Tensor d = dev.put(v, len, 1, type);
+    comm.allreduce_sum(g, d);
+    comm.synchronize();
+    ck.check(dev.get(d) == want, name + " allreduce_sum");
+  }
+  {  // reduce-scatter out of place, then all-gather of the shards in place (ZeRO-1)
+    const std::int64_t per = 5;
+    std::vector<float> v(per * n);
+    for (std::int64_t i = 0; i < per * n; ++i) v[i] = static_cast<float>(me + i % 11);
+    mb::Tensor buf = dev.put(v, per * n, 1, type);
+    mb::Tensor shard = dev.put({}, per, 1, type);
+    comm.reduce_scatter_sum(g, buf, shard);
+    comm.synchronize();
+    std::vector<float> want(per);
+    for (std::int64_t i = 0; i < per; ++i) {
+      want[i] = static_cast<float>(n * (n - 1) / 2 + n * ((me * per + i) % 11));
+    }
+    ck.check(dev.get(shard) == want, name + " reduce_scatter_sum");
+
+    mb::Tensor params = dev.put(std::vector<float>(per * n, -1.0f), per * n, 1, type);
+    const mb::Mat own = params.view().row_slice(me * per, per);
+    compute.copy(shard, own);
+    comm.allgather(g, own, params);
+    comm.synchronize();
+    std::vector<float> all(per * n);
+    for (int s = 0; s < n; ++s) {
+      for (std::int64_t i = 0; i < per; ++i) {
+        all[s * per + i] = static_cast<float>(n * (n - 1) / 2 + n * ((s * per + i) % 11));
+      }
+    }
+    ck.check(dev.get(params) == all, name + " allgather in place");
+  }
+}
+
+// A collective that rank 1 never joins must end on rank 0 with an error naming it, in about
+// the timeout, rather than hang.
+void test_timeout(const mb::MpiRuntime& rt, const mb::Topology& topo, mb::Compute& compute,
+                  Checker& ck) {
+  auto comm = mb::make_communicator("nccl", rt.world(), topo, compute, 5.0);
+  Device dev(compute);
+  mb::Tensor d = dev.put(std::vector<float>(16, 1.0f), 16, 1, mb::DType::f32);
+  if (rt.rank() == 0) {
+    std::string message;
+    try {
+      comm->allreduce_sum(mb::Group::world, d);
+      comm->synchronize();
+    } catch (const mb::RuntimeError& e) {
+      message = e.what();
+    }
+    ck.check(message.find("allreduce_sum in the world group") != std::string::npos &&
+                 message.find("did not complete within 5 s") != std::string::npos &&
+                 message.find("rank 0 (host ") != std::string::npos,
+             "a collective a peer never joins times out naming it: '" + message + "'");
+  }
+  rt.barrier();  // rank 1 leaves only after rank 0 gave up
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  mb::MpiRuntime rt(&argc, &argv);
+  Checker ck;
+  ck.rank = rt.rank();
+  const std::string mode = argc > 1 ? argv[1] : "nccl";
+  const int ep = argc > 2 ? std::atoi(argv[2]) : 1;
+  try {
+    const mb::Topology topo = rt.topology(ep, 0);
+    auto compute = mb::make_compute("cuda", topo.local_rank, 1);
+    if (mode == "shared-gpu") {
+      std::string message = "(none)";
+      int code = 0;
+      try {
+        mb::make_communicator("nccl", rt.world(), topo, *compute, 60.0);
+      } catch (const mb::Error& e) {
+        message = e.what();
+        code = static_cast<int>(e.code());
+      }
+      ck.check(code == static_cast<int>(mb::ExitCode::usage), "shared GPU: a usage error");
+      if (rt.rank() == 0) {
+        ck.check(message.find("--comm nccl needs one GPU per rank: ranks 0 and 1") == 0,
+                 "shared GPU: rank 0 says why: '" + message + "'");
+      }
+    } else {
+      auto comm = mb::make_communicator(mode, rt.world(), topo, *compute, 120.0);
+      ck.check(comm->name() == (mode == "nccl" ? "nccl" : "mpi"), "name");
+      for (mb::DType type : {mb::DType::bf16, mb::DType::f32}) {
+        for (mb::Group g : {mb::Group::world, mb::Group::expert, mb::Group::expert_data}) {
+          test_group(*comm, *compute, g, topo, type, ck);
+        }
+      }
+      const auto devices = mb::gather_device_records(rt, *compute);
+      if (rt.rank() == 0) {
+        bool ok = static_cast<int>(devices.size()) == rt.size();
+        for (const mb::DeviceRecord& d : devices) {
+          ok = ok && !d.name.empty() && d.uuid.rfind("GPU-", 0) == 0 && !d.pci_bus_id.empty() &&
+               d.memory_bytes > 0 && !d.nccl_version.empty();
+        }
+        ck.check(ok, "device records of every rank on rank 0");
+      }
+      if (mode == "nccl" && rt.size() >= 2) test_timeout(rt, topo, *compute, ck);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank %d: error: %s\n", rt.rank(), e.what());
+    ++ck.failed;
+  }
+  const long long failed = rt.allreduce_sum(static_cast<long long>(ck.failed));
+  const long long passed = rt.allreduce_sum(static_cast<long long>(ck.passed));
+  if (rt.rank() == 0) std::printf("%s: %lld passed, %lld failed\n", mode.c_str(), passed, failed);
+  return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,22 @@
+#include "harness/scaling/sha256.hpp"
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+using moebench::sha256_hex;
+
+TEST_CASE("sha256_hex matches the FIPS 180-2 test vectors") {
+  CHECK(sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") ==
+        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+}
+
+TEST_CASE("sha256_hex hashes every byte, NULs included") {
+  const std::string with_nul("a\0b", 3);
+  CHECK(sha256_hex(with_nul) != sha256_hex("ab"));
+  CHECK(sha256_hex(with_nul).size() == 64);
+  CHECK(sha256_hex(std::string(1000000, 'a')) ==
+        "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
