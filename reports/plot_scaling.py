@@ -13,8 +13,8 @@ import json
 import sys
 
 PHASES = ["attention", "dense_mlp", "router", "permute", "dispatch", "experts", "shared_expert",
-          "combine", "grad_reduce", "optimizer"]
-COMMUNICATION = {"dispatch", "combine", "grad_reduce"}
+          "combine", "grad_reduce", "optimizer", "comm_wait"]
+COMMUNICATION = {"dispatch", "combine", "grad_reduce", "comm_wait"}
 
 
 def main(argv):

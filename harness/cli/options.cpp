@@ -39,6 +39,9 @@ void add_workload_flags(CLI::App* app, WorkloadFlags& w) {
                   "arithmetic: fp32 (cpu backend), bf16 (cuda backend; fp8 is not implemented "
                   "yet); default the backend's own");
   app->add_option("--blas-threads", w.blas_threads, "BLAS threads per rank (default 1)");
+  app->add_option("--comm-barrier", w.comm_barrier,
+                  "on|off: collectives start after a barrier of their group, the wait timed as "
+                  "comm_wait (default on)");
 }
 
 RoutingSpec routing_or_usage(const std::string& s) {
@@ -180,6 +183,7 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
           "FILE");
     }
     on_off("--attention", o.workload.attention);
+    on_off("--comm-barrier", o.workload.comm_barrier);
     routing_or_usage(o.workload.routing);
     if (o.workload.grad_reduce != "allreduce" && o.workload.grad_reduce != "reduce-scatter") {
       throw UsageError("--grad-reduce " + o.workload.grad_reduce +
@@ -231,6 +235,7 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
   c.backend = w.backend;
   c.comm = w.comm;
   c.blas_threads = w.blas_threads;
+  c.comm_barrier = on_off("--comm-barrier", w.comm_barrier);
   c.test_corrupt_dispatch_rank = o.test_corrupt_dispatch_rank;
   validate(c);
   check_comm_backend(c.comm, c.backend);

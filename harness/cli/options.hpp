@@ -32,6 +32,7 @@ struct WorkloadFlags {
   std::string comm = "mpi";
   std::string precision;  // empty: the backend's own (cpu fp32, cuda bf16)
   int blas_threads = 1;
+  std::string comm_barrier = "on";
 };
 
 // `moebench report`: run reports in, a scaling report out (a plain file tool: no MPI).

@@ -51,6 +51,8 @@ class Communicator {
   virtual void reduce_scatter_sum(Group g, Mat buf, Mat shard) = 0;
   // Every rank's `shard` concatenated in rank order into `buf`.
   virtual void allgather(Group g, Mat shard, Mat buf) = 0;
+  // Returns when every member of the group has called it (after this rank's issued work is done).
+  virtual void barrier(Group g) = 0;
   // Waits until every previously issued operation of this communicator has completed.
   virtual void synchronize() = 0;
 };

@@ -150,6 +150,7 @@ class MpiCommunicator final : public Communicator {
               "MPI_Allgather");
   }
 
+  void barrier(Group g) override { check_mpi(MPI_Barrier(comm(g)), "MPI_Barrier"); }
   void synchronize() override {}  // every call above is blocking
 
  private:

@@ -81,6 +81,10 @@ class StagedCommunicator final : public Communicator {
     back(hb, buf);
   }
 
+  void barrier(Group g) override {
+    compute_.synchronize();
+    host_->barrier(g);
+  }
   void synchronize() override { host_->synchronize(); }
 
  private:

@@ -17,7 +17,8 @@ enum class Phase : int {
   shared_expert,  // the shared experts' MLP on local tokens
   combine,        // all-to-all of expert outputs back (and its reverse in backward)
   grad_reduce,    // data-parallel gradient reduction (and the ZeRO-1 parameter all-gather)
-  optimizer,      // AdamW
+  optimizer,      // AdamW (and the zeroing of the gradients)
+  comm_wait,      // waiting at a barrier of a collective's group for its slowest member
   count
 };
 
@@ -25,10 +26,28 @@ constexpr std::size_t kPhaseCount = static_cast<std::size_t>(Phase::count);
 
 constexpr std::array<std::string_view, kPhaseCount> kPhaseNames = {
     "attention", "dense_mlp",     "router",  "permute",     "dispatch",
-    "experts",   "shared_expert", "combine", "grad_reduce", "optimizer"};
+    "experts",   "shared_expert", "combine", "grad_reduce", "optimizer",
+    "comm_wait"};
+
+// A collective's phase starts once every member of its group has arrived (--comm-barrier on,
+// the default): the wait for the slowest member is comm_wait, load imbalance and stragglers made
+// visible, and the collective's own time is what nccl-tests would measure.
+enum class PhaseKind { compute, communication, wait };
 
 constexpr bool is_communication(Phase p) {
   return p == Phase::dispatch || p == Phase::combine || p == Phase::grad_reduce;
+}
+
+constexpr PhaseKind phase_kind(Phase p) {
+  return is_communication(p) ? PhaseKind::communication
+         : p == Phase::comm_wait ? PhaseKind::wait
+                                 : PhaseKind::compute;
+}
+constexpr bool is_compute(Phase p) { return phase_kind(p) == PhaseKind::compute; }
+constexpr std::string_view phase_kind_name(Phase p) {
+  return phase_kind(p) == PhaseKind::compute         ? "compute"
+         : phase_kind(p) == PhaseKind::communication ? "communication"
+                                                     : "wait";
 }
 
 constexpr std::string_view phase_name(Phase p) {

@@ -75,11 +75,12 @@ RunResults summarize_run(const std::vector<RankSamples>& ranks, double tokens_pe
       if (is_communication(r.phase)) {
         r.algbw = r.bytes / t;
         r.busbw = bus / t;
-      } else {
+      } else if (is_compute(r.phase)) {
         r.flop_rate = r.flops / t;
       }
     }
-    (is_communication(r.phase) ? out.communication_time_s : out.compute_time_s) += t;
+    if (is_communication(r.phase)) out.communication_time_s += t;
+    if (is_compute(r.phase)) out.compute_time_s += t;
     out.phases.push_back(r);
   }
   out.exposed_communication_s = std::max(0.0, step - out.compute_time_s);

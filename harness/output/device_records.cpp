@@ -14,6 +14,7 @@
 namespace moebench {
 
 std::string nvidia_driver_version() {
+#if defined(MOEBENCH_HAVE_CUDA)
   // NVML's C API, declared here so that no header of it is needed: 0 is NVML_SUCCESS, and 80
   // bytes is NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE.
   using InitFn = int (*)();
@@ -31,6 +32,9 @@ std::string nvidia_driver_version() {
   }
   dlclose(lib);
   return version;
+#else
+  return "";  // no device backend in this binary: nothing to describe
+#endif
 }
 
 DeviceRecord local_device_record(Compute& compute, int rank, const std::string& host) {

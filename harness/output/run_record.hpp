@@ -94,7 +94,8 @@ struct RunResults {
   double tokens_per_s_per_gpu = 0;     // tokens per rank / median step time
   double compute_time_s = 0;           // sum of compute phases' medians
   double communication_time_s = 0;     // sum of communication phases' medians
-  double exposed_communication_s = 0;  // median step time minus compute time, >= 0
+  double exposed_communication_s = 0;  // median step time minus compute time, >= 0 (includes
+                                       // comm_wait: time the GPU does no compute)
   std::vector<PhaseResult> phases;
   std::vector<RankResult> per_rank;
 };

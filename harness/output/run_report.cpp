@@ -68,6 +68,7 @@ ojson config_json(const RunConfig& c) {
   j["precision"] = c.precision.empty() ? precision_of(c.backend) : c.precision;
   j["verify"] = c.verify;
   j["blas_threads"] = c.blas_threads;
+  j["comm_barrier"] = c.comm_barrier;
   if (c.test_corrupt_dispatch_rank >= 0) {
     j["test_corrupt_dispatch_rank"] = c.test_corrupt_dispatch_rank;
   }
@@ -98,7 +99,7 @@ ojson accounting_json(const RunRecord& r) {
 }
 
 ojson phase_json(const PhaseResult& p) {
-  return ojson{{"kind", is_communication(p.phase) ? "communication" : "compute"},
+  return ojson{{"kind", std::string(phase_kind_name(p.phase))},
                {"time_s", ojson(to_json(p.time_s))},
                {"flops", p.flops},
                {"bytes", p.bytes},

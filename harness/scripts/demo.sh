@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The CPU scaling demo: installs, builds, then runs the tiny preset at 1, 2 and 4 ranks with
-# --verify, writing one run report per size into OUT_DIR (default demo/).
+# --verify, writing one run report per size into OUT_DIR (default demo/), then the scaling
+# report of the three (JSON, Markdown and a PNG).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${BUILD_DIR:-$repo/build}"
@@ -16,3 +17,6 @@ for np in 1 2 4; do
     --verify --out "$out/run-np$np.json"
 done
 "$build/moebench" validate "$out"/run-np*.json
+# The three sizes as one scaling report (EP grows with the ranks here, hence --allow-mixed ep).
+"$build/moebench" report "$out"/run-np1.json "$out"/run-np2.json "$out"/run-np4.json \
+  --allow-mixed ep --out "$out/scaling.json" --markdown "$out/scaling.md" --plot "$out/scaling.png"

@@ -11,8 +11,15 @@ build="$1"
 deps="$2"
 bad=0
 
+all_deps=$(ninja -C "$build" -t deps 2>/dev/null)
+carried_headers=$(echo "$all_deps" | grep -c "^ *$deps/")
+echo "provenance: $carried_headers header reads from the carried prefix"
+if [ "$carried_headers" -eq 0 ]; then
+  echo "provenance: no header came from $deps (is ninja's dependency log empty?)"
+  bad=1
+fi
 echo "provenance: headers of the carried libraries read from outside $deps:"
-system_headers=$(ninja -C "$build" -t deps 2>/dev/null |
+system_headers=$(echo "$all_deps" |
   grep -E '^ +/usr/(local/)?include/((x86_64|aarch64)-linux-gnu/)?(CLI|nlohmann|doctest|valijson|openssl|openmpi|cblas|openblas|mpi)' |
   sort -u)
 if [ -n "$system_headers" ]; then
@@ -36,7 +43,7 @@ for lib in libmpi.so libscipy_openblas.so libcrypto.so; do
 done
 
 echo "provenance: what CMake found:"
-for key in MPI_CXX_COMPILER MPIEXEC_EXECUTABLE BLAS_LIBRARIES CBLAS_INCLUDE_DIR VALIJSON_INCLUDE_DIR \
+for key in MPI_CXX_COMPILER MPIEXEC_EXECUTABLE MOEBENCH_BLAS_LIBRARY CBLAS_INCLUDE_DIR VALIJSON_INCLUDE_DIR \
   OPENSSL_INCLUDE_DIR OPENSSL_CRYPTO_LIBRARY CLI11_DIR nlohmann_json_DIR doctest_DIR; do
   value=$(grep -E "^$key:" "$build/CMakeCache.txt" | head -n1 | cut -d= -f2-)
   echo "  $key = $value"

@@ -151,8 +151,8 @@ def bench_summary(doc):
 def test_counts(log_text):
     """The ctest and doctest totals check.log holds, as their own summary lines."""
     return {
-        "ctest": last_line_matching(r"tests passed, \d+ tests? failed out of", log_text),
-        "doctest": last_line_matching(r"\[doctest\] test cases:", log_text),
+        "ctest": last_line_matching(r"^\d+% tests passed, \d+ tests? failed out of", log_text),
+        "doctest": last_line_matching(r"^\[doctest\] test cases:", log_text),
         "failed_tests": sorted(set(re.findall(r"^\s*\d+ - (\S+) \((?:Failed|Timeout|SEGFAULT|"
                                               r"Subprocess aborted|Not Run)", log_text, re.M))),
     }
@@ -231,16 +231,16 @@ def main():
         if v:
             print("#   %s: %s" % (k, v))
     for name, r in runs.items():
-        print("#   %s: verification %s (%s wrong of %s, max rel err %s), %s TFLOP/s/GPU" % (
+        print("#   %s: verification %s (%s wrong of %s, max rel err %.3g), %.4g TFLOP/s/GPU" % (
             name, "passed" if r["verification_passed"] else "FAILED", r["mismatches"],
-            r["compared"], r["max_rel_error"], r["tflops_per_gpu"]))
+            r["compared"], r["max_rel_error"] or 0.0, r["tflops_per_gpu"] or 0.0))
     if bench and "error" not in bench:
-        print("#   bench on %s (%s): dense %.1f TFLOP/s, expert GEMMs %.1f TFLOP/s = %.3f of dense"
+        print("#   bench on %s (%s): dense %.4g TFLOP/s, expert GEMMs %.4g TFLOP/s = %.3f of dense"
               % (bench["device"] or "cpu", bench["precision"], bench["dense_gemm_tflops"],
                  bench["expert_gemm_tflops"], bench["expert_gemm_ratio_to_dense"]))
         for s in bench["layer_stacks"]:
             frac = s["fraction_of_peak"]
-            print("#   bench %d layer(s): step %.3f ms, %.1f TFLOP/s%s" % (
+            print("#   bench %d layer(s): step %.3f ms, %.4g TFLOP/s%s" % (
                 s["layers"], s["step_time_median_s"] * 1e3, s["tflops"],
                 " = %.1f%% of %s TFLOP/s peak" % (100 * frac, bench["peak_tflops"])
                 if frac is not None else ""))

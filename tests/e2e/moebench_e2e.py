@@ -19,7 +19,7 @@ import traceback
 # Every phase the report must list (harness/measure/phases.hpp).
 PHASE_NAMES = [
     "attention", "dense_mlp", "router", "permute", "dispatch", "experts", "shared_expert",
-    "combine", "grad_reduce", "optimizer",
+    "combine", "grad_reduce", "optimizer", "comm_wait",
 ]
 
 # Exit codes (harness/core/error.hpp).

@@ -20,7 +20,7 @@ import subprocess
 import sys
 
 PHASES = ["attention", "dense_mlp", "router", "permute", "dispatch", "experts", "shared_expert",
-          "combine", "grad_reduce", "optimizer"]
+          "combine", "grad_reduce", "optimizer", "comm_wait"]
 COMMUNICATION = ("dispatch", "combine", "grad_reduce")
 
 # The 256/512/1,024-GPU set: TFLOP/s per GPU and the communication share of the step. 1,606 / 1,648

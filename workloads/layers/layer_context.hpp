@@ -25,6 +25,13 @@ struct LayerContext {
   std::int64_t first_token = 0;   // global index of row 0
   bool corrupt_dispatch = false;  // test hook: perturb one received dispatch element
 
+  // With --comm-barrier on, waits for the group's slowest member, timed as comm_wait, so that
+  // the collective that follows is timed from a common start (as nccl-tests does).
+  void wait_for_group(Group g) {
+    if (!config.comm_barrier) return;
+    auto scope = timer.scope(Phase::comm_wait);
+    comm.barrier(g);
+  }
   void add_flops(Phase p, double f) { sample.flops[static_cast<std::size_t>(p)] += f; }
   void add_bytes(Phase p, double bytes, double bus_factor, int group) {
     const auto i = static_cast<std::size_t>(p);

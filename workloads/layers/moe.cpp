@@ -35,6 +35,7 @@ void MoeBlock::alltoall(LayerContext& ctx, Phase phase, Mat send,
                         const std::vector<std::int64_t>& send_offsets, Mat recv,
                         const std::vector<std::int64_t>& recv_rows,
                         const std::vector<std::int64_t>& recv_offsets) {
+  ctx.wait_for_group(Group::expert);
   auto scope = ctx.timer.scope(phase);
   ctx.comm.alltoallv(Group::expert, send, send_rows, send_offsets, recv, recv_rows, recv_offsets);
   const int ep = ctx.topo.ep;
@@ -75,6 +76,7 @@ void MoeBlock::forward(LayerContext& ctx, int layer, Mat xn, Mat y) {
   }
 
   std::vector<std::int64_t> recv_expert_rows;
+  ctx.wait_for_group(Group::expert);
   {
     auto scope = ctx.timer.scope(Phase::dispatch);
     recv_expert_rows = ctx.comm.alltoall_counts(Group::expert, plan_.send_expert_rows);

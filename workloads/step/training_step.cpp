@@ -111,9 +111,10 @@ StepSample TrainingStep::run(bool corrupt_dispatch) {
 }
 
 void TrainingStep::reduce_gradients(LayerContext& ctx) {
-  auto scope = timer_.scope(Phase::grad_reduce);
   for (ParamGroup g : {ParamGroup::dense, ParamGroup::expert}) {
     const Group group = reduce_group(g);
+    ctx.wait_for_group(group);
+    auto scope = timer_.scope(Phase::grad_reduce);
     const int n = comm_.info(group).size;
     const Mat grads = params_.flat_grads(g);
     const double bytes = static_cast<double>(grads.rows) * dtype_size(grads.dtype);
@@ -155,6 +156,7 @@ void TrainingStep::optimizer_step(LayerContext& ctx) {
       compute_.copy(params.row_slice(reduced_grads_offset(g), shard.rows), shard);
       compute_.adamw(s, shard, shard_grads_[i], adam_m_[i], adam_v_[i]);
     }
+    ctx.wait_for_group(group);
     auto scope = timer_.scope(Phase::grad_reduce);
     comm_.allgather(group, shard, params);
     const int n = comm_.info(group).size;

@@ -208,6 +208,11 @@ class NcclCommunicator final : public Communicator {
     issued(g);
   }
 
+  void barrier(Group g) override {
+    synchronize();
+    host_->barrier(g);
+  }
+
   void synchronize() override {
     if (!pending_) return;
     usable();
