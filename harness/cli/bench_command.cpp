@@ -13,6 +13,7 @@
 #include "harness/bench/local_communicator.hpp"
 #include "harness/cli/commands.hpp"
 #include "harness/compute/cpu_compute.hpp"
+#include "harness/core/human.hpp"
 #include "harness/core/version.hpp"
 #include "harness/measure/summary.hpp"
 #include "harness/output/atomic_file.hpp"
@@ -23,16 +24,6 @@ namespace moebench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-std::string iso_time_utc() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 std::string host_name() {
   char buf[256] = {};
@@ -104,10 +95,9 @@ BenchPlan plan_bench(const BenchOptions& b) {
 void check_fits(double need, const Compute& c, const std::string& what) {
   const double available = static_cast<double>(c.memory_available_bytes());
   if (need > available) {
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "needs an estimated %.2f GiB but %.2f GiB is available",
-                  need / kGiB, available / kGiB);
-    throw UsageError(what + " " + buf + "; use smaller --gemm-n, --seq-len or --layers");
+    throw UsageError(what + " needs an estimated " + format_gib(need) + " but " +
+                     format_gib(available) +
+                     " is available; use smaller --gemm-n, --seq-len or --layers");
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include "harness/cli/commands.hpp"
 #include "harness/core/error.hpp"
+#include "harness/core/human.hpp"
 #include "harness/output/atomic_file.hpp"
 #include "harness/output/run_report.hpp"
 #include "harness/output/schema.hpp"
@@ -30,9 +31,7 @@ std::string human(double v, const char* unit) {
 }
 
 std::string gib(double bytes) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.3f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
-  return buf;
+  return format_gib(bytes, 3);
 }
 
 nlohmann::ordered_json plan_json(const RunConfig& c) {

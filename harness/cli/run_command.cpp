@@ -7,6 +7,7 @@
 #include "harness/comm/communicator.hpp"
 #include "harness/comm/communicator_factory.hpp"
 #include "harness/compute/cpu_compute.hpp"
+#include "harness/core/human.hpp"
 #include "harness/core/version.hpp"
 #include "harness/measure/summary.hpp"
 #include "harness/output/atomic_file.hpp"
@@ -19,23 +20,6 @@
 namespace moebench {
 
 namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-std::string iso_time_utc() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-std::string fmt_gib(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / kGiB);
-  return buf;
-}
 
 // Everything a run needs before its first allocation; UsageError when the run cannot be done.
 struct Setup {
@@ -70,9 +54,9 @@ Setup prepare(const CliOptions& o, MpiRuntime& rt) {
     }
   }
   if (need > available) {
-    throw UsageError("this configuration needs an estimated " + fmt_gib(need) + scope +
+    throw UsageError("this configuration needs an estimated " + format_gib(need) + scope +
                      (with_reference ? " (with the --verify reference)" : "") + " but " +
-                     fmt_gib(available) +
+                     format_gib(available) +
                      " is available; use fewer --layers, a smaller --seq-len or --micro-batch, or "
                      "a larger --ep (see `moebench plan`)");
   }

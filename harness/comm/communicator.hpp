@@ -26,6 +26,14 @@ struct GroupInfo {
   int size = 1;
 };
 
+// The argument checks every backend's alltoallv makes: equal row widths, disjoint buffers, one
+// count and offset per rank, every row range inside its buffer. RuntimeError otherwise.
+void check_alltoallv_layout(Group g, int group_size, Mat send,
+                            std::span<const std::int64_t> send_rows,
+                            std::span<const std::int64_t> send_offsets, Mat recv,
+                            std::span<const std::int64_t> recv_rows,
+                            std::span<const std::int64_t> recv_offsets);
+
 class Communicator {
  public:
   virtual ~Communicator() = default;

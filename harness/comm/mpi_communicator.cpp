@@ -36,13 +36,6 @@ const char* bytes_of(const Mat& m) {
   return static_cast<const char*>(m.data);
 }
 
-bool overlaps(const Mat& a, const Mat& b) {
-  const auto a_bytes = static_cast<std::int64_t>(a.numel()) * 4;
-  const auto b_bytes = static_cast<std::int64_t>(b.numel()) * 4;
-  if (a_bytes == 0 || b_bytes == 0) return false;
-  return bytes_of(a) < bytes_of(b) + b_bytes && bytes_of(b) < bytes_of(a) + a_bytes;
-}
-
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(MPI_Comm world, const Topology& topo) {
@@ -81,24 +74,11 @@ class MpiCommunicator final : public Communicator {
                  std::span<const std::int64_t> recv_offsets) override {
     check_f32_contiguous(send, "alltoallv", "send");
     check_f32_contiguous(recv, "alltoallv", "recv");
-    MB_CHECK(send.cols == recv.cols,
-             "alltoallv: send rows have " << send.cols << " columns, recv rows " << recv.cols);
-    MB_CHECK(!overlaps(send, recv), "alltoallv: send and recv buffers overlap");
+    check_alltoallv_layout(g, info(g).size, send, send_rows, send_offsets, recv, recv_rows,
+                           recv_offsets);
     const auto n_ranks = static_cast<std::size_t>(info(g).size);
-    MB_CHECK(
-        send_rows.size() == n_ranks && send_offsets.size() == n_ranks &&
-            recv_rows.size() == n_ranks && recv_offsets.size() == n_ranks,
-        "alltoallv in " << group_name(g) << ": count arrays must have " << n_ranks << " entries");
     std::vector<int> sc(n_ranks), sd(n_ranks), rc(n_ranks), rd(n_ranks);
     for (std::size_t i = 0; i < n_ranks; ++i) {
-      MB_CHECK(
-          send_offsets[i] >= 0 && send_rows[i] >= 0 && send_offsets[i] + send_rows[i] <= send.rows,
-          "alltoallv: send rows [" << send_offsets[i] << ", +" << send_rows[i] << ") outside a "
-                                   << send.rows << "-row buffer");
-      MB_CHECK(
-          recv_offsets[i] >= 0 && recv_rows[i] >= 0 && recv_offsets[i] + recv_rows[i] <= recv.rows,
-          "alltoallv: recv rows [" << recv_offsets[i] << ", +" << recv_rows[i] << ") outside a "
-                                   << recv.rows << "-row buffer");
       sc[i] = to_int(send_rows[i], "alltoallv send row count");
       sd[i] = to_int(send_offsets[i], "alltoallv send row offset");
       rc[i] = to_int(recv_rows[i], "alltoallv recv row count");
@@ -125,7 +105,7 @@ class MpiCommunicator final : public Communicator {
              "reduce_scatter_sum in " << group_name(g) << ": buffer of " << buf.numel()
                                       << " elements, shard of " << shard.numel() << ", " << n_ranks
                                       << " ranks");
-    MB_CHECK(!overlaps(buf, shard), "reduce_scatter_sum: shard overlaps the input buffer");
+    MB_CHECK(!spans_overlap(buf, shard), "reduce_scatter_sum: shard overlaps the input buffer");
     const int n = to_int(shard.numel(), "reduce_scatter_sum shard element count");
     check_mpi(MPI_Reduce_scatter_block(buf.data, shard.data, n, MPI_FLOAT, MPI_SUM, comm(g)),
               "MPI_Reduce_scatter_block");
@@ -143,7 +123,7 @@ class MpiCommunicator final : public Communicator {
     // A shard that already sits at this rank's place in buf (ZeRO-1 parameters) goes in place.
     const char* own_place = bytes_of(buf) + static_cast<std::int64_t>(gi.rank) * n * 4;
     const bool in_place = n > 0 && bytes_of(shard) == own_place;
-    MB_CHECK(in_place || !overlaps(shard, buf),
+    MB_CHECK(in_place || !spans_overlap(shard, buf),
              "allgather: shard overlaps the output buffer away from this rank's place");
     check_mpi(MPI_Allgather(in_place ? MPI_IN_PLACE : shard.data, n, MPI_FLOAT, buf.data, n,
                             MPI_FLOAT, comm(g)),

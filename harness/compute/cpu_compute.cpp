@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "harness/compute/gemm_shape.hpp"
 #include "workloads/ops/elementwise.hpp"
 #include "workloads/ops/random.hpp"
 #include "workloads/routing/route.hpp"
@@ -68,16 +69,7 @@ void sgemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b, 
   check_mat(a, DType::f32, "gemm A");
   check_mat(b, DType::f32, "gemm B");
   check_mat(c, DType::f32, "gemm C");
-  const std::int64_t m = c.rows;
-  const std::int64_t n = c.cols;
-  const std::int64_t k = trans_a ? a.rows : a.cols;
-  const std::int64_t a_m = trans_a ? a.cols : a.rows;
-  const std::int64_t b_k = trans_b ? b.cols : b.rows;
-  const std::int64_t b_n = trans_b ? b.rows : b.cols;
-  MB_CHECK(a_m == m && b_n == n && b_k == k, "gemm shapes: op(A) "
-                                                 << a_m << "x" << k << ", op(B) " << b_k << "x"
-                                                 << b_n << ", C " << m << "x" << n << " (trans_a "
-                                                 << trans_a << ", trans_b " << trans_b << ")");
+  const auto [m, n, k] = gemm_shape(trans_a, trans_b, a, b, c);
   if (m == 0 || n == 0) return;
   if (k == 0) {
     // An empty sum (an expert that got no tokens in a weight gradient): C = beta C only.

@@ -20,6 +20,17 @@ void* offset(void* base, std::int64_t elements, DType t) {
 }
 }  // namespace
 
+bool spans_overlap(const Mat& a, const Mat& b) {
+  const auto span_bytes = [](const Mat& m) -> std::int64_t {
+    if (m.rows == 0 || m.cols == 0) return 0;
+    return ((m.rows - 1) * m.ld + m.cols) * static_cast<std::int64_t>(dtype_size(m.dtype));
+  };
+  const auto* a0 = static_cast<const char*>(a.data);
+  const auto* b0 = static_cast<const char*>(b.data);
+  if (span_bytes(a) == 0 || span_bytes(b) == 0) return false;
+  return a0 < b0 + span_bytes(b) && b0 < a0 + span_bytes(a);
+}
+
 Mat Mat::row_slice(std::int64_t first, std::int64_t count) const {
   MB_CHECK(first >= 0 && count >= 0 && first + count <= rows,
            "row slice [" << first << ", " << first + count << ") of a " << rows << "-row matrix");

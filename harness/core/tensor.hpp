@@ -41,6 +41,9 @@ struct Mat {
   }
 };
 
+// Whether the memory spans of two views (first to last element) intersect.
+bool spans_overlap(const Mat& a, const Mat& b);
+
 // Owns a contiguous allocation made by a compute backend (the deleter returns it there).
 class Tensor {
  public:

@@ -53,11 +53,6 @@ std::int64_t byte_size(const Mat& m) {
   return m.numel() * static_cast<std::int64_t>(dtype_size(m.dtype));
 }
 
-bool overlaps(const Mat& a, const Mat& b) {
-  if (byte_size(a) == 0 || byte_size(b) == 0) return false;
-  return bytes_of(a) < bytes_of(b) + byte_size(b) && bytes_of(b) < bytes_of(a) + byte_size(a);
-}
-
 ncclDataType_t nccl_type(const Mat& m, const char* op, const char* which) {
   MB_CHECK(m.contiguous(), op << ": " << which << " is strided (ld " << m.ld << ", cols " << m.cols
                               << "); the nccl backend needs contiguous rows");
@@ -117,24 +112,9 @@ class NcclCommunicator final : public Communicator {
     MB_CHECK(
         nccl_type(recv, "alltoallv", "recv") == type,
         "alltoallv: send is " << dtype_name(send.dtype) << ", recv " << dtype_name(recv.dtype));
-    MB_CHECK(send.cols == recv.cols,
-             "alltoallv: send rows have " << send.cols << " columns, recv rows " << recv.cols);
-    MB_CHECK(!overlaps(send, recv), "alltoallv: send and recv buffers overlap");
+    check_alltoallv_layout(g, info(g).size, send, send_rows, send_offsets, recv, recv_rows,
+                           recv_offsets);
     const auto n_ranks = static_cast<std::size_t>(info(g).size);
-    MB_CHECK(
-        send_rows.size() == n_ranks && send_offsets.size() == n_ranks &&
-            recv_rows.size() == n_ranks && recv_offsets.size() == n_ranks,
-        "alltoallv in " << group_name(g) << ": count arrays must have " << n_ranks << " entries");
-    for (std::size_t i = 0; i < n_ranks; ++i) {
-      MB_CHECK(
-          send_offsets[i] >= 0 && send_rows[i] >= 0 && send_offsets[i] + send_rows[i] <= send.rows,
-          "alltoallv: send rows [" << send_offsets[i] << ", +" << send_rows[i] << ") outside a "
-                                   << send.rows << "-row buffer");
-      MB_CHECK(
-          recv_offsets[i] >= 0 && recv_rows[i] >= 0 && recv_offsets[i] + recv_rows[i] <= recv.rows,
-          "alltoallv: recv rows [" << recv_offsets[i] << ", +" << recv_rows[i] << ") outside a "
-                                   << recv.rows << "-row buffer");
-    }
     const std::int64_t row_bytes = send.cols * static_cast<std::int64_t>(dtype_size(send.dtype));
     begin("alltoallv", g);
     ncclComm_t c = comm(g);
@@ -180,7 +160,7 @@ class NcclCommunicator final : public Communicator {
                                       << " ranks");
     // NCCL's in-place form is the shard at this rank's place in buf; any other overlap is not.
     const char* own_place = bytes_of(buf) + gi.rank * byte_size(shard);
-    MB_CHECK(bytes_of(shard) == own_place || !overlaps(buf, shard),
+    MB_CHECK(bytes_of(shard) == own_place || !spans_overlap(buf, shard),
              "reduce_scatter_sum: shard overlaps the input buffer away from this rank's place");
     begin("reduce_scatter_sum", g);
     check(ncclReduceScatter(buf.data, shard.data, count(shard.numel()), type, ncclSum, comm(g),
@@ -200,7 +180,7 @@ class NcclCommunicator final : public Communicator {
                              << " elements, buffer of " << buf.numel() << ", " << gi.size
                              << " ranks");
     const char* own_place = bytes_of(buf) + gi.rank * byte_size(shard);
-    MB_CHECK(bytes_of(shard) == own_place || !overlaps(shard, buf),
+    MB_CHECK(bytes_of(shard) == own_place || !spans_overlap(shard, buf),
              "allgather: shard overlaps the output buffer away from this rank's place");
     begin("allgather", g);
     check(ncclAllGather(shard.data, buf.data, count(shard.numel()), type, comm(g), comm_stream_),

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "harness/compute/cuda/cuda_backend.hpp"
+#include "harness/compute/gemm_shape.hpp"
 
 namespace moebench::cuda {
 
@@ -182,16 +183,7 @@ void CudaCompute::gemm(bool trans_a, bool trans_b, float alpha, Mat a, Mat b, fl
   check_float(a, "gemm A");
   check_float(b, "gemm B");
   check_float(c, "gemm C");
-  const std::int64_t m = c.rows;
-  const std::int64_t n = c.cols;
-  const std::int64_t k = trans_a ? a.rows : a.cols;
-  const std::int64_t a_m = trans_a ? a.cols : a.rows;
-  const std::int64_t b_k = trans_b ? b.cols : b.rows;
-  const std::int64_t b_n = trans_b ? b.rows : b.cols;
-  MB_CHECK(a_m == m && b_n == n && b_k == k, "gemm shapes: op(A) "
-                                                 << a_m << "x" << k << ", op(B) " << b_k << "x"
-                                                 << b_n << ", C " << m << "x" << n << " (trans_a "
-                                                 << trans_a << ", trans_b " << trans_b << ")");
+  const auto [m, n, k] = gemm_shape(trans_a, trans_b, a, b, c);
   if (m == 0 || n == 0) return;
   if (k == 0) {
     scale_in_place(c, beta);  // an empty sum (an expert with no tokens in a weight gradient)

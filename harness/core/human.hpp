@@ -1,0 +1,15 @@
+// Units for people: what a message or a table prints. Everything inside stays in SI base units.
+#pragma once
+
+#include <string>
+
+namespace moebench {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// "12.35 GiB" (digits after the point as given).
+std::string format_gib(double bytes, int digits = 2);
+// The current time as ISO 8601 in UTC, e.g. "2026-11-30T18:21:48Z".
+std::string iso_time_utc();
+
+}  // namespace moebench

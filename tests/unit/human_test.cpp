@@ -1,0 +1,17 @@
+#include "harness/core/human.hpp"
+
+#include <doctest/doctest.h>
+
+#include <regex>
+
+using namespace moebench;
+
+TEST_CASE("format_gib prints binary gigabytes with the digits asked") {
+  CHECK(format_gib(1.5 * kGiB) == "1.50 GiB");
+  CHECK(format_gib(3 * kGiB / 8, 3) == "0.375 GiB");
+  CHECK(format_gib(0) == "0.00 GiB");
+}
+
+TEST_CASE("iso_time_utc is ISO 8601 in UTC") {
+  CHECK(std::regex_match(iso_time_utc(), std::regex(R"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z)")));
+}
