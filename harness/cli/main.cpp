@@ -9,13 +9,31 @@
 
 namespace {
 
-// Before MPI starts, the launcher's environment says which rank this is: only the first prints
-// a usage error, every rank exits with it.
-bool first_rank_by_environment() {
+// Before MPI starts, the launcher's environment says which rank this is.
+const char* launcher_rank() {
   for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
-    if (const char* v = std::getenv(name)) return std::atoi(v) == 0;
+    if (const char* v = std::getenv(name)) return v;
   }
-  return true;
+  return nullptr;
+}
+bool first_rank_by_environment() {
+  const char* r = launcher_rank();
+  return r == nullptr || std::atoi(r) == 0;
+}
+
+// A usage error found before MPI started (bad flags: every rank finds the same one). Under a
+// launcher, the first rank prints it and the others wait for that at a barrier: a rank that
+// exited first would make the launcher kill the job before the line was written.
+int usage_error_on_every_rank(const moebench::Error& e, int* argc, char*** argv) {
+  using namespace moebench;
+  if (launcher_rank() == nullptr) {
+    std::cerr << "moebench: " << e.what() << "\n";
+    return static_cast<int>(e.code());
+  }
+  MpiRuntime runtime(argc, argv);
+  if (runtime.rank() == 0) std::cerr << "moebench: " << e.what() << std::endl;
+  runtime.barrier();
+  return static_cast<int>(e.code());
 }
 
 int run_with_mpi(const moebench::CliOptions& options, int* argc, char*** argv) {
@@ -68,9 +86,8 @@ int main(int argc, char** argv) {
         break;
     }
   } catch (const Error& e) {
-    if (first_rank_by_environment() || e.code() != ExitCode::usage) {
-      std::cerr << "moebench: " << e.what() << "\n";
-    }
+    if (e.code() == ExitCode::usage) return usage_error_on_every_rank(e, &argc, &argv);
+    std::cerr << "moebench: " << e.what() << "\n";
     return static_cast<int>(e.code());
   } catch (const std::exception& e) {
     std::cerr << "moebench: " << e.what() << "\n";
