@@ -25,9 +25,8 @@ enum class Phase : int {
 constexpr std::size_t kPhaseCount = static_cast<std::size_t>(Phase::count);
 
 constexpr std::array<std::string_view, kPhaseCount> kPhaseNames = {
-    "attention", "dense_mlp",     "router",  "permute",     "dispatch",
-    "experts",   "shared_expert", "combine", "grad_reduce", "optimizer",
-    "comm_wait"};
+    "attention",     "dense_mlp", "router",      "permute",   "dispatch", "experts",
+    "shared_expert", "combine",   "grad_reduce", "optimizer", "comm_wait"};
 
 // A collective's phase starts once every member of its group has arrived (--comm-barrier on,
 // the default): the wait for the slowest member is comm_wait, load imbalance and stragglers made
@@ -39,11 +38,13 @@ constexpr bool is_communication(Phase p) {
 }
 
 constexpr PhaseKind phase_kind(Phase p) {
-  return is_communication(p) ? PhaseKind::communication
+  return is_communication(p)     ? PhaseKind::communication
          : p == Phase::comm_wait ? PhaseKind::wait
                                  : PhaseKind::compute;
 }
-constexpr bool is_compute(Phase p) { return phase_kind(p) == PhaseKind::compute; }
+constexpr bool is_compute(Phase p) {
+  return phase_kind(p) == PhaseKind::compute;
+}
 constexpr std::string_view phase_kind_name(Phase p) {
   return phase_kind(p) == PhaseKind::compute         ? "compute"
          : phase_kind(p) == PhaseKind::communication ? "communication"

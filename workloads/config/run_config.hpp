@@ -74,7 +74,8 @@ struct RunConfig {
   std::string precision;
   double comm_timeout_s = 600;  // --timeout: the longest wait for a collective or setup
   int blas_threads = 1;
-  // Collectives start after a barrier of their group, timed as comm_wait (harness/measure/phases.hpp).
+  // Collectives start after a barrier of their group, timed as comm_wait
+  // (harness/measure/phases.hpp).
   bool comm_barrier = true;
   // Test-only: corrupt one element of the dispatched payload on this rank (-1: off).
   int test_corrupt_dispatch_rank = -1;
