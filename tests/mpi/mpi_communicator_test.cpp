@@ -13,50 +13,19 @@
 #include "harness/comm/communicator.hpp"
 #include "harness/core/error.hpp"
 #include "harness/runtime/mpi_runtime.hpp"
+#include "tests/mpi/comm_test_support.hpp"
 
 namespace mb = moebench;
+using mb::test::Checker;
+using mb::test::members;
+using mb::test::rows_between;
 
 namespace {
-
-struct Checker {
-  int rank = 0;
-  int passed = 0;
-  int failed = 0;
-  void check(bool ok, const std::string& what) {
-    if (ok) {
-      ++passed;
-    } else {
-      ++failed;
-      std::fprintf(stderr, "rank %d: FAILED %s\n", rank, what.c_str());
-    }
-  }
-};
 
 mb::Mat mat(std::vector<float>& v, std::int64_t rows, std::int64_t cols) {
   return mb::Mat{v.data(), rows, cols, cols, mb::DType::f32};
 }
 
-// World ranks of the members of this rank's group, in group-rank order.
-std::vector<int> members(mb::Group g, const mb::Topology& t) {
-  std::vector<int> m;
-  switch (g) {
-    case mb::Group::world:
-      for (int r = 0; r < t.world; ++r) m.push_back(r);
-      break;
-    case mb::Group::expert:
-      for (int j = 0; j < t.ep; ++j) m.push_back(t.ep_group * t.ep + j);
-      break;
-    case mb::Group::expert_data:
-      for (int j = 0; j < t.edp; ++j) m.push_back(t.ep_rank + j * t.ep);
-      break;
-  }
-  return m;
-}
-
-// Rows group rank s sends to group rank d (zero for some pairs, asymmetric in s and d).
-std::int64_t rows_between(int s, int d) {
-  return (2 * s + d) % 3;
-}
 float payload(int s, int d, std::int64_t r, std::int64_t c) {
   return static_cast<float>(s * 10000 + d * 100 + r * 10 + c);
 }
