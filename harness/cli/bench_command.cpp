@@ -154,7 +154,7 @@ LayerStackResult measure_stack(Compute& c, const RunConfig& config, const std::s
   r.memory = estimate_memory(config, dtype_size(c.activation_dtype()));
   check_fits(r.memory.total(), c,
              std::to_string(config.workload.layers) + " layers of the emulated rank");
-  const Topology topo = make_topology(1, 0, 1, 0, 1, 0, 1);
+  const Topology topo = single_process_topology();
   std::unique_ptr<Communicator> comm = make_local_communicator(c);
   RankSamples rank;
   rank.host = host;

@@ -42,7 +42,7 @@ Setup prepare(const CliOptions& o, MpiRuntime& rt) {
   double need = s.memory.total() + (with_reference ? reference : 0.0);
   std::string scope = " per rank";
   const double available = static_cast<double>(s.compute->memory_available_bytes());
-  if (s.compute->name() == "cpu") {
+  if (s.compute->memory_is_host()) {
     // Host memory is shared by the ranks of the real node (not the emulated one), and only rank 0
     // (on node 0) holds the --verify reference: the host's ranks together must fit, which an
     // equal per-rank share would refuse whenever the reference outgrows one share.

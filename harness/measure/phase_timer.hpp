@@ -35,12 +35,10 @@ class PhaseTimer {
  private:
   using Clock = std::chrono::steady_clock;
   void begin() {
-    if (!enabled_) return;
     sync();
     start_ = Clock::now();
   }
   void end(Phase p) {
-    if (!enabled_) return;
     sync();
     time_s_[static_cast<std::size_t>(p)] +=
         std::chrono::duration<double>(Clock::now() - start_).count();
@@ -52,7 +50,6 @@ class PhaseTimer {
 
   Compute& compute_;
   Communicator& comm_;
-  bool enabled_ = true;
   Clock::time_point start_{};
   PerPhase<double> time_s_{};
 };

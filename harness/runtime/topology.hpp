@@ -32,6 +32,11 @@ Topology make_topology(int world, int rank, int ep, int node, int nodes, int loc
 // Emulated nodes: with K ranks per node, rank r is on node r / K (world % K == 0 required).
 Topology make_topology_emulated(int world, int rank, int ep, int ranks_per_node_override);
 
+// One process holding everything (the --verify reference, the probe, tests).
+inline Topology single_process_topology() {
+  return Topology{};
+}
+
 nlohmann::json to_json(const Topology& t);
 
 }  // namespace moebench

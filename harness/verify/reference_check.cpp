@@ -22,7 +22,7 @@ struct Reference {
 
 Reference run_reference(const RunConfig& config, Compute& compute) {
   const RunConfig ref = reference_config(config);
-  const Topology one = make_topology(1, 0, 1, 0, 1, 0, 1);
+  const Topology one = single_process_topology();
   // One process: every collective is local, so the mpi backend serves (staged on a device).
   auto comm = make_communicator("mpi", MPI_COMM_SELF, one, compute, kDefaultCommTimeoutS);
   TrainingStep step(ref, one, compute, *comm);
@@ -43,8 +43,7 @@ std::vector<float> expected_expert_range(const RunConfig& config, const Topology
                                          const std::vector<float>& ref_grads, std::int64_t first,
                                          std::int64_t count) {
   const ParamLayout local = make_param_layout(config, topo);
-  const ParamLayout ref =
-      make_param_layout(reference_config(config), make_topology(1, 0, 1, 0, 1, 0, 1));
+  const ParamLayout ref = make_param_layout(reference_config(config), single_process_topology());
   std::map<std::tuple<int, int, int>, std::int64_t> ref_offset;
   for (const ParamInfo& p : ref.infos) {
     if (p.group == ParamGroup::expert) {

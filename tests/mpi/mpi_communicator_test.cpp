@@ -157,12 +157,12 @@ void test_construction_errors(Checker& ck) {
   const mb::Topology two = mb::make_topology(2, 0, 1, 0, 1, 0, 2);
   expect_error([&] { mb::make_mpi_communicator(MPI_COMM_SELF, two); }, "a topology of another size",
                ck);
-  mb::Topology wrong_edp = mb::make_topology(1, 0, 1, 0, 1, 0, 1);
+  mb::Topology wrong_edp = mb::single_process_topology();
   wrong_edp.edp = 2;  // fails after the groups exist, so they must be released
   expect_error([&] { mb::make_mpi_communicator(MPI_COMM_SELF, wrong_edp); },
                "groups that disagree with the topology", ck);
   // An MPI failure (truncation: more rows sent than the receiver posted) names the call.
-  auto solo = mb::make_mpi_communicator(MPI_COMM_SELF, mb::make_topology(1, 0, 1, 0, 1, 0, 1));
+  auto solo = mb::make_mpi_communicator(MPI_COMM_SELF, mb::single_process_topology());
   std::vector<float> send(4, 1.0f), recv(4, 0.0f);
   const std::vector<std::int64_t> two_rows = {2}, one_row = {1}, zero = {0};
   std::string message;
@@ -229,7 +229,7 @@ int main(int argc, char** argv) {
     }
     test_misuse(*comm, ck);
     // The single-process reference's communicator: every group is this rank alone.
-    const mb::Topology self = mb::make_topology(1, 0, 1, 0, 1, 0, 1);
+    const mb::Topology self = mb::single_process_topology();
     auto solo = mb::make_mpi_communicator(MPI_COMM_SELF, self);
     for (mb::Group g : {mb::Group::world, mb::Group::expert, mb::Group::expert_data}) {
       test_group(*solo, g, self, ck);

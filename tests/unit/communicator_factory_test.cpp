@@ -58,7 +58,7 @@ class DeviceLike final : public CpuCompute {
 };
 
 TEST_CASE("make_communicator: direct mpi on host memory, staged on a device, checked arguments") {
-  const Topology one = make_topology(1, 0, 1, 0, 1, 0, 1);
+  const Topology one = single_process_topology();
   std::vector<float> v = {1.0f, 2.0f};
   const Mat m{v.data(), 1, 2, 2, DType::f32};
 

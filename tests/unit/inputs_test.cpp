@@ -148,14 +148,14 @@ TEST_CASE("read_run_reports: other kinds in a directory are skipped; the first b
   CHECK(contains(skipped[0], "scaling.json (kind \"moebench.scaling\")"));
   // Named explicitly, the same file is an error, not a skip.
   CHECK_THROWS_WITH_AS(
-      read_run_reports({{run, false}, {(dir.path / "scaling.json").string(), false}},
+      read_run_reports({{run, false, ""}, {(dir.path / "scaling.json").string(), false, ""}},
                        run_schema_check(), nullptr),
       doctest::Contains("scaling.json: /kind is \"moebench.scaling\""), UsageError);
   // Many files over several threads: still the first bad one in argument order.
   std::vector<InputFile> many;
-  for (int i = 0; i < 40; ++i) many.push_back({run, false});
-  many[30] = {dir.write("empty.json", ""), false};
-  many[35] = {dir.write("bad.json", "nope"), false};
+  for (int i = 0; i < 40; ++i) many.push_back({run, false, ""});
+  many[30] = {dir.write("empty.json", ""), false, ""};
+  many[35] = {dir.write("bad.json", "nope"), false, ""};
   CHECK_THROWS_WITH_AS(read_run_reports(many, run_schema_check(), nullptr),
                        doctest::Contains("empty.json: empty file"), UsageError);
 }

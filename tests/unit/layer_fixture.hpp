@@ -69,7 +69,7 @@ inline RunConfig tiny_run(int layers, int dense_layers,
 }
 
 inline Topology one_rank() {
-  return make_topology(1, 0, 1, 0, 1, 0, 1);
+  return single_process_topology();
 }
 
 // Everything a layer needs, for one process. Weights are initialised from the config's seed.

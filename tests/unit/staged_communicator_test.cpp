@@ -134,7 +134,7 @@ class TwoRankHost final : public Communicator {
   int syncs = 0;
 };
 
-const Topology kOne = make_topology(1, 0, 1, 0, 1, 0, 1);
+const Topology kOne = single_process_topology();
 
 TEST_CASE("the mpi backend refuses device (bf16) buffers that the staged one moves") {
   FakeDevice dev;
