@@ -44,10 +44,6 @@ void add_workload_flags(CLI::App* app, WorkloadFlags& w) {
                   "comm_wait (default on)");
 }
 
-RoutingSpec routing_or_usage(const std::string& s) {
-  return parse_routing(s);
-}
-
 // The backend's arithmetic, or UsageError when --precision asks for another.
 std::string resolve_precision(const std::string& backend, const std::string& requested) {
   const std::string native = backend == "cpu" ? "fp32" : "bf16";
@@ -184,7 +180,7 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
     }
     on_off("--attention", o.workload.attention);
     on_off("--comm-barrier", o.workload.comm_barrier);
-    routing_or_usage(o.workload.routing);
+    parse_routing(o.workload.routing);  // a bad --routing fails here, before MPI starts
     if (o.workload.grad_reduce != "allreduce" && o.workload.grad_reduce != "reduce-scatter") {
       throw UsageError("--grad-reduce " + o.workload.grad_reduce +
                        ": expected allreduce or reduce-scatter");
