@@ -1,5 +1,9 @@
 #include "harness/comm/communicator.hpp"
 
+#include <chrono>
+
+#include "harness/core/error.hpp"
+
 namespace moebench {
 
 const char* group_name(Group g) {
@@ -37,6 +41,57 @@ void check_alltoallv_layout(Group g, int group_size, Mat send,
         "alltoallv: recv rows [" << recv_offsets[i] << ", +" << recv_rows[i] << ") outside a "
                                  << recv.rows << "-row buffer");
   }
+}
+
+namespace {
+// Runs a blocking collective and returns the seconds it took on the host.
+template <typename F>
+double timed(F&& f) {
+  const auto start = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+}  // namespace
+
+CommRequest Communicator::completed_request(double seconds) {
+  default_busy_s_.push_back(seconds);
+  return static_cast<CommRequest>(default_busy_s_.size()) - 1;
+}
+
+CommRequest Communicator::start_alltoallv(Group g, Mat send,
+                                          std::span<const std::int64_t> send_rows,
+                                          std::span<const std::int64_t> send_offsets, Mat recv,
+                                          std::span<const std::int64_t> recv_rows,
+                                          std::span<const std::int64_t> recv_offsets, CommLane) {
+  return completed_request(
+      timed([&] { alltoallv(g, send, send_rows, send_offsets, recv, recv_rows, recv_offsets); }));
+}
+
+CommRequest Communicator::start_allreduce_sum(Group g, Mat buf, CommLane) {
+  return completed_request(timed([&] { allreduce_sum(g, buf); }));
+}
+
+CommRequest Communicator::start_reduce_scatter_sum(Group g, Mat buf, Mat shard, CommLane) {
+  return completed_request(timed([&] { reduce_scatter_sum(g, buf, shard); }));
+}
+
+CommRequest Communicator::start_allgather(Group g, Mat shard, Mat buf, CommLane) {
+  return completed_request(timed([&] { allgather(g, shard, buf); }));
+}
+
+void Communicator::wait(CommRequest r) {
+  MB_CHECK(r >= 0 && r < static_cast<CommRequest>(default_busy_s_.size()),
+           "wait on unknown communication request " << r);
+}
+
+double Communicator::busy_time_s(CommRequest r) {
+  MB_CHECK(r >= 0 && r < static_cast<CommRequest>(default_busy_s_.size()),
+           "busy_time_s of unknown communication request " << r);
+  return default_busy_s_[static_cast<std::size_t>(r)];
+}
+
+void Communicator::clear_requests() {
+  default_busy_s_.clear();
 }
 
 }  // namespace moebench

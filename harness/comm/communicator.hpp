@@ -34,6 +34,14 @@ void check_alltoallv_layout(Group g, int group_size, Mat send,
                             std::span<const std::int64_t> recv_rows,
                             std::span<const std::int64_t> recv_offsets);
 
+// An operation started by one of Communicator's start_* calls; valid until clear_requests().
+using CommRequest = int;
+
+// Which queue a started operation runs on. Operations on one lane complete in the order they were
+// started; the two lanes run concurrently (nccl: two streams), so gradient buckets in flight on
+// the background lane do not hold up the next layer's all-to-all on the critical lane.
+enum class CommLane { critical, background };
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -59,10 +67,37 @@ class Communicator {
   virtual void reduce_scatter_sum(Group g, Mat buf, Mat shard) = 0;
   // Every rank's `shard` concatenated in rank order into `buf`.
   virtual void allgather(Group g, Mat shard, Mat buf) = 0;
+  // Non-blocking forms of the four collectives (the same arguments and checks). The operation
+  // starts after the compute work issued so far and proceeds while later compute is issued;
+  // wait(r) orders everything issued after it (compute, and the host on host-memory backends)
+  // after its completion. Buffers must not be touched between start and wait. Every member of
+  // the group starts the same operations in the same order. The defaults run the blocking call.
+  virtual CommRequest start_alltoallv(Group g, Mat send, std::span<const std::int64_t> send_rows,
+                                      std::span<const std::int64_t> send_offsets, Mat recv,
+                                      std::span<const std::int64_t> recv_rows,
+                                      std::span<const std::int64_t> recv_offsets, CommLane lane);
+  virtual CommRequest start_allreduce_sum(Group g, Mat buf, CommLane lane);
+  virtual CommRequest start_reduce_scatter_sum(Group g, Mat buf, Mat shard, CommLane lane);
+  virtual CommRequest start_allgather(Group g, Mat shard, Mat buf, CommLane lane);
+  virtual void wait(CommRequest r);
+  // The operation's own duration in seconds, once it has completed (after wait() and
+  // synchronize()): nccl times it with events on its stream; the host backends count the time
+  // spent inside the library for it (issue and wait), since the host does the work.
+  virtual double busy_time_s(CommRequest r);
+  // Forgets every request (all must have been waited for); a new step starts at request 0.
+  virtual void clear_requests();
+
   // Returns when every member of the group has called it (after this rank's issued work is done).
   virtual void barrier(Group g) = 0;
   // Waits until every previously issued operation of this communicator has completed.
   virtual void synchronize() = 0;
+
+ protected:
+  // The default start_* bookkeeping: a completed request that took `seconds`.
+  CommRequest completed_request(double seconds);
+
+ private:
+  std::vector<double> default_busy_s_;
 };
 
 }  // namespace moebench

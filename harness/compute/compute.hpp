@@ -7,6 +7,7 @@
 // `synchronize()` waits for all of it. Ops that "accumulate" add into their output.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -58,6 +59,12 @@ struct RouterParams {
   std::uint64_t seed = 0;
 };
 
+// The precision of the linear layers' GEMMs (--precision): `standard` is the backend's storage
+// precision (cpu FP32, cuda BF16, FP32 accumulation); `fp8` quantises both inputs of each GEMM
+// to E4M3 with one scale per tensor (amax / 448), multiplies with FP32 accumulation and writes
+// the output in the storage precision. Attention's core, norms and the router never change.
+enum class LinearPrecision { standard, fp8 };
+
 class Compute {
  public:
   virtual ~Compute() = default;
@@ -95,6 +102,37 @@ class Compute {
   // Independent GEMMs with the same transposes (the experts' MLPs).
   virtual void grouped_gemm(bool trans_a, bool trans_b, float alpha, std::span<const GemmProblem> p,
                             float beta) = 0;
+
+  // The linear layers' GEMMs (attention projections, dense and shared MLPs, routed experts):
+  // as gemm() and grouped_gemm(), in the precision set_linear_precision() chose. The router's
+  // GEMMs and attention's core are not linear layers in this sense and call gemm().
+  virtual void set_linear_precision(LinearPrecision p);
+  LinearPrecision linear_precision() const { return linear_precision_; }
+  virtual void linear_gemm(bool trans_a, bool trans_b, float alpha, Mat a, Mat b, float beta,
+                           Mat c) {
+    gemm(trans_a, trans_b, alpha, a, b, beta, c);
+  }
+  virtual void linear_grouped_gemm(bool trans_a, bool trans_b, float alpha,
+                                   std::span<const GemmProblem> p, float beta) {
+    grouped_gemm(trans_a, trans_b, alpha, p, beta);
+  }
+
+  // Timing marks, in stream order and without synchronising: mark() records the point the
+  // backend's work has reached (host backends: now; cuda: an event on its stream) and returns its
+  // index; after synchronize(), mark_times_s() gives every mark since clear_marks() in seconds
+  // since the first of them.
+  virtual int mark() {
+    host_marks_.push_back(std::chrono::steady_clock::now());
+    return static_cast<int>(host_marks_.size()) - 1;
+  }
+  virtual std::vector<double> mark_times_s() {
+    std::vector<double> t;
+    for (const auto& m : host_marks_) {
+      t.push_back(std::chrono::duration<double>(m - host_marks_.front()).count());
+    }
+    return t;
+  }
+  virtual void clear_marks() { host_marks_.clear(); }
 
   // RMSNorm over each row: y = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps) (saved, rows x 1).
   virtual void rmsnorm_forward(Mat x, Mat weight, float eps, Mat y, Mat rstd) = 0;
@@ -145,6 +183,12 @@ class Compute {
 
   // AdamW on a flat parameter range; m and v are the optimiser's FP32 moments.
   virtual void adamw(const AdamWStep& s, Mat param, Mat grad, Mat m, Mat v) = 0;
+
+ protected:
+  LinearPrecision linear_precision_ = LinearPrecision::standard;
+
+ private:
+  std::vector<std::chrono::steady_clock::time_point> host_marks_;
 };
 
 // Creates a compute backend by name ("cpu", or "cuda" when built with CUDA). local_rank picks

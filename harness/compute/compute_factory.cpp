@@ -20,6 +20,13 @@ std::string available() {
 
 }  // namespace
 
+void Compute::set_linear_precision(LinearPrecision p) {
+  if (p != LinearPrecision::standard) {
+    throw UsageError("--precision fp8 is not available with --backend " + name());
+  }
+  linear_precision_ = p;
+}
+
 std::vector<std::string> compute_backends() {
 #if defined(MOEBENCH_HAVE_CUDA)
   return {"cpu", "cuda"};

@@ -68,6 +68,10 @@ struct StepSample {
   // when a phase mixes collectives or groups
   PerPhase<double> bus_bytes{};
   PerPhase<int> group_size{};  // size of the (largest) group a communication phase ran in
+  // Communication phases: the collectives' own durations (Communicator::busy_time_s), summed.
+  // time_s of such a phase is what the compute stream waited for them (all of it without
+  // --overlap; with it, what stayed exposed).
+  PerPhase<double> busy_s{};
 };
 
 }  // namespace moebench

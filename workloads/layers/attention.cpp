@@ -56,19 +56,19 @@ void MlaAttention::forward(LayerContext& ctx, int layer, Mat x, Mat x1) {
   if (d.q_lora) {
     Mat cq = ensure_rows(c, cq_, d.n, d.ql);
     Mat cqn = ensure_rows(c, cqn_, d.n, d.ql);
-    c.gemm(false, false, 1.0f, xn, p.param(layer, ParamKind::wq_a), 0.0f, cq);
+    c.linear_gemm(false, false, 1.0f, xn, p.param(layer, ParamKind::wq_a), 0.0f, cq);
     c.rmsnorm_forward(cq, p.param(layer, ParamKind::q_norm), eps, cqn,
                       ensure_rows(c, rstd_q_, d.n, 1, DType::f32));
-    c.gemm(false, false, 1.0f, cqn, p.param(layer, ParamKind::wq_b), 0.0f, q);
+    c.linear_gemm(false, false, 1.0f, cqn, p.param(layer, ParamKind::wq_b), 0.0f, q);
   } else {
-    c.gemm(false, false, 1.0f, xn, p.param(layer, ParamKind::wq), 0.0f, q);
+    c.linear_gemm(false, false, 1.0f, xn, p.param(layer, ParamKind::wq), 0.0f, q);
   }
   const std::int64_t seq = ctx.config.workload.seq_len;
   c.rope_forward(q, seq, d.heads, d.dq, d.dn, d.dr, theta);
 
   // The kv down-projection also produces the shared rope key.
   Mat ckv_full = ensure_rows(c, ckv_full_, d.n, d.kvl + d.dr);
-  c.gemm(false, false, 1.0f, xn, p.param(layer, ParamKind::wkv_a), 0.0f, ckv_full);
+  c.linear_gemm(false, false, 1.0f, xn, p.param(layer, ParamKind::wkv_a), 0.0f, ckv_full);
   Mat ckv = ensure_rows(c, ckv_, d.n, d.kvl);
   Mat krope = ensure_rows(c, krope_, d.n, d.dr);
   c.copy(ckv_full.col_slice(0, d.kvl), ckv);
@@ -78,7 +78,7 @@ void MlaAttention::forward(LayerContext& ctx, int layer, Mat x, Mat x1) {
   c.rmsnorm_forward(ckv, p.param(layer, ParamKind::kv_norm), eps, ckvn,
                     ensure_rows(c, rstd_kv_, d.n, 1, DType::f32));
   Mat kv = ensure_rows(c, kv_, d.n, d.heads * (d.dn + d.dv));
-  c.gemm(false, false, 1.0f, ckvn, p.param(layer, ParamKind::wkv_b), 0.0f, kv);
+  c.linear_gemm(false, false, 1.0f, ckvn, p.param(layer, ParamKind::wkv_b), 0.0f, kv);
 
   // Per head: k = [k_nope | shared k_rope], v from the kv up-projection.
   Mat k = ensure_rows(c, k_, d.n, d.heads * d.dq);
@@ -95,7 +95,7 @@ void MlaAttention::forward(LayerContext& ctx, int layer, Mat x, Mat x1) {
   c.attention_forward(attention_shape(ctx, d), q, k, v, o, stats);
 
   c.copy(x, x1);
-  c.gemm(false, false, 1.0f, o, p.param(layer, ParamKind::wo), 1.0f, x1);
+  c.linear_gemm(false, false, 1.0f, o, p.param(layer, ParamKind::wo), 1.0f, x1);
   ctx.add_flops(Phase::attention,
                 static_cast<double>(d.n) * mla_flops_per_token(ctx.config.model, seq));
 }
@@ -111,8 +111,9 @@ void MlaAttention::backward(LayerContext& ctx, int layer, Mat dx1, Mat dx) {
 
   // Output projection.
   Mat d_o = ensure_rows(c, do_, d.n, d.heads * d.dv);
-  c.gemm(false, true, 1.0f, dx1, p.param(layer, ParamKind::wo), 0.0f, d_o);
-  c.gemm(true, false, 1.0f, o_.view().row_slice(0, d.n), dx1, 0.0f, p.grad(layer, ParamKind::wo));
+  c.linear_gemm(false, true, 1.0f, dx1, p.param(layer, ParamKind::wo), 0.0f, d_o);
+  c.linear_gemm(true, false, 1.0f, o_.view().row_slice(0, d.n), dx1, 0.0f,
+                p.grad(layer, ParamKind::wo));
 
   Mat dq = ensure_rows(c, dq_, d.n, d.heads * d.dq);
   Mat dk = ensure_rows(c, dk_, d.n, d.heads * d.dq);
@@ -137,9 +138,9 @@ void MlaAttention::backward(LayerContext& ctx, int layer, Mat dx1, Mat dx) {
 
   // kv path.
   Mat dckvn = ensure_rows(c, dckvn_, d.n, d.kvl);
-  c.gemm(false, true, 1.0f, dkv, p.param(layer, ParamKind::wkv_b), 0.0f, dckvn);
-  c.gemm(true, false, 1.0f, ckvn_.view().row_slice(0, d.n), dkv, 0.0f,
-         p.grad(layer, ParamKind::wkv_b));
+  c.linear_gemm(false, true, 1.0f, dkv, p.param(layer, ParamKind::wkv_b), 0.0f, dckvn);
+  c.linear_gemm(true, false, 1.0f, ckvn_.view().row_slice(0, d.n), dkv, 0.0f,
+                p.grad(layer, ParamKind::wkv_b));
   Mat dckv = ensure_rows(c, dckv_, d.n, d.kvl);
   c.rmsnorm_backward(dckvn, ckv_.view().row_slice(0, d.n), p.param(layer, ParamKind::kv_norm),
                      rstd_kv_.view().row_slice(0, d.n), dckv, p.grad(layer, ParamKind::kv_norm));
@@ -147,23 +148,23 @@ void MlaAttention::backward(LayerContext& ctx, int layer, Mat dx1, Mat dx) {
   c.copy(dckv, dckv_full.col_slice(0, d.kvl));
   c.copy(dkrope, dckv_full.col_slice(d.kvl, d.dr));
   Mat dxn = ensure_rows(c, dxn_, d.n, d.h);
-  c.gemm(false, true, 1.0f, dckv_full, p.param(layer, ParamKind::wkv_a), 0.0f, dxn);
-  c.gemm(true, false, 1.0f, xn, dckv_full, 0.0f, p.grad(layer, ParamKind::wkv_a));
+  c.linear_gemm(false, true, 1.0f, dckv_full, p.param(layer, ParamKind::wkv_a), 0.0f, dxn);
+  c.linear_gemm(true, false, 1.0f, xn, dckv_full, 0.0f, p.grad(layer, ParamKind::wkv_a));
 
   // q path.
   if (d.q_lora) {
     Mat dcqn = ensure_rows(c, dcqn_, d.n, d.ql);
-    c.gemm(false, true, 1.0f, dq, p.param(layer, ParamKind::wq_b), 0.0f, dcqn);
-    c.gemm(true, false, 1.0f, cqn_.view().row_slice(0, d.n), dq, 0.0f,
-           p.grad(layer, ParamKind::wq_b));
+    c.linear_gemm(false, true, 1.0f, dq, p.param(layer, ParamKind::wq_b), 0.0f, dcqn);
+    c.linear_gemm(true, false, 1.0f, cqn_.view().row_slice(0, d.n), dq, 0.0f,
+                  p.grad(layer, ParamKind::wq_b));
     Mat dcq = ensure_rows(c, dcq_, d.n, d.ql);
     c.rmsnorm_backward(dcqn, cq_.view().row_slice(0, d.n), p.param(layer, ParamKind::q_norm),
                        rstd_q_.view().row_slice(0, d.n), dcq, p.grad(layer, ParamKind::q_norm));
-    c.gemm(false, true, 1.0f, dcq, p.param(layer, ParamKind::wq_a), 1.0f, dxn);
-    c.gemm(true, false, 1.0f, xn, dcq, 0.0f, p.grad(layer, ParamKind::wq_a));
+    c.linear_gemm(false, true, 1.0f, dcq, p.param(layer, ParamKind::wq_a), 1.0f, dxn);
+    c.linear_gemm(true, false, 1.0f, xn, dcq, 0.0f, p.grad(layer, ParamKind::wq_a));
   } else {
-    c.gemm(false, true, 1.0f, dq, p.param(layer, ParamKind::wq), 1.0f, dxn);
-    c.gemm(true, false, 1.0f, xn, dq, 0.0f, p.grad(layer, ParamKind::wq));
+    c.linear_gemm(false, true, 1.0f, dq, p.param(layer, ParamKind::wq), 1.0f, dxn);
+    c.linear_gemm(true, false, 1.0f, xn, dq, 0.0f, p.grad(layer, ParamKind::wq));
   }
 
   // Input norm, then the residual.

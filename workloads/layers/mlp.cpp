@@ -9,9 +9,9 @@ void SwigluMlp::forward(LayerContext& ctx, Phase phase, Mat w_gate_up, Mat w_dow
   xn_ = xn;
   Mat gate_up = ensure_rows(c, gate_up_, n, 2 * f);
   Mat act = ensure_rows(c, act_, n, f);
-  c.gemm(false, false, 1.0f, xn, w_gate_up, 0.0f, gate_up);
+  c.linear_gemm(false, false, 1.0f, xn, w_gate_up, 0.0f, gate_up);
   c.swiglu_forward(gate_up, act);
-  c.gemm(false, false, 1.0f, act, w_down, 0.0f, y);
+  c.linear_gemm(false, false, 1.0f, act, w_down, 0.0f, y);
   // 3 GEMMs of n x h x f each way, times forward + dgrad + wgrad.
   ctx.add_flops(phase, 3.0 * 3.0 * 2.0 * static_cast<double>(n) * xn.cols * f);
 }
@@ -24,11 +24,11 @@ void SwigluMlp::backward(LayerContext& ctx, Phase phase, Mat w_gate_up, Mat w_do
   const Mat gate_up = gate_up_.view().row_slice(0, n);
   Mat dact = ensure_rows(c, dact_, n, f);
   Mat dgate_up = ensure_rows(c, dgate_up_, n, 2 * f);
-  c.gemm(false, true, 1.0f, dy, w_down, 0.0f, dact);
-  c.gemm(true, false, 1.0f, act_.view().row_slice(0, n), dy, 0.0f, dw_down);
+  c.linear_gemm(false, true, 1.0f, dy, w_down, 0.0f, dact);
+  c.linear_gemm(true, false, 1.0f, act_.view().row_slice(0, n), dy, 0.0f, dw_down);
   c.swiglu_backward(gate_up, dact, dgate_up);
-  c.gemm(false, true, 1.0f, dgate_up, w_gate_up, accumulate ? 1.0f : 0.0f, dxn);
-  c.gemm(true, false, 1.0f, xn_, dgate_up, 0.0f, dw_gate_up);
+  c.linear_gemm(false, true, 1.0f, dgate_up, w_gate_up, accumulate ? 1.0f : 0.0f, dxn);
+  c.linear_gemm(true, false, 1.0f, xn_, dgate_up, 0.0f, dw_gate_up);
 }
 
 }  // namespace moebench

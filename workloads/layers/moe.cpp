@@ -142,9 +142,9 @@ void MoeBlock::experts_forward(LayerContext& ctx, int layer) {
     down.push_back({act.row_slice(first, rows), p.param(layer, ParamKind::expert_down, e),
                     ye.row_slice(first, rows)});
   }
-  c.grouped_gemm(false, false, 1.0f, up, 0.0f);
+  c.linear_grouped_gemm(false, false, 1.0f, up, 0.0f);
   c.swiglu_forward(gate_up, act);
-  c.grouped_gemm(false, false, 1.0f, down, 0.0f);
+  c.linear_grouped_gemm(false, false, 1.0f, down, 0.0f);
   ctx.add_flops(Phase::experts, 3.0 * 3.0 * 2.0 * static_cast<double>(r) * h * f);
 }
 
@@ -239,11 +239,11 @@ void MoeBlock::experts_backward(LayerContext& ctx, int layer, Mat dye, Mat dxe) 
     wgrad_up.push_back({xe.row_slice(first, rows), dgate_up.row_slice(first, rows),
                         p.grad(layer, ParamKind::expert_gate_up, e)});
   }
-  c.grouped_gemm(false, true, 1.0f, dgrad_down, 0.0f);
-  c.grouped_gemm(true, false, 1.0f, wgrad_down, 0.0f);
+  c.linear_grouped_gemm(false, true, 1.0f, dgrad_down, 0.0f);
+  c.linear_grouped_gemm(true, false, 1.0f, wgrad_down, 0.0f);
   c.swiglu_backward(gate_up, dact, dgate_up);
-  c.grouped_gemm(false, true, 1.0f, dgrad_up, 0.0f);
-  c.grouped_gemm(true, false, 1.0f, wgrad_up, 0.0f);
+  c.linear_grouped_gemm(false, true, 1.0f, dgrad_up, 0.0f);
+  c.linear_grouped_gemm(true, false, 1.0f, wgrad_up, 0.0f);
 }
 
 }  // namespace moebench

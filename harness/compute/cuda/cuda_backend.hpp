@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
+#include <vector>
 
 #include "harness/compute/cuda/cuda_check.hpp"
 #include "harness/compute/cuda/cuda_compute.hpp"
@@ -124,6 +125,9 @@ class CudaCompute final : public CudaComputeApi {
   void download_i32(Mat src, std::int32_t* host) override;
   void synchronize() override;
   std::int64_t memory_available_bytes() const override;
+  int mark() override;
+  std::vector<double> mark_times_s() override;
+  void clear_marks() override { marks_used_ = 0; }
 
   void zero(Mat x) override;
   void copy(Mat src, Mat dst) override;
@@ -194,6 +198,8 @@ class CudaCompute final : public CudaComputeApi {
   std::size_t score_budget_ = std::size_t{1} << 30;
   int* error_host_ = nullptr;    // mapped pinned memory: kernels write, the host reads after sync
   int* error_device_ = nullptr;  // the same word as the device sees it
+  std::vector<cudaEvent_t> marks_;  // a pool, reused every step
+  std::size_t marks_used_ = 0;
 };
 
 }  // namespace moebench::cuda

@@ -182,6 +182,28 @@ CudaCompute::~CudaCompute() {
   if (cublas_ != nullptr) (void)cublasDestroy(cublas_);
   if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
   if (error_host_ != nullptr) (void)cudaFreeHost(error_host_);
+  for (cudaEvent_t e : marks_) (void)cudaEventDestroy(e);
+}
+
+int CudaCompute::mark() {
+  if (marks_used_ == marks_.size()) {
+    cudaEvent_t e = nullptr;
+    CUDA_CHECK(cudaEventCreate(&e));
+    marks_.push_back(e);
+  }
+  CUDA_CHECK(cudaEventRecord(marks_[marks_used_], stream_));
+  return static_cast<int>(marks_used_++);
+}
+
+std::vector<double> CudaCompute::mark_times_s() {
+  std::vector<double> t;
+  t.reserve(marks_used_);
+  for (std::size_t i = 0; i < marks_used_; ++i) {
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, marks_[0], marks_[i]));
+    t.push_back(1e-3 * static_cast<double>(ms));
+  }
+  return t;
 }
 
 unsigned CudaCompute::blocks_for(std::int64_t n, int threads) const {
