@@ -69,6 +69,7 @@ RunConfig bench_run_config(const ModelConfig& m, int ep, std::int64_t seq_len, s
   c.steps = steps;
   c.backend = backend;
   c.precision = bench_precision(backend, precision);
+  c.fp8_emulated = c.precision == "fp8" && backend == "cpu";
   c.comm = "local";
   c.blas_threads = blas_threads;
   validate(c);
@@ -112,11 +113,9 @@ std::optional<double> known_bf16_peak_tflops(const std::string& device_name) {
 std::string bench_precision(const std::string& backend, const std::string& requested) {
   const std::string native = backend == "cpu" ? "fp32" : "bf16";
   if (requested.empty() || requested == native) return native;
-  if (requested == "fp8" && backend != "cpu") {
-    throw UsageError("--precision fp8 is not implemented yet; use --precision bf16");
-  }
+  if (requested == "fp8") return requested;
   throw UsageError("--precision " + requested + " is not available with --backend " + backend +
-                   "; valid: " + native);
+                   "; valid: " + native + " or fp8");
 }
 
 std::vector<std::int64_t> parse_layer_list(const std::string& text) {

@@ -77,8 +77,9 @@ double dense_gemm_flops(std::int64_t n);
 // name as the driver reports it; nullopt for an unknown device or the cpu backend.
 std::optional<double> known_bf16_peak_tflops(const std::string& device_name);
 
-// The step's arithmetic on `backend` (cpu: fp32, cuda: bf16) for --precision `requested` (empty:
-// the backend's own), as `moebench run` resolves it; UsageError for any other.
+// The step's arithmetic on `backend` (cpu: fp32, cuda: bf16, or fp8 on either: the linear
+// layers' GEMMs in E4M3, emulated on cpu) for --precision `requested` (empty: the backend's own),
+// as `moebench run` resolves it; UsageError for any other.
 std::string bench_precision(const std::string& backend, const std::string& requested);
 
 // "1,4" -> {1, 4}: positive, strictly increasing. UsageError otherwise.

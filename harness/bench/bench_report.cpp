@@ -123,6 +123,11 @@ double LayerStackResult::forward_backward_flop_rate() const {
   return rate(accounting.flops_per_step, forward_backward_time_s.median);
 }
 
+double reference_dense_rate(const BenchRecord& r) {
+  if (r.meta.precision == "fp8" && r.dense_fp8) return r.dense_fp8->flop_rate();
+  return r.dense.flop_rate();
+}
+
 nlohmann::ordered_json make_bench_report(const BenchRecord& r) {
   nlohmann::ordered_json j;
   j["schema_version"] = kBenchSchemaVersion;
@@ -159,6 +164,23 @@ nlohmann::ordered_json make_bench_report(const BenchRecord& r) {
        r.dense.events_time_s
            ? nlohmann::ordered_json(rate(r.dense.flops, *r.dense.events_time_s) / 1e12)
            : nlohmann::ordered_json(nullptr)}};
+  if (r.dense_fp8) {
+    const double fp8_rate = r.dense_fp8->flop_rate();
+    res["dense_gemm_fp8"] = {{"n", r.dense_fp8->n},
+                             {"flops", r.dense_fp8->flops},
+                             {"time_s", to_json(r.dense_fp8->time_s)},
+                             {"tflops", fp8_rate / 1e12},
+                             {"fp8_over_dense", rate(fp8_rate, dense_rate)},
+                             {"includes",
+                              "per-tensor amax, scales and E4M3 quantisation of both "
+                              "operands, as every linear GEMM of the step"}};
+  } else {
+    res["dense_gemm_fp8"] = nullptr;
+  }
+  if (r.fp8_counts) {
+    res["fp8_gemms"] = {{"fp8", r.fp8_counts->gemms}, {"bf16_fallbacks", r.fp8_counts->fallbacks}};
+  }
+  const double expert_reference = reference_dense_rate(r);
   nlohmann::ordered_json cases = nlohmann::ordered_json::array();
   for (const GemmCaseResult& g : r.experts.cases) {
     const GroupedGemmCase& s = g.gemm;
@@ -173,9 +195,9 @@ nlohmann::ordered_json make_bench_report(const BenchRecord& r) {
                      {"flops", s.flops()},
                      {"time_s", to_json(g.time_s)},
                      {"tflops", g.flop_rate() / 1e12},
-                     {"ratio_to_dense", rate(g.flop_rate(), dense_rate)}});
+                     {"ratio_to_dense", rate(g.flop_rate(), expert_reference)}});
   }
-  const double ratio = rate(r.experts.flop_rate(), dense_rate);
+  const double ratio = rate(r.experts.flop_rate(), expert_reference);
   res["expert_gemms"] = {{"cases", cases},
                          {"flops", r.experts.flops()},
                          {"time_s", r.experts.time_s()},
@@ -216,7 +238,20 @@ std::string format_bench_table(const BenchRecord& r) {
     os << "; CUDA events: "
        << fmt("%.4g TFLOP/s", rate(r.dense.flops, *r.dense.events_time_s) / 1e12);
   }
+  if (r.dense_fp8) {
+    const double fp8_rate = r.dense_fp8->flop_rate();
+    os << "\n# dense GEMM " << r.dense_fp8->n
+       << "^3 in fp8 (with quantisation): " << fmt("%.3f ms", r.dense_fp8->time_s.median * 1e3)
+       << ", " << fmt("%.4g TFLOP/s", fp8_rate / 1e12) << ", "
+       << fmt("%.2fx", rate(fp8_rate, dense_rate)) << " the "
+       << (m.backend == "cpu" ? "fp32" : "bf16") << " rate";
+  }
+  if (r.fp8_counts) {
+    os << "\n# fp8 linear GEMMs: " << r.fp8_counts->gemms << " in fp8, " << r.fp8_counts->fallbacks
+       << " fell back to bf16";
+  }
   os << "\n#\n";
+  const double expert_reference = reference_dense_rate(r);
 
   char line[160];
   std::snprintf(line, sizeof line, "# %-14s %5s %7s %7s %7s %10s %9s %9s\n", "expert GEMMs",
@@ -227,10 +262,10 @@ std::string format_bench_table(const BenchRecord& r) {
     std::snprintf(line, sizeof line, "  %-14s %5lld %7lld %7lld %7lld %10.3f %9.4g %9.3f\n",
                   s.name.c_str(), static_cast<long long>(s.count), static_cast<long long>(s.m),
                   static_cast<long long>(s.n), static_cast<long long>(s.k), g.time_s.median * 1e3,
-                  g.flop_rate() / 1e12, rate(g.flop_rate(), dense_rate));
+                  g.flop_rate() / 1e12, rate(g.flop_rate(), expert_reference));
     os << line;
   }
-  const double ratio = rate(r.experts.flop_rate(), dense_rate);
+  const double ratio = rate(r.experts.flop_rate(), expert_reference);
   std::snprintf(line, sizeof line,
                 "  %-14s %5s %7s %7s %7s %10.3f %9.4g %9.3f  (target >= %.2f: %s)\n", "all six", "",
                 "", "", "", r.experts.time_s() * 1e3, r.experts.flop_rate() / 1e12, ratio,

@@ -28,7 +28,7 @@ struct BenchMeta {
   std::string start_time;  // ISO 8601, UTC
   std::string host;
   std::string backend;
-  std::string precision;  // "bf16" (cuda) or "fp32" (cpu)
+  std::string precision;  // "bf16" (cuda), "fp32" (cpu) or "fp8" (--precision fp8)
   std::string blas;
   std::string build_type;
   std::string compiler;
@@ -74,6 +74,13 @@ struct LayerStackResult {
   double forward_backward_flop_rate() const;
 };
 
+// --precision fp8 on the cuda backend: how many linear GEMMs ran FP8 and how many fell back to
+// BF16 (no cuBLASLt FP8 algorithm for their shape), over the whole probe.
+struct Fp8Counts {
+  std::int64_t gemms = 0;
+  std::int64_t fallbacks = 0;
+};
+
 struct BenchRecord {
   BenchMeta meta;
   ModelConfig model;  // the real model the rank belongs to
@@ -81,10 +88,17 @@ struct BenchRecord {
   int warmup = 0;
   int iterations = 0;
   PeakRate peak;
-  DenseGemmResult dense;
-  ExpertGemmResult experts;
+  DenseGemmResult dense;  // BF16 on cuda (the roofline reference), FP32 on cpu
+  // The same n through linear_gemm in FP8 (cuda: always where the device has FP8 tensor cores;
+  // cpu: the emulation, with --precision fp8 only).
+  std::optional<DenseGemmResult> dense_fp8;
+  ExpertGemmResult experts;  // in the step's precision (--precision)
+  std::optional<Fp8Counts> fp8_counts;
   std::vector<LayerStackResult> stacks;  // one per --layers value
 };
+
+// The dense rate the experts are compared with: the FP8 one when the probe ran in fp8.
+double reference_dense_rate(const BenchRecord& r);
 
 nlohmann::ordered_json make_bench_report(const BenchRecord& r);
 std::string format_bench_table(const BenchRecord& r);

@@ -121,6 +121,26 @@ DenseGemmResult measure_dense(Compute& c, std::int64_t n, int warmup, int iterat
   return r;
 }
 
+// The dense GEMM at the same n through linear_gemm in FP8: the quantisation of both operands is
+// part of every FP8 linear GEMM of the step, so it is part of this time too. Leaves the backend's
+// linear precision as it found it.
+DenseGemmResult measure_dense_fp8(Compute& c, std::int64_t n, int warmup, int iterations) {
+  const LinearPrecision before = c.linear_precision();
+  c.set_linear_precision(LinearPrecision::fp8);
+  DenseGemmResult r;
+  r.n = n;
+  r.flops = dense_gemm_flops(n);
+  {
+    Tensor a = c.alloc(n, n), b = c.alloc(n, n), out = c.alloc(n, n);
+    c.fill_random(a, 11, 1, 1.0f);
+    c.fill_random(b, 11, 2, 1.0f);
+    r.time_s = time_calls(c, warmup, iterations,
+                          [&] { c.linear_gemm(false, false, 1.0f, a, b, 0.0f, out); });
+  }
+  c.set_linear_precision(before);
+  return r;
+}
+
 GemmCaseResult measure_grouped(Compute& c, const GroupedGemmCase& g, int warmup, int iterations) {
   const double bpe = static_cast<double>(dtype_size(c.activation_dtype()));
   const std::int64_t e = g.count;
@@ -142,8 +162,9 @@ GemmCaseResult measure_grouped(Compute& c, const GroupedGemmCase& g, int warmup,
   }
   GemmCaseResult r;
   r.gemm = g;
+  // linear_grouped_gemm: the experts' GEMMs in the step's precision (--precision).
   r.time_s = time_calls(c, warmup, iterations,
-                        [&] { c.grouped_gemm(g.trans_a, g.trans_b, 1.0f, problems, 0.0f); });
+                        [&] { c.linear_grouped_gemm(g.trans_a, g.trans_b, 1.0f, problems, 0.0f); });
   return r;
 }
 
@@ -224,6 +245,8 @@ int bench_command(const CliOptions& o) {
   std::unique_ptr<Compute> compute = make_compute(b.backend, 0, b.blas_threads);
   Compute& c = *compute;
   const std::string host = host_name();
+  const bool fp8 = bench_precision(b.backend, b.precision) == "fp8";
+  if (fp8) c.set_linear_precision(LinearPrecision::fp8);  // UsageError without FP8 tensor cores
 
   BenchRecord r;
   r.meta = make_meta(o, c, start, host);
@@ -238,6 +261,27 @@ int bench_command(const CliOptions& o) {
 
   progress("dense GEMM " + std::to_string(plan.gemm_n) + "^3");
   r.dense = measure_dense(c, plan.gemm_n, b.warmup, b.iterations);
+  auto* cuda = dynamic_cast<CudaComputeApi*>(&c);
+  // cuda: the FP8 rate beside the BF16 one whenever the device has FP8 tensor cores (the "fp8
+  // faster than bf16" comparison needs both); cpu: only when asked, it measures the emulation.
+  bool fp8_capable = fp8;
+  if (cuda != nullptr && !fp8) {
+    try {
+      c.set_linear_precision(LinearPrecision::fp8);
+      c.set_linear_precision(LinearPrecision::standard);
+      fp8_capable = true;
+    } catch (const UsageError&) {
+      progress("no FP8 tensor cores: dense GEMM in fp8 skipped");
+    }
+  }
+  if (fp8_capable) {
+    progress("dense GEMM " + std::to_string(plan.gemm_n) + "^3 in fp8");
+    check_fits(
+        3.0 * static_cast<double>(plan.gemm_n * plan.gemm_n) * dtype_size(c.activation_dtype()) +
+            2.0 * static_cast<double>(plan.gemm_n * plan.gemm_n),
+        c, "the fp8 dense GEMM");
+    r.dense_fp8 = measure_dense_fp8(c, plan.gemm_n, b.warmup, b.iterations);
+  }
   progress("expert grouped GEMMs");
   for (const GroupedGemmCase& g :
        expert_gemm_cases(plan.share.local_experts, plan.share.rows_per_expert,
@@ -248,6 +292,8 @@ int bench_command(const CliOptions& o) {
     progress(std::to_string(config.workload.layers) + "-layer training step");
     r.stacks.push_back(measure_stack(c, config, host));
   }
+
+  if (cuda != nullptr && fp8) r.fp8_counts = Fp8Counts{cuda->fp8_gemms(), cuda->fp8_fallbacks()};
 
   if (!b.quiet) std::cout << format_bench_table(r) << std::flush;
   if (!b.out.empty()) {

@@ -1,5 +1,7 @@
 #include "harness/cli/options.hpp"
 
+#include <sstream>
+
 #include <CLI/CLI.hpp>
 
 #include "harness/comm/communicator_factory.hpp"
@@ -36,35 +38,52 @@ void add_workload_flags(CLI::App* app, WorkloadFlags& w) {
                   "communication backend: mpi (default; staged through host memory on a GPU "
                   "backend, so ranks may share a GPU) or nccl (--backend cuda, one GPU per rank)");
   app->add_option("--precision", w.precision,
-                  "arithmetic: fp32 (cpu backend), bf16 (cuda backend; fp8 is not implemented "
-                  "yet); default the backend's own");
+                  "arithmetic: fp32 (cpu backend), bf16 (cuda backend), or fp8 (the linear "
+                  "layers' GEMMs in E4M3; emulated on the cpu backend); default the backend's own");
   app->add_option("--blas-threads", w.blas_threads, "BLAS threads per rank (default 1)");
   app->add_option("--comm-barrier", w.comm_barrier,
                   "on|off: collectives start after a barrier of their group, the wait timed as "
                   "comm_wait (default on)");
+  app->add_option("--overlap", w.overlap,
+                  "on|off: the shared expert computes during the dispatch, gradients are reduced "
+                  "in buckets during the backward (ZeRO-1: one reduce-scatter per group, started "
+                  "once the group's gradients are final) (default on)");
+  app->add_option("--grad-bucket-mb", w.grad_bucket_mb,
+                  "with --overlap on: merge whole layers into a gradient bucket until it holds at "
+                  "least this many MiB (default 80, Megatron-LM's 40M BF16 elements; 0: one "
+                  "bucket per layer)");
 }
 
-// The backend's arithmetic, or UsageError when --precision asks for another.
+// The backend's arithmetic, or fp8 (the linear layers' GEMMs in E4M3; emulated on the cpu
+// backend), or UsageError when --precision asks for another.
 std::string resolve_precision(const std::string& backend, const std::string& requested) {
   const std::string native = backend == "cpu" ? "fp32" : "bf16";
-  if (requested.empty() || requested == native) return native;
-  if (requested == "fp8" && backend == "cuda") {
-    throw UsageError(
-        "--precision fp8 is not implemented yet (the cuda backend's GEMMs run BF16 with FP32 "
-        "accumulation); use --precision bf16");
+  if (requested.empty() || requested == native || requested == "fp8") {
+    return requested.empty() ? native : requested;
   }
-  if (requested == "fp32" || requested == "bf16" || requested == "fp8") {
+  if (requested == "fp32" || requested == "bf16") {
     throw UsageError("--precision " + requested + " is not available with --backend " + backend +
-                     "; valid: " + native);
+                     "; valid: " + native + " or fp8");
   }
   throw UsageError("--precision " + requested +
-                   ": expected fp32 (--backend cpu) or bf16 (--backend cuda)");
+                   ": expected fp32 (--backend cpu), bf16 (--backend cuda) or fp8");
 }
 
 bool on_off(const std::string& flag, const std::string& v) {
   if (v == "on") return true;
   if (v == "off") return false;
   throw UsageError(flag + " " + v + ": expected on or off");
+}
+
+// --grad-bucket-mb in bytes; up to 1 TiB, far above any layer's gradients.
+std::int64_t grad_bucket_bytes(double mib) {
+  if (!(mib >= 0 && mib <= 1048576)) {
+    std::ostringstream text;
+    text << mib;
+    throw UsageError("--grad-bucket-mb " + text.str() +
+                     ": expected a size in MiB from 0 (one bucket per layer) to 1048576");
+  }
+  return static_cast<std::int64_t>(mib * 1048576.0);
 }
 
 }  // namespace
@@ -128,7 +147,9 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   bench->add_option("--seq-len", b.seq_len, "tokens per micro-batch (default the preset's)");
   bench->add_option("--gemm-n", b.gemm_n, "dense reference GEMM size (default 8192; cpu 1024)");
   bench->add_option("--layers", b.layers, "layer counts of the step, e.g. 1,4 (default 1,4)");
-  bench->add_option("--precision", b.precision, "fp32 (cpu) or bf16 (cuda); default the backend's");
+  bench->add_option("--precision", b.precision,
+                    "fp32 (cpu), bf16 (cuda) or fp8 (the step's linear GEMMs in E4M3); default the "
+                    "backend's");
   bench->add_option("--optimizer", b.optimizer, "adamw|none in the step (default adamw)");
   bench->add_option("--peak-tflops", b.peak_tflops, "BF16 peak (default: known GPUs' datasheet)");
   bench->add_option("--warmup", b.warmup, "untimed iterations first (default 2)");
@@ -180,6 +201,8 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
     }
     on_off("--attention", o.workload.attention);
     on_off("--comm-barrier", o.workload.comm_barrier);
+    on_off("--overlap", o.workload.overlap);
+    grad_bucket_bytes(o.workload.grad_bucket_mb);
     parse_routing(o.workload.routing);  // a bad --routing fails here, before MPI starts
     if (o.workload.grad_reduce != "allreduce" && o.workload.grad_reduce != "reduce-scatter") {
       throw UsageError("--grad-reduce " + o.workload.grad_reduce +
@@ -232,10 +255,13 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
   c.comm = w.comm;
   c.blas_threads = w.blas_threads;
   c.comm_barrier = on_off("--comm-barrier", w.comm_barrier);
+  c.overlap = on_off("--overlap", w.overlap);
+  c.grad_bucket_bytes = grad_bucket_bytes(w.grad_bucket_mb);
   c.test_corrupt_dispatch_rank = o.test_corrupt_dispatch_rank;
   validate(c);
   check_comm_backend(c.comm, c.backend);
   c.precision = resolve_precision(c.backend, w.precision);
+  c.fp8_emulated = c.precision == "fp8" && c.backend == "cpu";
   if (!(o.timeout_s > 0)) {
     throw UsageError("--timeout " + std::to_string(o.timeout_s) + ": must be > 0 seconds");
   }

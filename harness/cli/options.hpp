@@ -33,6 +33,8 @@ struct WorkloadFlags {
   std::string precision;  // empty: the backend's own (cpu fp32, cuda bf16)
   int blas_threads = 1;
   std::string comm_barrier = "on";
+  std::string overlap = "on";
+  double grad_bucket_mb = 80;  // MiB; RunConfig::grad_bucket_bytes says why
 };
 
 // `moebench report`: run reports in, a scaling report out (a plain file tool: no MPI).

@@ -34,7 +34,12 @@ Setup prepare(const CliOptions& o, MpiRuntime& rt) {
   s.config = resolve_run_config(o, rt.size());
   s.topo = rt.topology(s.config.layout.ep, s.config.layout.ranks_per_node);
   s.compute = make_compute(s.config.backend, s.topo.local_rank, s.config.blas_threads);
-  s.config.precision = s.compute->activation_dtype() == DType::bf16 ? "bf16" : "fp32";
+  if (s.config.precision == "fp8") {
+    // UsageError where the device has no FP8 tensor cores.
+    s.compute->set_linear_precision(LinearPrecision::fp8);
+  } else {
+    s.config.precision = s.compute->activation_dtype() == DType::bf16 ? "bf16" : "fp32";
+  }
   const std::size_t bpe = dtype_size(s.compute->activation_dtype());
   s.memory = estimate_memory(s.config, bpe);
   const double reference = s.config.verify ? estimate_reference_memory(s.config, bpe).total() : 0.0;
@@ -165,6 +170,10 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
   record.collective_bytes = collective_bytes(c, dtype_size(compute.activation_dtype()));
   record.memory = s.memory;
   record.results = gather_results(rt, s.topo, samples, c, record.instantiated);
+  for (const GradBucket& b : step.grad_buckets()) {
+    ++(b.group == ParamGroup::dense ? record.results.grad_buckets_dense
+                                    : record.results.grad_buckets_expert);
+  }
   record.verification = verification;
 
   if (rt.rank() == 0) {

@@ -54,8 +54,8 @@ double timed(F&& f) {
 }  // namespace
 
 CommRequest Communicator::completed_request(double seconds) {
-  default_busy_s_.push_back(seconds);
-  return static_cast<CommRequest>(default_busy_s_.size()) - 1;
+  default_requests_.push_back(DefaultRequest{seconds, false});
+  return static_cast<CommRequest>(default_requests_.size()) - 1;
 }
 
 CommRequest Communicator::start_alltoallv(Group g, Mat send,
@@ -80,18 +80,23 @@ CommRequest Communicator::start_allgather(Group g, Mat shard, Mat buf, CommLane)
 }
 
 void Communicator::wait(CommRequest r) {
-  MB_CHECK(r >= 0 && r < static_cast<CommRequest>(default_busy_s_.size()),
+  MB_CHECK(r >= 0 && r < static_cast<CommRequest>(default_requests_.size()),
            "wait on unknown communication request " << r);
+  default_requests_[static_cast<std::size_t>(r)].waited = true;
 }
 
 double Communicator::busy_time_s(CommRequest r) {
-  MB_CHECK(r >= 0 && r < static_cast<CommRequest>(default_busy_s_.size()),
+  MB_CHECK(r >= 0 && r < static_cast<CommRequest>(default_requests_.size()),
            "busy_time_s of unknown communication request " << r);
-  return default_busy_s_[static_cast<std::size_t>(r)];
+  return default_requests_[static_cast<std::size_t>(r)].busy_s;
 }
 
 void Communicator::clear_requests() {
-  default_busy_s_.clear();
+  for (std::size_t i = 0; i < default_requests_.size(); ++i) {
+    MB_CHECK(default_requests_[i].waited,
+             "clear_requests with communication request " << i << " not waited for");
+  }
+  default_requests_.clear();
 }
 
 }  // namespace moebench

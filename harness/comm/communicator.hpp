@@ -84,7 +84,9 @@ class Communicator {
   // synchronize()): nccl times it with events on its stream; the host backends count the time
   // spent inside the library for it (issue and wait), since the host does the work.
   virtual double busy_time_s(CommRequest r);
-  // Forgets every request (all must have been waited for); a new step starts at request 0.
+  // Forgets every request; a new step starts at request 0. RuntimeError, forgetting nothing, if
+  // one was never passed to wait() (synchronize() completes it but orders nothing after it on
+  // the device, so that is a missing wait all the same).
   virtual void clear_requests();
 
   // Returns when every member of the group has called it (after this rank's issued work is done).
@@ -97,7 +99,11 @@ class Communicator {
   CommRequest completed_request(double seconds);
 
  private:
-  std::vector<double> default_busy_s_;
+  struct DefaultRequest {
+    double busy_s = 0;
+    bool waited = false;
+  };
+  std::vector<DefaultRequest> default_requests_;
 };
 
 }  // namespace moebench

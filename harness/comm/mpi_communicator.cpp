@@ -1,11 +1,23 @@
-// The mpi communication backend: blocking MPI collectives on host buffers. Rows travel as one
-// contiguous MPI datatype per row so that element counts of large buffers still fit MPI's int.
+// The mpi communication backend: MPI collectives on host buffers. Rows travel as one contiguous
+// MPI datatype per row so that element counts of large buffers still fit MPI's int.
+//
+// The start_* forms are MPI's non-blocking collectives, issued at once: MPI matches the
+// collectives of a communicator, blocking and non-blocking alike, in the order each rank issues
+// them, so a started collective keeps its place among the blocking calls on its group exactly as
+// if it were one of them. The two lanes need nothing of their own: each group is its own MPI
+// communicator, and operations on different communicators progress independently. OpenMPI has no
+// progress thread by default, so most of a started collective's work happens inside wait() (or
+// inside any other MPI call made meanwhile); its busy time is the host time spent in MPI for it.
+#include <chrono>
 #include <climits>
 #include <cstdint>
+#include <deque>
+#include <exception>
 #include <map>
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <mpi.h>
@@ -35,6 +47,30 @@ void check_f32_contiguous(const Mat& m, const char* op, const char* which) {
 const char* bytes_of(const Mat& m) {
   return static_cast<const char*>(m.data);
 }
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// A started collective until clear_requests().
+struct PendingOp {
+  MPI_Request request = MPI_REQUEST_NULL;
+  const char* wait_call = "";  // "MPI_Wait (MPI_Iallreduce)", for the error message
+  double busy_s = 0;           // host seconds inside MPI for it: the start and the wait
+  bool done = false;           // MPI_Wait returned
+  bool waited = false;         // passed to wait()
+  // MPI_Ialltoallv reads its count and displacement arrays until the operation completes.
+  std::vector<int> counts;
+};
+
+// The int arguments of an all-gather: elements per rank, and whether the shard already sits at
+// this rank's place in the output (ZeRO-1 parameters), which MPI takes as MPI_IN_PLACE.
+struct AllgatherArgs {
+  int n = 0;
+  bool in_place = false;
+};
 
 class MpiCommunicator final : public Communicator {
  public:
@@ -72,32 +108,135 @@ class MpiCommunicator final : public Communicator {
                  std::span<const std::int64_t> send_offsets, Mat recv,
                  std::span<const std::int64_t> recv_rows,
                  std::span<const std::int64_t> recv_offsets) override {
-    check_f32_contiguous(send, "alltoallv", "send");
-    check_f32_contiguous(recv, "alltoallv", "recv");
-    check_alltoallv_layout(g, info(g).size, send, send_rows, send_offsets, recv, recv_rows,
-                           recv_offsets);
-    const auto n_ranks = static_cast<std::size_t>(info(g).size);
-    std::vector<int> sc(n_ranks), sd(n_ranks), rc(n_ranks), rd(n_ranks);
-    for (std::size_t i = 0; i < n_ranks; ++i) {
-      sc[i] = to_int(send_rows[i], "alltoallv send row count");
-      sd[i] = to_int(send_offsets[i], "alltoallv send row offset");
-      rc[i] = to_int(recv_rows[i], "alltoallv recv row count");
-      rd[i] = to_int(recv_offsets[i], "alltoallv recv row offset");
-    }
+    const std::vector<int> c =
+        alltoallv_counts(g, send, send_rows, send_offsets, recv, recv_rows, recv_offsets);
+    const int* sc = c.data();
+    const std::size_t n = c.size() / 4;
     const MPI_Datatype row = row_type(send.cols);
-    check_mpi(MPI_Alltoallv(send.data, sc.data(), sd.data(), row, recv.data, rc.data(), rd.data(),
-                            row, comm(g)),
-              "MPI_Alltoallv");
+    check_mpi(
+        MPI_Alltoallv(send.data, sc, sc + n, row, recv.data, sc + 2 * n, sc + 3 * n, row, comm(g)),
+        "MPI_Alltoallv");
   }
 
   void allreduce_sum(Group g, Mat buf) override {
-    check_f32_contiguous(buf, "allreduce_sum", "buf");
-    const int n = to_int(buf.numel(), "allreduce_sum element count");
+    const int n = allreduce_count(buf);
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, buf.data, n, MPI_FLOAT, MPI_SUM, comm(g)),
               "MPI_Allreduce");
   }
 
   void reduce_scatter_sum(Group g, Mat buf, Mat shard) override {
+    const int n = reduce_scatter_count(g, buf, shard);
+    check_mpi(MPI_Reduce_scatter_block(buf.data, shard.data, n, MPI_FLOAT, MPI_SUM, comm(g)),
+              "MPI_Reduce_scatter_block");
+  }
+
+  void allgather(Group g, Mat shard, Mat buf) override {
+    const AllgatherArgs a = allgather_args(g, shard, buf);
+    check_mpi(MPI_Allgather(a.in_place ? MPI_IN_PLACE : shard.data, a.n, MPI_FLOAT, buf.data, a.n,
+                            MPI_FLOAT, comm(g)),
+              "MPI_Allgather");
+  }
+
+  CommRequest start_alltoallv(Group g, Mat send, std::span<const std::int64_t> send_rows,
+                              std::span<const std::int64_t> send_offsets, Mat recv,
+                              std::span<const std::int64_t> recv_rows,
+                              std::span<const std::int64_t> recv_offsets, CommLane) override {
+    std::vector<int> counts =
+        alltoallv_counts(g, send, send_rows, send_offsets, recv, recv_rows, recv_offsets);
+    PendingOp& op = new_request("MPI_Wait (MPI_Ialltoallv)");
+    op.counts = std::move(counts);
+    const int* sc = op.counts.data();
+    const std::size_t n = op.counts.size() / 4;
+    const MPI_Datatype row = row_type(send.cols);
+    return issue(op, "MPI_Ialltoallv", [&] {
+      return MPI_Ialltoallv(send.data, sc, sc + n, row, recv.data, sc + 2 * n, sc + 3 * n, row,
+                            comm(g), &op.request);
+    });
+  }
+
+  CommRequest start_allreduce_sum(Group g, Mat buf, CommLane) override {
+    const int n = allreduce_count(buf);
+    PendingOp& op = new_request("MPI_Wait (MPI_Iallreduce)");
+    return issue(op, "MPI_Iallreduce", [&] {
+      return MPI_Iallreduce(MPI_IN_PLACE, buf.data, n, MPI_FLOAT, MPI_SUM, comm(g), &op.request);
+    });
+  }
+
+  CommRequest start_reduce_scatter_sum(Group g, Mat buf, Mat shard, CommLane) override {
+    const int n = reduce_scatter_count(g, buf, shard);
+    PendingOp& op = new_request("MPI_Wait (MPI_Ireduce_scatter_block)");
+    return issue(op, "MPI_Ireduce_scatter_block", [&] {
+      return MPI_Ireduce_scatter_block(buf.data, shard.data, n, MPI_FLOAT, MPI_SUM, comm(g),
+                                       &op.request);
+    });
+  }
+
+  CommRequest start_allgather(Group g, Mat shard, Mat buf, CommLane) override {
+    const AllgatherArgs a = allgather_args(g, shard, buf);
+    PendingOp& op = new_request("MPI_Wait (MPI_Iallgather)");
+    return issue(op, "MPI_Iallgather", [&] {
+      return MPI_Iallgather(a.in_place ? MPI_IN_PLACE : shard.data, a.n, MPI_FLOAT, buf.data, a.n,
+                            MPI_FLOAT, comm(g), &op.request);
+    });
+  }
+
+  void wait(CommRequest r) override {
+    PendingOp& op = request(r, "wait");
+    op.waited = true;
+    complete(op);
+  }
+
+  double busy_time_s(CommRequest r) override {
+    const PendingOp& op = request(r, "busy_time_s");
+    MB_CHECK(op.done, "busy_time_s of communication request "
+                          << r << " before it completed: wait() or synchronize() first");
+    return op.busy_s;
+  }
+
+  void clear_requests() override {
+    for (std::size_t i = 0; i < requests_.size(); ++i) {
+      MB_CHECK(requests_[i].waited, "clear_requests with communication request "
+                                        << i << " (" << requests_[i].wait_call
+                                        << ") not waited for: its buffers are still in use");
+    }
+    requests_.clear();
+  }
+
+  void barrier(Group g) override { check_mpi(MPI_Barrier(comm(g)), "MPI_Barrier"); }
+  // Completes every started collective: the host is then ordered after all of them.
+  void synchronize() override {
+    for (PendingOp& op : requests_) complete(op);
+  }
+
+ private:
+  // The checks of an all-to-all and its int counts: send counts, send displacements, receive
+  // counts, receive displacements, in rows, one per rank each.
+  std::vector<int> alltoallv_counts(Group g, const Mat& send,
+                                    std::span<const std::int64_t> send_rows,
+                                    std::span<const std::int64_t> send_offsets, const Mat& recv,
+                                    std::span<const std::int64_t> recv_rows,
+                                    std::span<const std::int64_t> recv_offsets) {
+    check_f32_contiguous(send, "alltoallv", "send");
+    check_f32_contiguous(recv, "alltoallv", "recv");
+    check_alltoallv_layout(g, info(g).size, send, send_rows, send_offsets, recv, recv_rows,
+                           recv_offsets);
+    const auto n_ranks = static_cast<std::size_t>(info(g).size);
+    std::vector<int> c(4 * n_ranks);
+    for (std::size_t i = 0; i < n_ranks; ++i) {
+      c[i] = to_int(send_rows[i], "alltoallv send row count");
+      c[n_ranks + i] = to_int(send_offsets[i], "alltoallv send row offset");
+      c[2 * n_ranks + i] = to_int(recv_rows[i], "alltoallv recv row count");
+      c[3 * n_ranks + i] = to_int(recv_offsets[i], "alltoallv recv row offset");
+    }
+    return c;
+  }
+
+  static int allreduce_count(const Mat& buf) {
+    check_f32_contiguous(buf, "allreduce_sum", "buf");
+    return to_int(buf.numel(), "allreduce_sum element count");
+  }
+
+  int reduce_scatter_count(Group g, const Mat& buf, const Mat& shard) const {
     check_f32_contiguous(buf, "reduce_scatter_sum", "buf");
     check_f32_contiguous(shard, "reduce_scatter_sum", "shard");
     const std::int64_t n_ranks = info(g).size;
@@ -106,12 +245,10 @@ class MpiCommunicator final : public Communicator {
                                       << " elements, shard of " << shard.numel() << ", " << n_ranks
                                       << " ranks");
     MB_CHECK(!spans_overlap(buf, shard), "reduce_scatter_sum: shard overlaps the input buffer");
-    const int n = to_int(shard.numel(), "reduce_scatter_sum shard element count");
-    check_mpi(MPI_Reduce_scatter_block(buf.data, shard.data, n, MPI_FLOAT, MPI_SUM, comm(g)),
-              "MPI_Reduce_scatter_block");
+    return to_int(shard.numel(), "reduce_scatter_sum shard element count");
   }
 
-  void allgather(Group g, Mat shard, Mat buf) override {
+  AllgatherArgs allgather_args(Group g, const Mat& shard, const Mat& buf) const {
     check_f32_contiguous(buf, "allgather", "buf");
     check_f32_contiguous(shard, "allgather", "shard");
     const GroupInfo gi = info(g);
@@ -119,21 +256,50 @@ class MpiCommunicator final : public Communicator {
              "allgather in " << group_name(g) << ": shard of " << shard.numel()
                              << " elements, buffer of " << buf.numel() << ", " << gi.size
                              << " ranks");
-    const int n = to_int(shard.numel(), "allgather shard element count");
+    AllgatherArgs a;
+    a.n = to_int(shard.numel(), "allgather shard element count");
     // A shard that already sits at this rank's place in buf (ZeRO-1 parameters) goes in place.
-    const char* own_place = bytes_of(buf) + static_cast<std::int64_t>(gi.rank) * n * 4;
-    const bool in_place = n > 0 && bytes_of(shard) == own_place;
-    MB_CHECK(in_place || !spans_overlap(shard, buf),
+    const char* own_place = bytes_of(buf) + static_cast<std::int64_t>(gi.rank) * a.n * 4;
+    a.in_place = a.n > 0 && bytes_of(shard) == own_place;
+    MB_CHECK(a.in_place || !spans_overlap(shard, buf),
              "allgather: shard overlaps the output buffer away from this rank's place");
-    check_mpi(MPI_Allgather(in_place ? MPI_IN_PLACE : shard.data, n, MPI_FLOAT, buf.data, n,
-                            MPI_FLOAT, comm(g)),
-              "MPI_Allgather");
+    return a;
   }
 
-  void barrier(Group g) override { check_mpi(MPI_Barrier(comm(g)), "MPI_Barrier"); }
-  void synchronize() override {}  // every call above is blocking
+  PendingOp& new_request(const char* wait_call) {
+    PendingOp& op = requests_.emplace_back();
+    op.wait_call = wait_call;
+    return op;
+  }
 
- private:
+  // Runs the MPI_I* call of the newest request, timing it. A call that fails leaves no request.
+  template <typename F>
+  CommRequest issue(PendingOp& op, const char* call, F&& start) {
+    const Clock::time_point t0 = Clock::now();
+    const int rc = start();
+    op.busy_s += seconds_since(t0);
+    if (rc != MPI_SUCCESS) requests_.pop_back();
+    check_mpi(rc, call);
+    return static_cast<CommRequest>(requests_.size()) - 1;
+  }
+
+  PendingOp& request(CommRequest r, const char* what) {
+    MB_CHECK(r >= 0 && r < static_cast<CommRequest>(requests_.size()),
+             what << " of unknown communication request " << r << " (" << requests_.size()
+                  << " since clear_requests)");
+    return requests_[static_cast<std::size_t>(r)];
+  }
+
+  // MPI_Wait, once: waiting again for a completed request is harmless.
+  void complete(PendingOp& op) {
+    if (op.done) return;
+    const Clock::time_point t0 = Clock::now();
+    const int rc = MPI_Wait(&op.request, MPI_STATUS_IGNORE);
+    op.busy_s += seconds_since(t0);
+    op.done = true;
+    check_mpi(rc, op.wait_call);
+  }
+
   void build_groups(MPI_Comm world, const Topology& topo) {
     int size = 0;
     int rank = 0;
@@ -164,6 +330,14 @@ class MpiCommunicator final : public Communicator {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized) return;
+    // MPI writes the buffers of a started collective until it completes, and they may be freed
+    // next. Unwinding from an error, a peer may never join it, so it is left alone then.
+    if (std::uncaught_exceptions() <= uncaught_) {
+      for (PendingOp& op : requests_) {
+        if (!op.done) (void)MPI_Wait(&op.request, MPI_STATUS_IGNORE);
+      }
+    }
+    requests_.clear();
     for (auto& [cols, type] : row_types_) MPI_Type_free(&type);
     row_types_.clear();
     for (MPI_Comm& c : comms_) {
@@ -187,6 +361,8 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm comms_[3] = {MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL};  // indexed by Group
   GroupInfo infos_[3];
   std::map<std::int64_t, MPI_Datatype> row_types_;
+  std::deque<PendingOp> requests_;  // a deque: a request's counts stay where MPI was told
+  int uncaught_ = std::uncaught_exceptions();
 };
 
 }  // namespace

@@ -13,7 +13,10 @@
 namespace moebench {
 
 // `host` must move FP32 host buffers (the mpi backend); `compute` owns every buffer passed to
-// the returned communicator and must outlive it. Each collective is complete on return.
+// the returned communicator and must outlive it. Each collective is complete on return, the
+// start_* forms included (Communicator's defaults: the blocking call, whose busy_time_s is its
+// host time, copies included; on the mpi backend underneath they would gain nothing, since the
+// host copies are themselves blocking).
 std::unique_ptr<Communicator> make_staged_communicator(std::unique_ptr<Communicator> host,
                                                        Compute& compute);
 

@@ -108,13 +108,22 @@ class Compute {
   // GEMMs and attention's core are not linear layers in this sense and call gemm().
   virtual void set_linear_precision(LinearPrecision p);
   LinearPrecision linear_precision() const { return linear_precision_; }
-  virtual void linear_gemm(bool trans_a, bool trans_b, float alpha, Mat a, Mat b, float beta,
-                           Mat c) {
-    gemm(trans_a, trans_b, alpha, a, b, beta, c);
+  void linear_gemm(bool trans_a, bool trans_b, float alpha, Mat a, Mat b, float beta, Mat c) {
+    if (linear_precision_ == LinearPrecision::fp8) {
+      fp8_gemm(trans_a, trans_b, alpha, a, b, beta, c);
+    } else {
+      gemm(trans_a, trans_b, alpha, a, b, beta, c);
+    }
   }
-  virtual void linear_grouped_gemm(bool trans_a, bool trans_b, float alpha,
-                                   std::span<const GemmProblem> p, float beta) {
-    grouped_gemm(trans_a, trans_b, alpha, p, beta);
+  // In fp8 each problem is its own pair of tensors (an expert's weight, its slice of tokens) with
+  // its own two scales.
+  void linear_grouped_gemm(bool trans_a, bool trans_b, float alpha, std::span<const GemmProblem> p,
+                           float beta) {
+    if (linear_precision_ != LinearPrecision::fp8) {
+      grouped_gemm(trans_a, trans_b, alpha, p, beta);
+      return;
+    }
+    for (const GemmProblem& g : p) fp8_gemm(trans_a, trans_b, alpha, g.a, g.b, beta, g.c);
   }
 
   // Timing marks, in stream order and without synchronising: mark() records the point the
@@ -185,6 +194,11 @@ class Compute {
   virtual void adamw(const AdamWStep& s, Mat param, Mat grad, Mat m, Mat v) = 0;
 
  protected:
+  // One linear GEMM with E4M3 inputs (see LinearPrecision); only called once
+  // set_linear_precision(fp8) has succeeded, which a backend without it refuses.
+  virtual void fp8_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b,
+                        float beta, const Mat& c);
+
   LinearPrecision linear_precision_ = LinearPrecision::standard;
 
  private:

@@ -27,6 +27,10 @@ void Compute::set_linear_precision(LinearPrecision p) {
   linear_precision_ = p;
 }
 
+void Compute::fp8_gemm(bool, bool, float, const Mat&, const Mat&, float, const Mat&) {
+  throw RuntimeError("the " + name() + " backend has no fp8 GEMM");
+}
+
 std::vector<std::string> compute_backends() {
 #if defined(MOEBENCH_HAVE_CUDA)
   return {"cpu", "cuda"};

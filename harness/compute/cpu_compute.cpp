@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -11,6 +12,7 @@
 
 #include "harness/compute/gemm_shape.hpp"
 #include "workloads/ops/elementwise.hpp"
+#include "workloads/ops/fp8.hpp"
 #include "workloads/ops/random.hpp"
 #include "workloads/routing/route.hpp"
 
@@ -84,6 +86,22 @@ void sgemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b, 
               blas_int(std::max<std::int64_t>(1, a.ld), "lda"), b.as<float>(),
               blas_int(std::max<std::int64_t>(1, b.ld), "ldb"), beta, c.as<float>(),
               blas_int(std::max<std::int64_t>(1, c.ld), "ldc"));
+}
+
+// Quantises `m` with its per-tensor scale into `out` (contiguous, m.rows x m.cols); returns the
+// descale the product is multiplied by.
+float quantize_fp8(const Mat& m, std::vector<float>& out) {
+  float amax = 0.0f;
+  for_rows(m, [&](const float* row, std::int64_t) {
+    for (std::int64_t j = 0; j < m.cols; ++j) amax = std::max(amax, std::fabs(row[j]));
+  });
+  const float scale = fp8_scale(amax);
+  out.resize(static_cast<std::size_t>(m.numel()));
+  for_rows(m, [&](const float* row, std::int64_t r) {
+    float* q = out.data() + r * m.cols;
+    for (std::int64_t j = 0; j < m.cols; ++j) q[j] = fp8_quantize(row[j], scale);
+  });
+  return fp8_descale(scale);
 }
 
 // Index column of a row-movement op: n x 1 i32, every entry in [0, bound).
@@ -208,6 +226,23 @@ void CpuCompute::gemm(bool trans_a, bool trans_b, float alpha, Mat a, Mat b, flo
 void CpuCompute::grouped_gemm(bool trans_a, bool trans_b, float alpha,
                               std::span<const GemmProblem> p, float beta) {
   for (const GemmProblem& g : p) sgemm(trans_a, trans_b, alpha, g.a, g.b, beta, g.c);
+}
+
+void CpuCompute::fp8_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b,
+                          float beta, const Mat& c) {
+  check_mat(a, DType::f32, "gemm A");
+  check_mat(b, DType::f32, "gemm B");
+  check_mat(c, DType::f32, "gemm C");
+  const auto [m, n, k] = gemm_shape(trans_a, trans_b, a, b, c);
+  if (m == 0 || n == 0 || k == 0) {
+    sgemm(trans_a, trans_b, alpha, a, b, beta, c);  // nothing to quantise
+    return;
+  }
+  const float descale_a = quantize_fp8(a, fp8_a_);
+  const float descale_b = quantize_fp8(b, fp8_b_);
+  const Mat qa{fp8_a_.data(), a.rows, a.cols, a.cols, DType::f32};
+  const Mat qb{fp8_b_.data(), b.rows, b.cols, b.cols, DType::f32};
+  sgemm(trans_a, trans_b, alpha * descale_a * descale_b, qa, qb, beta, c);
 }
 
 void CpuCompute::rmsnorm_forward(Mat x, Mat weight, float eps, Mat y, Mat rstd) {

@@ -45,6 +45,11 @@ class CpuCompute : public Compute {
   void grouped_gemm(bool trans_a, bool trans_b, float alpha, std::span<const GemmProblem> p,
                     float beta) override;
 
+  // --precision fp8, emulated: each operand is quantised to E4M3 values (held in FP32) with its
+  // own per-tensor scale (workloads/ops/fp8.hpp), multiplied in FP32 by the BLAS and descaled.
+  // The numerics of an FP8 GEMM with FP32 accumulation, not its speed.
+  void set_linear_precision(LinearPrecision p) override { linear_precision_ = p; }
+
   void rmsnorm_forward(Mat x, Mat weight, float eps, Mat y, Mat rstd) override;
   void rmsnorm_backward(Mat dy, Mat x, Mat weight, Mat rstd, Mat dx, Mat dweight) override;
   void rope_forward(Mat x, std::int64_t seq_len, std::int64_t heads, std::int64_t head_stride,
@@ -74,10 +79,15 @@ class CpuCompute : public Compute {
   void rope_apply(Mat x, std::int64_t seq_len, std::int64_t heads, std::int64_t head_stride,
                   std::int64_t offset, std::int64_t dim, float theta, bool inverse);
   float* scratch(std::size_t floats);
+  // One FP8-emulated GEMM: E4M3 copies of both inputs, FP32 CBLAS, both descales.
+  void fp8_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b, float beta,
+                const Mat& c) override;
 
   // Attention's seq x seq score buffers, kept between calls so a step does not fault in fresh
   // pages for every layer.
   std::vector<float> scratch_;
+  // The quantised copies of the FP8 GEMM's operands, kept between calls for the same reason.
+  std::vector<float> fp8_a_, fp8_b_;
 };
 
 }  // namespace moebench

@@ -1,11 +1,13 @@
-// Per-phase wall time of one rank. A phase's time is taken between synchronisations of the
-// compute backend and the communicator, so it is the time the work took on any backend (the
-// cuda backend replaces this with events when it overlaps phases).
+// Per-phase time of one rank, without synchronising at phase boundaries: a scope records a
+// compute mark (Compute::mark(): the host clock on host backends, an event on the stream on the
+// cuda backend) where it begins and where it ends, and a phase's time is the sum of its scopes'
+// intervals, read after the step has synchronised. On a stream the interval is the time the
+// stream spent between the marks, so a communication phase's time is what the compute stream
+// waited for its collectives: all of their duration without overlap, the exposed part with it.
 #pragma once
 
-#include <chrono>
+#include <vector>
 
-#include "harness/comm/communicator.hpp"
 #include "harness/compute/compute.hpp"
 #include "harness/measure/phases.hpp"
 
@@ -13,45 +15,41 @@ namespace moebench {
 
 class PhaseTimer {
  public:
-  PhaseTimer(Compute& compute, Communicator& comm) : compute_(compute), comm_(comm) {}
+  explicit PhaseTimer(Compute& compute) : compute_(compute) {}
 
-  // Starts timing `p` until the returned guard goes out of scope.
+  // Times `p` from here until the returned guard goes out of scope. Scopes may be adjacent or
+  // nested; each counts its own interval.
   class Scope {
    public:
-    Scope(PhaseTimer& t, Phase p) : timer_(t), phase_(p) { timer_.begin(); }
-    ~Scope() { timer_.end(phase_); }
+    Scope(PhaseTimer& t, Phase p) : timer_(t), index_(t.begin(p)) {}
+    ~Scope() { timer_.end(index_); }
     Scope(const Scope&) = delete;
     Scope& operator=(const Scope&) = delete;
 
    private:
     PhaseTimer& timer_;
-    Phase phase_;
+    int index_;
   };
   Scope scope(Phase p) { return Scope(*this, p); }
 
-  void reset() { time_s_ = {}; }
-  const PerPhase<double>& times() const { return time_s_; }
+  // Forgets every scope and clears the backend's marks (one timer per backend at a time): a step
+  // starts here.
+  void reset();
+  // Each phase's time summed over its scopes since reset(), in seconds. Call once the compute
+  // backend has synchronised after the last scope ended; RuntimeError if a scope is still open.
+  PerPhase<double> times();
 
  private:
-  using Clock = std::chrono::steady_clock;
-  void begin() {
-    sync();
-    start_ = Clock::now();
-  }
-  void end(Phase p) {
-    sync();
-    time_s_[static_cast<std::size_t>(p)] +=
-        std::chrono::duration<double>(Clock::now() - start_).count();
-  }
-  void sync() {
-    compute_.synchronize();
-    comm_.synchronize();
-  }
+  struct Interval {
+    Phase phase;
+    int begin;
+    int end;
+  };
+  int begin(Phase p);
+  void end(int index);
 
   Compute& compute_;
-  Communicator& comm_;
-  Clock::time_point start_{};
-  PerPhase<double> time_s_{};
+  std::vector<Interval> intervals_;
 };
 
 }  // namespace moebench

@@ -10,7 +10,7 @@ std::vector<double> flatten(const StepSample& s) {
   std::vector<double> v;
   v.reserve(kSampleDoubles);
   v.push_back(s.step_time_s);
-  for (const auto* a : {&s.time_s, &s.flops, &s.bytes, &s.bus_bytes}) {
+  for (const auto* a : {&s.time_s, &s.flops, &s.bytes, &s.bus_bytes, &s.busy_s}) {
     v.insert(v.end(), a->begin(), a->end());
   }
   for (int g : s.group_size) v.push_back(g);
@@ -20,7 +20,7 @@ std::vector<double> flatten(const StepSample& s) {
 StepSample unflatten(const double* values) {
   StepSample s;
   s.step_time_s = *values++;
-  for (auto* a : {&s.time_s, &s.flops, &s.bytes, &s.bus_bytes}) {
+  for (auto* a : {&s.time_s, &s.flops, &s.bytes, &s.bus_bytes, &s.busy_s}) {
     for (double& x : *a) x = *values++;
   }
   for (int& g : s.group_size) g = static_cast<int>(*values++);
@@ -36,18 +36,22 @@ RunResults summarize_run(const std::vector<RankSamples>& ranks, double tokens_pe
                                               << " timed steps, rank 0 has " << steps);
   }
   RunResults out;
-  PerPhase<std::vector<double>> phase_max;
+  PerPhase<std::vector<double>> phase_max, busy_max;
   for (std::size_t i = 0; i < steps; ++i) {
     double slowest = 0;
-    PerPhase<double> slowest_phase{};
+    PerPhase<double> slowest_phase{}, slowest_busy{};
     for (const RankSamples& r : ranks) {
       slowest = std::max(slowest, r.steps[i].step_time_s);
       for (std::size_t p = 0; p < kPhaseCount; ++p) {
         slowest_phase[p] = std::max(slowest_phase[p], r.steps[i].time_s[p]);
+        slowest_busy[p] = std::max(slowest_busy[p], r.steps[i].busy_s[p]);
       }
     }
     out.step_times_s.push_back(slowest);
-    for (std::size_t p = 0; p < kPhaseCount; ++p) phase_max[p].push_back(slowest_phase[p]);
+    for (std::size_t p = 0; p < kPhaseCount; ++p) {
+      phase_max[p].push_back(slowest_phase[p]);
+      busy_max[p].push_back(slowest_busy[p]);
+    }
   }
   out.step_time_s = summarize(out.step_times_s);
   const double step = out.step_time_s.median;
@@ -61,6 +65,7 @@ RunResults summarize_run(const std::vector<RankSamples>& ranks, double tokens_pe
     PhaseResult r;
     r.phase = static_cast<Phase>(p);
     r.time_s = summarize(phase_max[p]);
+    if (is_communication(r.phase)) r.busy_s = summarize(busy_max[p]);
     double bus = 0;
     for (const RankSamples& rs : ranks) {
       for (const StepSample& s : rs.steps) {
@@ -71,19 +76,26 @@ RunResults summarize_run(const std::vector<RankSamples>& ranks, double tokens_pe
       }
     }
     const double t = r.time_s.median;
-    if (t > 0) {
-      if (is_communication(r.phase)) {
-        r.algbw = r.bytes / t;
-        r.busbw = bus / t;
-      } else if (is_compute(r.phase)) {
-        r.flop_rate = r.flops / t;
-      }
+    // Bandwidths from the collectives' own duration: with overlap, the phase's time is only the
+    // part the compute stream waited for.
+    const double busy = r.busy_s.median;
+    if (is_communication(r.phase) && busy > 0) {
+      r.algbw = r.bytes / busy;
+      r.busbw = bus / busy;
+    } else if (is_compute(r.phase) && t > 0) {
+      r.flop_rate = r.flops / t;
     }
-    if (is_communication(r.phase)) out.communication_time_s += t;
+    if (is_communication(r.phase)) {
+      out.communication_time_s += t;
+      out.overlap.busy_s += busy;
+    }
     if (is_compute(r.phase)) out.compute_time_s += t;
     out.phases.push_back(r);
   }
   out.exposed_communication_s = std::max(0.0, step - out.compute_time_s);
+  out.overlap.exposed_s = out.communication_time_s;
+  out.overlap.hidden_s = std::max(0.0, out.overlap.busy_s - out.overlap.exposed_s);
+  if (out.overlap.busy_s > 0) out.overlap.fraction = out.overlap.hidden_s / out.overlap.busy_s;
 
   for (const RankSamples& rs : ranks) {
     RankResult r;

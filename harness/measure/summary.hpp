@@ -8,7 +8,7 @@
 namespace moebench {
 
 // StepSample <-> a flat vector of doubles, for gathering over MPI.
-constexpr std::size_t kSampleDoubles = 1 + 5 * kPhaseCount;
+constexpr std::size_t kSampleDoubles = 1 + 6 * kPhaseCount;
 std::vector<double> flatten(const StepSample& s);
 StepSample unflatten(const double* values);
 
@@ -19,8 +19,8 @@ struct RankSamples {
   std::vector<StepSample> steps;  // the timed steps, in order
 };
 
-// Each step's time is the slowest rank's; a phase's time per step is the slowest rank's time in
-// that phase. FLOPs and bytes are per rank per step, averaged over ranks and steps.
+// Each step's time is the slowest rank's; a phase's time (and busy time) per step is the slowest
+// rank's in that phase. FLOPs and bytes are per rank per step, averaged over ranks and steps.
 // flops_per_step_per_gpu: the instantiated stack's Megatron FLOPs per rank per step.
 RunResults summarize_run(const std::vector<RankSamples>& ranks, double tokens_per_rank,
                          double flops_per_step_per_gpu);

@@ -48,11 +48,14 @@ struct RunMeta {
 
 struct PhaseResult {
   Phase phase = Phase::attention;
-  Stats time_s;          // over timed steps, of the slowest rank's time in this phase
-  double flops = 0;      // per rank per step (mean over ranks)
-  double bytes = 0;      // per rank per step (mean over ranks)
+  Stats time_s;      // over timed steps, of the slowest rank's time in this phase
+  double flops = 0;  // per rank per step (mean over ranks)
+  double bytes = 0;  // per rank per step (mean over ranks)
+  // Communication phases: over timed steps, of the slowest rank's busy time, the collectives' own
+  // durations (time_s is what the compute stream waited for them: the exposed part).
+  Stats busy_s;
   double flop_rate = 0;  // flops / median time (compute phases)
-  double algbw = 0;      // bytes / median time (communication phases), bytes/s
+  double algbw = 0;      // bytes / median busy time (communication phases), bytes/s
   double busbw = 0;
   int group_size = 0;
 };
@@ -96,6 +99,16 @@ struct RunResults {
   double communication_time_s = 0;     // sum of communication phases' medians
   double exposed_communication_s = 0;  // median step time minus compute time, >= 0 (includes
                                        // comm_wait: time the GPU does no compute)
+  // Communication against compute (--overlap), from the communication phases' medians.
+  struct Overlap {
+    double busy_s = 0;     // sum of busy medians: the collectives' own durations
+    double exposed_s = 0;  // sum of time medians: what the compute stream waited for them
+    double hidden_s = 0;   // max(0, busy - exposed): communication hidden behind compute
+    double fraction = 0;   // hidden / busy (0 without communication)
+  } overlap;
+  // Gradient buckets per step and group (TrainingStep::grad_buckets()), set by the run.
+  int grad_buckets_dense = 0;
+  int grad_buckets_expert = 0;
   std::vector<PhaseResult> phases;
   std::vector<RankResult> per_rank;
 };

@@ -66,9 +66,21 @@ ojson config_json(const RunConfig& c) {
                      {"eps", c.adamw.eps},
                      {"weight_decay", c.adamw.weight_decay}};
   j["precision"] = c.precision.empty() ? precision_of(c.backend) : c.precision;
+  if (c.precision == "fp8") {
+    // What fp8 changes and what it keeps: the linear layers' GEMM inputs, not the storage.
+    j["fp8"] = ojson{{"format", "e4m3"},
+                     {"scaling", "per-tensor"},
+                     {"gemms",
+                      "linear layers (attention projections, dense and shared MLPs, "
+                      "routed experts); attention's core, norms and the router unchanged"},
+                     {"storage", precision_of(c.backend)},
+                     {"emulated", c.fp8_emulated}};
+  }
   j["verify"] = c.verify;
   j["blas_threads"] = c.blas_threads;
   j["comm_barrier"] = c.comm_barrier;
+  j["overlap"] = c.overlap;
+  j["grad_bucket_bytes"] = c.grad_bucket_bytes;
   if (c.test_corrupt_dispatch_rank >= 0) {
     j["test_corrupt_dispatch_rank"] = c.test_corrupt_dispatch_rank;
   }
@@ -99,14 +111,16 @@ ojson accounting_json(const RunRecord& r) {
 }
 
 ojson phase_json(const PhaseResult& p) {
-  return ojson{{"kind", std::string(phase_kind_name(p.phase))},
-               {"time_s", ojson(to_json(p.time_s))},
-               {"flops", p.flops},
-               {"bytes", p.bytes},
-               {"flop_rate", p.flop_rate},
-               {"algbw", p.algbw},
-               {"busbw", p.busbw},
-               {"group_size", p.group_size}};
+  ojson j{{"kind", std::string(phase_kind_name(p.phase))},
+          {"time_s", ojson(to_json(p.time_s))},
+          {"flops", p.flops},
+          {"bytes", p.bytes},
+          {"flop_rate", p.flop_rate},
+          {"algbw", p.algbw},
+          {"busbw", p.busbw},
+          {"group_size", p.group_size}};
+  if (is_communication(p.phase)) j["busy_s"] = ojson(to_json(p.busy_s));
+  return j;
 }
 
 ojson results_json(const RunResults& res) {
@@ -131,10 +145,17 @@ ojson results_json(const RunResults& res) {
                {"compute_time_s", res.compute_time_s},
                {"communication_time_s", res.communication_time_s},
                {"exposed_communication_s", res.exposed_communication_s},
+               {"communication_overlap", ojson{{"busy_s", res.overlap.busy_s},
+                                               {"exposed_s", res.overlap.exposed_s},
+                                               {"hidden_s", res.overlap.hidden_s},
+                                               {"overlap_fraction", res.overlap.fraction}}},
+               {"grad_buckets",
+                ojson{{"dense", res.grad_buckets_dense}, {"expert", res.grad_buckets_expert}}},
                {"phases", phases},
                {"per_rank", per_rank},
                {"bandwidth_convention",
-                "nccl-tests: algbw = send bytes / time; busbw = algbw * (n-1)/n (all-to-all, "
+                "nccl-tests: algbw = send bytes / busy time (the collectives' own duration); busbw "
+                "= algbw * (n-1)/n (all-to-all, "
                 "reduce-scatter, all-gather), * 2(n-1)/n (all-reduce)"}};
 }
 

@@ -45,12 +45,14 @@ std::string header(const RunRecord& r) {
 std::string phase_rows(const RunRecord& r) {
   const double step = r.results.step_time_s.median;
   std::string out =
-      "#  phase           time(ms)   share  TFLOP/s   size(MB)  algbw(GB/s)  busbw(GB/s)\n";
+      "#  phase           time(ms)  busy(ms)   share  TFLOP/s   size(MB)  algbw(GB/s)  "
+      "busbw(GB/s)\n";
   for (const PhaseResult& p : r.results.phases) {
     const bool comm = is_communication(p.phase);
     const double t = p.time_s.median;
     out += sprintf_str("   %-14s", std::string(phase_name(p.phase)).c_str());
     out += cell(true, "%.3f", t * 1e3, 10);
+    out += cell(comm, "%.3f", p.busy_s.median * 1e3, 10);
     out += cell(step > 0, "%.1f%%", 100.0 * t / step, 8);
     out += cell(!comm && p.flops > 0, "%.3f", p.flop_rate / 1e12, 9);
     out += cell(comm, "%.2f", p.bytes / 1e6, 11);
@@ -79,9 +81,16 @@ std::string format_run_table(const RunRecord& r) {
                   res.step_time_s.median * 1e3, res.step_time_s.p95 * 1e3, res.step_time_s.count);
   out += sprintf_str("# TFLOP/s/GPU: %.3f   tokens/s/GPU: %.0f\n", res.tflops_per_gpu,
                      res.tokens_per_s_per_gpu);
-  out += sprintf_str("# compute %.3f ms, communication %.3f ms, exposed communication %.3f ms\n",
-                     res.compute_time_s * 1e3, res.communication_time_s * 1e3,
-                     res.exposed_communication_s * 1e3);
+  // A communication phase's time(ms) is what the compute stream waited for it (exposed); busy(ms)
+  // the collectives' own duration.
+  out += sprintf_str("# compute %.3f ms, not computing %.3f ms (step - compute)\n",
+                     res.compute_time_s * 1e3, res.exposed_communication_s * 1e3);
+  out += sprintf_str(
+      "# communication: busy %.3f ms, exposed %.3f ms, hidden %.3f ms (%.0f%% overlapped); "
+      "overlap %s, gradient buckets %d dense + %d expert\n",
+      res.overlap.busy_s * 1e3, res.overlap.exposed_s * 1e3, res.overlap.hidden_s * 1e3,
+      100.0 * res.overlap.fraction, r.config.overlap ? "on" : "off", res.grad_buckets_dense,
+      res.grad_buckets_expert);
   out += verification_line(r.verification);
   return out;
 }

@@ -64,8 +64,8 @@ std::vector<FieldValue> workload_key(const json& doc) {
   for (const char* p :
        {"/config/workload/layers", "/config/workload/dense_layers", "/config/workload/moe_layers",
         "/config/workload/attention", "/config/workload/routing", "/config/workload/seq_len",
-        "/config/workload/micro_batch", "/config/precision", "/parallel/ep", "/config/grad_reduce",
-        "/config/optimizer", "/meta/backend", "/meta/comm"}) {
+        "/config/workload/micro_batch", "/config/precision", "/config/overlap", "/parallel/ep",
+        "/config/grad_reduce", "/config/optimizer", "/meta/backend", "/meta/comm"}) {
     add_key(key, doc, p);
   }
   return key;

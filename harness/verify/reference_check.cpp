@@ -106,7 +106,8 @@ VerificationResult verify_step(const RunConfig& config, const Topology& topo,
                      " experts, the global batch of " +
                      std::to_string(config.layout.world * config.workload.micro_batch) +
                      " sequences), same compute backend";
-  const VerifyTolerance tol = verify_tolerance(compute.activation_dtype());
+  const VerifyTolerance tol =
+      verify_tolerance(compute.activation_dtype(), compute.linear_precision());
   result.rtol = tol.rtol;
   result.atol = tol.atol_of_max;
   result.tolerance_reason = tol.reason;

@@ -5,8 +5,9 @@
 #   1. the GPU tests (moebench_gpu_tests: the cuda backend against the cpu backend; then ctest's
 #      gpu.communicator.* tests when the nccl backend is built),
 #   2. a --verify step of the tiny preset on one GPU (and with --comm nccl when built),
-#   3. a 4-rank --verify run sharing that GPU (--comm mpi --backend cuda --ep 4),
-#   4. the performance probe (moebench bench --backend cuda),
+#   3. a --verify step with --precision fp8 on one GPU,
+#   4. a 4-rank --verify run sharing that GPU (--comm mpi --backend cuda --ep 4),
+#   5. the performance probe (moebench bench --backend cuda), in BF16 and in FP8,
 # and write ONE JSON summary, summary.json, into the output folder with the figures and versions
 # (tests/device/summarize.py; tests/device/README.md says how to read it).
 #
@@ -160,8 +161,23 @@ if [ "$have_nccl" = 1 ]; then
 else
   skip run_1gpu_nccl "nccl backend not built"
 fi
+if [ "$cpu_only" = 1 ]; then
+  skip run_1gpu_fp8 "fp8 on the device only (the cpu emulation is in the e2e tests)"
+else
+  step run_1gpu_fp8 180 "${mpirun_cmd[@]}" -np 1 "$bin" run "${tiny[@]}" --backend cuda \
+    --precision fp8 --out "$out/run-1gpu-fp8.json"
+fi
 step run_4rank 300 env CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}" "${mpirun_cmd[@]}" -np 4 \
   "$bin" run "${tiny[@]}" --backend "$backend" --comm mpi --ep 4 --out "$out/run-4rank.json"
 # shellcheck disable=SC2086  # CHECK_SH_BENCH_ARGS is a list of flags
 step bench 420 "$bin" bench --backend "$backend" --out "$out/bench.json" ${CHECK_SH_BENCH_ARGS:-}
+# The same probe with the linear layers' GEMMs in FP8 (E4M3, per-tensor scales): the step
+# against bench.json's BF16 one.
+if [ "$cpu_only" = 1 ]; then
+  skip bench_fp8 "fp8 on the device only"
+else
+  # shellcheck disable=SC2086
+  step bench_fp8 300 "$bin" bench --backend cuda --precision fp8 --out "$out/bench-fp8.json" \
+    ${CHECK_SH_BENCH_ARGS:-}
+fi
 finish

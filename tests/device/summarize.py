@@ -96,8 +96,11 @@ def run_summary(doc):
         "compared": ver.get("compared"),
         "mismatches": ver.get("mismatches"),
         "max_rel_error": ver.get("max_rel_error"),
+        "precision": doc.get("config", {}).get("precision"),
+        "overlap": doc.get("config", {}).get("overlap"),
         "step_time_median_s": step.get("median"),
         "tflops_per_gpu": res.get("tflops_per_gpu"),
+        "communication_overlap": res.get("communication_overlap"),
     }
 
 
@@ -134,6 +137,9 @@ def bench_summary(doc):
         "dense_gemm_n": dense["n"],
         "dense_gemm_tflops": dense["tflops"],
         "dense_gemm_events_tflops": dense["events_tflops"],
+        "dense_gemm_fp8_tflops": (res.get("dense_gemm_fp8") or {}).get("tflops"),
+        "dense_gemm_fp8_over_bf16": (res.get("dense_gemm_fp8") or {}).get("fp8_over_dense"),
+        "fp8_gemms": res.get("fp8_gemms"),
         "expert_gemm_tflops": experts["tflops"],
         "expert_gemm_ratio_to_dense": experts["ratio_to_dense"],
         "expert_gemm_cases": {c["name"]: c["tflops"] for c in experts["cases"]},
@@ -185,16 +191,25 @@ def main():
     log_text = open(log_path, errors="replace").read() if os.path.isfile(log_path) else ""
 
     runs = {}
-    for name in ("run-1gpu", "run-1gpu-nccl", "run-4rank"):
+    for name in ("run-1gpu", "run-1gpu-nccl", "run-1gpu-fp8", "run-4rank"):
         summary = run_summary(load_json(os.path.join(args.out, name + ".json")))
         if summary is not None:
             runs[name] = summary
-    bench_doc = load_json(os.path.join(args.out, "bench.json"))
-    bench = None
-    try:
-        bench = bench_summary(bench_doc)
-    except (KeyError, TypeError) as e:
-        bench = {"error": "bench.json is not as expected: %r" % e}
+    benches = {}
+    for name in ("bench", "bench-fp8"):
+        try:
+            benches[name] = bench_summary(load_json(os.path.join(args.out, name + ".json")))
+        except (KeyError, TypeError) as e:
+            benches[name] = {"error": "%s.json is not as expected: %r" % (name, e)}
+    bench = benches["bench"]
+    bench_fp8 = benches["bench-fp8"]
+    if bench and bench_fp8 and "error" not in bench and "error" not in bench_fp8:
+        # fp8 against bf16 for the whole step, per stack (the linear layers' share decides it)
+        bf16_steps = {s["layers"]: s["step_time_median_s"] for s in bench["layer_stacks"]}
+        bench_fp8["step_speedup_over_bf16"] = {
+            str(s["layers"]): bf16_steps[s["layers"]] / s["step_time_median_s"]
+            for s in bench_fp8["layer_stacks"]
+            if s["layers"] in bf16_steps and s["step_time_median_s"]}
 
     failed = [s["name"] for s in steps if s["status"] not in ("passed", "skipped")]
     summary = {
@@ -209,6 +224,7 @@ def main():
         "tests": test_counts(log_text),
         "runs": runs,
         "bench": bench,
+        "bench_fp8": bench_fp8,
         "versions": versions(args, deps),
         "carried": {"file": os.path.relpath(args.carried, os.getcwd()),
                     "bytes": os.path.getsize(args.carried) if os.path.isfile(args.carried)
@@ -234,9 +250,15 @@ def main():
         print("#   %s: verification %s (%s wrong of %s, max rel err %.3g), %.4g TFLOP/s/GPU" % (
             name, "passed" if r["verification_passed"] else "FAILED", r["mismatches"],
             r["compared"], r["max_rel_error"] or 0.0, r["tflops_per_gpu"] or 0.0))
+    for name, b in (("bench", bench), ("bench-fp8", bench_fp8)):
+        print_bench(name, b)
+    return 0 if summary["passed"] else 1
+
+
+def print_bench(name, bench):
     if bench and "error" not in bench:
-        print("#   bench on %s (%s): dense %.4g TFLOP/s, expert GEMMs %.4g TFLOP/s = %.3f of dense"
-              % (bench["device"] or "cpu", bench["precision"], bench["dense_gemm_tflops"],
+        print("#   %s on %s (%s): dense %.4g TFLOP/s, expert GEMMs %.4g TFLOP/s = %.3f of dense"
+              % (name, bench["device"] or "cpu", bench["precision"], bench["dense_gemm_tflops"],
                  bench["expert_gemm_tflops"], bench["expert_gemm_ratio_to_dense"]))
         for s in bench["layer_stacks"]:
             frac = s["fraction_of_peak"]
@@ -244,9 +266,12 @@ def main():
                 s["layers"], s["step_time_median_s"] * 1e3, s["tflops"],
                 " = %.1f%% of %s TFLOP/s peak" % (100 * frac, bench["peak_tflops"])
                 if frac is not None else ""))
+        if bench.get("dense_gemm_fp8_tflops"):
+            print("#   %s: dense fp8 %.4g TFLOP/s = %.2fx bf16; step speed-up over bf16 %s" % (
+                name, bench["dense_gemm_fp8_tflops"], bench["dense_gemm_fp8_over_bf16"],
+                bench.get("step_speedup_over_bf16")))
     elif bench:
-        print("#   bench: %s" % bench["error"])
-    return 0 if summary["passed"] else 1
+        print("#   %s: %s" % (name, bench["error"]))
 
 
 if __name__ == "__main__":

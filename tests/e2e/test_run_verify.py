@@ -42,8 +42,55 @@ def run_tiny(ctx, tmp, np, ep, extra=(), verify=True, expect_rc=0, timeout=180):
     return r, report
 
 
+COMM_PHASES = ("dispatch", "combine", "grad_reduce")
+
+
+def check_communication(rep, overlap=True, buckets=None):
+    """The overlap fields: present, consistent with the phases, and what a host backend can give.
+
+    On the cpu backend with MPI the host does the communication's work: every start and wait of a
+    collective runs inside a timed scope of its phase, and its busy time is host time inside
+    those calls on the same clock, so each rank's phase time is at least its busy time, and so
+    are the slowest rank's and their medians. Hence exposed >= busy per phase and nothing is
+    hidden; a GPU backend can hide communication, which this cannot test.
+    """
+    cfg, res = rep["config"], rep["results"]
+    e2e.check(cfg["overlap"] is overlap,
+              "config.overlap is %r, expected %r" % (cfg["overlap"], overlap))
+    e2e.check(isinstance(cfg["grad_bucket_bytes"], int) and cfg["grad_bucket_bytes"] >= 0,
+              "config.grad_bucket_bytes is %r" % cfg["grad_bucket_bytes"])
+    busy_sum = exposed_sum = 0.0
+    for name in COMM_PHASES:
+        ph = res["phases"][name]
+        e2e.check("busy_s" in ph, "phases.%s has no busy_s" % name)
+        busy, t = ph["busy_s"], ph["time_s"]
+        e2e.check(busy["median"] > 0, "phases.%s.busy_s.median is %r" % (name, busy["median"]))
+        for stat in ("min", "median", "max"):
+            # The reported doubles round-trip; 1e-12 relative covers only the JSON printing.
+            e2e.check(t[stat] >= busy[stat] * (1 - 1e-12),
+                      "phases.%s: time_s.%s %r < busy_s.%s %r on a host backend" %
+                      (name, stat, t[stat], stat, busy[stat]))
+        e2e.check_close(ph["algbw"], ph["bytes"] / busy["median"], REL_TOL,
+                        "phases.%s.algbw vs bytes / busy median" % name)
+        busy_sum += busy["median"]
+        exposed_sum += t["median"]
+    for name in set(res["phases"]) - set(COMM_PHASES):
+        e2e.check("busy_s" not in res["phases"][name], "compute phase %s has busy_s" % name)
+    ov = res["communication_overlap"]
+    e2e.check_close(ov["busy_s"], busy_sum, REL_TOL, "communication_overlap.busy_s")
+    e2e.check_close(ov["exposed_s"], exposed_sum, REL_TOL, "communication_overlap.exposed_s")
+    e2e.check_close(ov["exposed_s"], res["communication_time_s"], REL_TOL,
+                    "communication_overlap.exposed_s vs communication_time_s")
+    # Exposed >= busy holds per phase, so the sums do too, up to the rounding of the sums.
+    e2e.check(ov["hidden_s"] <= 1e-9 * ov["busy_s"] and ov["overlap_fraction"] <= 1e-9,
+              "a host backend hid communication: %r" % ov)
+    if buckets is not None:
+        e2e.check(res["grad_buckets"] == buckets,
+                  "results.grad_buckets is %r, expected %r" % (res["grad_buckets"], buckets))
+
+
 def check_report(ctx, r, rep, np, ep, verify=True, micro_batch=1, balanced=True,
-                 expect_pass=True):
+                 expect_pass=True, overlap=True, buckets=None):
     par = rep["parallel"]
     for key, want in (("world", np), ("ep", ep), ("edp", np // ep), ("dp", np)):
         e2e.check(par[key] == want, "parallel.%s is %r, asked for %r" % (key, par[key], want))
@@ -105,6 +152,8 @@ def check_report(ctx, r, rep, np, ep, verify=True, micro_batch=1, balanced=True,
                         "results.phases.combine.bytes (balanced routing)")
         e2e.check_close(rep["accounting"]["collective_bytes"]["dispatch"], want, 1e-12,
                         "accounting.collective_bytes.dispatch")
+
+    check_communication(rep, overlap, buckets)
 
     # Only rank 0 prints the table: one verification line and one report line on stdout.
     verif_lines = [l for l in r.stdout.splitlines() if "verification" in l]
@@ -193,6 +242,50 @@ def test_corrupt_dispatch_fails_verification(ctx):
         e2e.check("verification failed" in r.stderr, "stderr does not say verification failed", r)
 
 
+def make_overlap_off_test(np, ep, extra=()):
+    def test(ctx):
+        with tempfile.TemporaryDirectory() as tmp:
+            r, rep = run_tiny(ctx, tmp, np, ep, ["--overlap", "off"] + list(extra))
+            balanced = "--routing" not in extra
+            # Without overlap each group is reduced by one collective after the backward.
+            check_report(ctx, r, rep, np, ep, balanced=balanced, overlap=False,
+                         buckets={"dense": 1, "expert": 1})
+
+    suffix = "_" + "_".join(extra) if extra else ""
+    test.__name__ = "test_overlap_off_np%d_ep%d%s" % (np, ep, suffix)
+    return test
+
+
+def test_buckets_per_layer(ctx):
+    """--grad-bucket-mb 0: one bucket per layer and group (every tiny layer is MoE)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        r, rep = run_tiny(ctx, tmp, 4, 2, ["--grad-bucket-mb", "0", "--routing", "zipf:1.2"])
+        wl = rep["config"]["workload"]
+        check_report(ctx, r, rep, 4, 2, balanced=False,
+                     buckets={"dense": wl["layers"], "expert": wl["layers"] - wl["dense_layers"]})
+        e2e.check(rep["config"]["grad_bucket_bytes"] == 0,
+                  "config.grad_bucket_bytes is %r" % rep["config"]["grad_bucket_bytes"])
+
+
+def test_default_bucket_holds_the_tiny_model(ctx):
+    """The default 80 MiB bucket takes all of the tiny model's layers: one per group."""
+    with tempfile.TemporaryDirectory() as tmp:
+        r, rep = run_tiny(ctx, tmp, 2, 2)
+        check_report(ctx, r, rep, 2, 2, buckets={"dense": 1, "expert": 1})
+        e2e.check(rep["config"]["grad_bucket_bytes"] == 80 << 20,
+                  "config.grad_bucket_bytes is %r" % rep["config"]["grad_bucket_bytes"])
+        e2e.check("# communication: busy" in r.stdout and "overlap on" in r.stdout,
+                  "the table has no communication line", r)
+
+
+def test_reduce_scatter_overlap_per_layer(ctx):
+    """ZeRO-1 keeps one reduce-scatter per group, whatever the bucket size."""
+    with tempfile.TemporaryDirectory() as tmp:
+        r, rep = run_tiny(ctx, tmp, 4, 2, ["--grad-reduce", "reduce-scatter", "--grad-bucket-mb",
+                                           "0"])
+        check_report(ctx, r, rep, 4, 2, buckets={"dense": 1, "expert": 1})
+
+
 def test_without_verify(ctx):
     with tempfile.TemporaryDirectory() as tmp:
         r, rep = run_tiny(ctx, tmp, 2, 2, verify=False)
@@ -208,6 +301,14 @@ TESTS = [make_layout_test(n, e) for n, e in LAYOUTS] + [
     test_micro_batch_2,
     test_corrupt_dispatch_fails_verification,
     test_without_verify,
+    make_overlap_off_test(1, 1),
+    make_overlap_off_test(2, 2),
+    make_overlap_off_test(4, 2),
+    make_overlap_off_test(4, 4, ("--routing", "zipf:1.2")),
+    make_overlap_off_test(4, 2, ("--grad-reduce", "reduce-scatter")),
+    test_buckets_per_layer,
+    test_default_bucket_holds_the_tiny_model,
+    test_reduce_scatter_overlap_per_layer,
 ]
 
 if __name__ == "__main__":

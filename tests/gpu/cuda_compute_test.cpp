@@ -546,6 +546,142 @@ TEST_CASE("adamw on BF16 parameters and gradients with FP32 moments, two steps")
   }
 }
 
+// --precision fp8. Both backends quantise the same inputs (BF16 values, uploaded to both) with
+// the same amax, scale and e4m3_round, so their E4M3 operands are identical; what differs is the
+// FP32 accumulation order and the device's BF16 output rounding (2^-9 of an element), within
+// kOne of the scale. A wrong scale, a transposed or mis-padded operand, or a lost beta C is O(1).
+struct LinearPrecisionGuard {  // both backends back to standard whatever a case does
+  ~LinearPrecisionGuard() {
+    cpu().set_linear_precision(LinearPrecision::standard);
+    dev().set_linear_precision(LinearPrecision::standard);
+  }
+};
+
+std::int64_t fp8_gemms() {
+  return cuda_api() != nullptr ? cuda_api()->fp8_gemms() : 0;
+}
+std::int64_t fp8_fallbacks() {
+  return cuda_api() != nullptr ? cuda_api()->fp8_fallbacks() : 0;
+}
+
+TEST_CASE("fp8 linear_gemm: NN, NT, TN, beta 0 and 1, bf16 and f32 C, K padded, vs the emulation") {
+  LinearPrecisionGuard guard;
+  cpu().set_linear_precision(LinearPrecision::fp8);
+  dev().set_linear_precision(LinearPrecision::fp8);  // the H200 has FP8 tensor cores (cc 9.0)
+  if (cuda_api() != nullptr) CHECK(cuda_api()->gemm_path().find("fp8 e4m3") != std::string::npos);
+  // m and n multiples of 16; k = 40 exercises the zero padding of K to 48.
+  const std::int64_t m = 48, n = 64, k = 40;
+  const bool ta[] = {false, false, true}, tb[] = {false, true, false};
+  for (int t = 0; t < 3; ++t) {
+    for (float beta : {0.0f, 1.0f}) {
+      for (bool f32_c : {false, true}) {
+        CAPTURE(t);
+        CAPTURE(beta);
+        CAPTURE(f32_c);
+        Twin a = ta[t] ? twin_random(k, m, 80, 2.0f) : twin_random(m, k, 80, 2.0f);
+        Twin b = tb[t] ? twin_random(n, k, 81, 0.05f) : twin_random(k, n, 81, 0.05f);
+        Twin c = twin_random(m, n, 82, 1.0f, f32_c);
+        const std::int64_t ran = fp8_gemms(), fell = fp8_fallbacks();
+        cpu().linear_gemm(ta[t], tb[t], 0.5f, a.cv(), b.cv(), beta, c.cv());
+        dev().linear_gemm(ta[t], tb[t], 0.5f, a.dv(), b.dv(), beta, c.dv());
+        check_twin(c, kOne, "fp8 linear_gemm");
+        if (cuda_api() != nullptr) {
+          CHECK(fp8_gemms() == ran + 1);  // the FP8 path ran, not the BF16 fallback
+          CHECK(fp8_fallbacks() == fell);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("fp8 linear_grouped_gemm: per-expert scales, forward, dgrad and wgrad vs the emulation") {
+  LinearPrecisionGuard guard;
+  cpu().set_linear_precision(LinearPrecision::fp8);
+  dev().set_linear_precision(LinearPrecision::fp8);
+  const std::int64_t h = 64, f = 48;
+  const std::vector<std::int64_t> rows = {16, 48, 32};
+  std::int64_t total = 0;
+  for (auto r : rows) total += r;
+  Twin x = twin_random(total, h, 90);
+  Twin y = twin_random(total, f, 91);
+  Twin dy = twin_random(total, f, 92);
+  Twin dx = twin_random(total, h, 93);
+  std::vector<Twin> w, dw;
+  for (std::size_t e = 0; e < rows.size(); ++e) {
+    // Weights of very different magnitudes: a scale shared across experts would show.
+    w.push_back(twin_random(h, f, 100 + e, e == 1 ? 1e-3f : 0.2f));
+    dw.push_back(twin_random(h, f, 110 + e));
+  }
+  auto problems = [&](bool on_dev, int which) {
+    std::vector<GemmProblem> p;
+    std::int64_t first = 0;
+    for (std::size_t e = 0; e < rows.size(); ++e) {
+      auto v = [&](const Twin& t) { return on_dev ? t.dv() : t.cv(); };
+      const auto slice = [&](const Twin& t) { return v(t).row_slice(first, rows[e]); };
+      if (which == 0) p.push_back({slice(x), v(w[e]), slice(y)});
+      if (which == 1) p.push_back({slice(dy), v(w[e]), slice(dx)});
+      if (which == 2) p.push_back({slice(x), slice(dy), v(dw[e])});
+      first += rows[e];
+    }
+    return p;
+  };
+  const bool ta[] = {false, false, true}, tb[] = {false, true, false};
+  const float beta[] = {0.0f, 0.0f, 1.0f};  // wgrad accumulates, as the step's does
+  for (int which = 0; which < 3; ++which) {
+    CAPTURE(which);
+    const std::int64_t ran = fp8_gemms();
+    cpu().linear_grouped_gemm(ta[which], tb[which], 1.0f, problems(false, which), beta[which]);
+    dev().linear_grouped_gemm(ta[which], tb[which], 1.0f, problems(true, which), beta[which]);
+    if (cuda_api() != nullptr) CHECK(fp8_gemms() == ran + static_cast<std::int64_t>(rows.size()));
+    if (which == 0) {
+      // Per expert: each expert's rows against its own scale (the small expert's output is
+      // 1e-3 of the others', so a tensor-wide check would hide it).
+      std::int64_t first = 0;
+      for (std::size_t e = 0; e < rows.size(); ++e) {
+        check_close(read(dev(), y.dv().row_slice(first, rows[e])),
+                    read(cpu(), y.cv().row_slice(first, rows[e])), kOne, "fp8 grouped forward");
+        first += rows[e];
+      }
+    } else if (which == 1) {
+      check_twin(dx, kOne, "fp8 grouped dgrad");
+    } else {
+      for (std::size_t e = 0; e < dw.size(); ++e) check_twin(dw[e], kOne, "fp8 grouped wgrad");
+    }
+  }
+}
+
+TEST_CASE("fp8 against bf16 on the device: within the E4M3 error, not equal") {
+  LinearPrecisionGuard guard;
+  const std::int64_t m = 64, n = 64, k = 256;
+  const Vec av = random_host(m * k, 120, 1.0f, device_bf16(false));
+  const Vec bv = random_host(k * n, 121, 1.0f, device_bf16(false));
+  Twin a = twin(m, k, av), b = twin(k, n, bv);
+  Tensor std_out = dev().alloc(m, n, DType::f32), fp8_out = dev().alloc(m, n, DType::f32);
+  dev().linear_gemm(false, false, 1.0f, a.dv(), b.dv(), 0.0f, std_out);
+  dev().set_linear_precision(LinearPrecision::fp8);
+  dev().linear_gemm(false, false, 1.0f, a.dv(), b.dv(), 0.0f, fp8_out);
+  const Vec s = read(dev(), std_out), q = read(dev(), fp8_out);
+  // Each E4M3 input is within 2^-4 of its value relatively, so each product within ~2 x 2^-4:
+  // |fp8 - bf16| <= 0.13 x sum_p |a_ip b_pj| (+ the BF16 path's own ~1e-3 of it). Random signs
+  // make the mean error far smaller, but not zero.
+  double mean = 0.0;
+  std::size_t beyond = 0;
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t j = 0; j < n; ++j) {
+      double abs_sum = 0.0;
+      for (std::int64_t p = 0; p < k; ++p) abs_sum += std::abs(av[i * k + p] * bv[p * n + j]);
+      const double err = std::abs(static_cast<double>(q[i * n + j]) - s[i * n + j]);
+      if (!(err <= 0.13 * abs_sum)) ++beyond;
+      mean += err / abs_sum;
+    }
+  }
+  mean /= static_cast<double>(m * n);
+  MESSAGE("fp8 vs bf16: mean |difference| " << mean << " of sum |a b|");
+  CHECK(beyond == 0);
+  CHECK(mean > 1e-4);
+  CHECK(mean < 0.02);
+}
+
 TEST_CASE("device information, memory, and the GEMM roofline probe") {
   CudaComputeApi* api = cuda_api();
   if (api == nullptr) return;

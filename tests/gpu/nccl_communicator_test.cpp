@@ -4,8 +4,10 @@
 //   mpirun -n W nccl_communicator_test nccl EP        one GPU per rank (W <= GPUs)
 //   mpirun -n W nccl_communicator_test mpi EP         the staged path; ranks may share a GPU
 //   mpirun -n 2 nccl_communicator_test shared-gpu 1   with one visible GPU: nccl must refuse
+// Both also run the started (non-blocking) forms on both lanes (tests/mpi/started_collectives.hpp).
 // nccl with W >= 2 also checks that a collective one peer never joins times out with an error
-// naming it, instead of hanging. Exit 0 only when every rank passed.
+// naming it, instead of hanging, on either lane, and that barrier() does not wait for the
+// background lane. Exit 0 only when every rank passed.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +21,7 @@
 #include "harness/output/device_records.hpp"
 #include "harness/runtime/mpi_runtime.hpp"
 #include "tests/mpi/comm_test_support.hpp"
+#include "tests/mpi/started_collectives.hpp"
 
 namespace mb = moebench;
 using mb::test::Checker;
@@ -139,26 +142,60 @@ void test_group(mb::Communicator& comm, mb::Compute& compute, mb::Group g, const
 }
 
 // A collective that rank 1 never joins must end on rank 0 with an error naming it, in about
-// the timeout, rather than hang.
+// the timeout, rather than hang: a blocking one (critical lane) or a started one on the
+// background lane.
 void test_timeout(const mb::MpiRuntime& rt, const mb::Topology& topo, mb::Compute& compute,
-                  Checker& ck) {
+                  bool started, Checker& ck) {
   auto comm = mb::make_communicator("nccl", rt.world(), topo, compute, 5.0);
   Device dev(compute);
   mb::Tensor d = dev.put(std::vector<float>(16, 1.0f), 16, 1, mb::DType::f32);
   if (rt.rank() == 0) {
     std::string message;
     try {
-      comm->allreduce_sum(mb::Group::world, d);
+      if (started) {
+        comm->start_allreduce_sum(mb::Group::world, d, mb::CommLane::background);
+      } else {
+        comm->allreduce_sum(mb::Group::world, d);
+      }
       comm->synchronize();
     } catch (const mb::RuntimeError& e) {
       message = e.what();
     }
-    ck.check(message.find("allreduce_sum in the world group") != std::string::npos &&
+    const std::string lane = started ? "(background lane)" : "(critical lane)";
+    ck.check(message.find("allreduce_sum in the world group " + lane) != std::string::npos &&
                  message.find("did not complete within 5 s") != std::string::npos &&
                  message.find("rank 0 (host ") != std::string::npos,
              "a collective a peer never joins times out naming it: '" + message + "'");
   }
   rt.barrier();  // rank 1 leaves only after rank 0 gave up
+}
+
+// barrier() waits for the critical lane, not for gradient buckets on the background lane: rank
+// 0 starts a bucket that rank 1 joins only after the barrier. Were the barrier to wait for it,
+// rank 0 would time out.
+void test_barrier_skips_background(const mb::MpiRuntime& rt, const mb::Topology& topo,
+                                   mb::Compute& compute, Checker& ck) {
+  auto comm = mb::make_communicator("nccl", rt.world(), topo, compute, 10.0);
+  Device dev(compute);
+  mb::Tensor d = dev.put(std::vector<float>(16, 1.0f), 16, 1, mb::DType::f32);
+  std::string message = "(none)";
+  try {
+    comm->clear_requests();
+    mb::CommRequest r = -1;
+    if (rt.rank() == 0)
+      r = comm->start_allreduce_sum(mb::Group::world, d, mb::CommLane::background);
+    comm->barrier(mb::Group::world);
+    if (rt.rank() != 0)
+      r = comm->start_allreduce_sum(mb::Group::world, d, mb::CommLane::background);
+    comm->wait(r);
+    comm->synchronize();
+    ck.check(dev.get(d) == std::vector<float>(16, static_cast<float>(rt.size())),
+             "the bucket started before the barrier completes after it");
+    comm->clear_requests();
+  } catch (const mb::RuntimeError& e) {
+    message = e.what();
+    ck.check(false, "barrier with a background bucket in flight: '" + message + "'");
+  }
 }
 
 }  // namespace
@@ -194,6 +231,14 @@ int main(int argc, char** argv) {
           test_group(*comm, *compute, g, topo, type, ck);
         }
       }
+      for (mb::DType type : {mb::DType::bf16, mb::DType::f32}) {
+        for (mb::CommLane lane : {mb::CommLane::critical, mb::CommLane::background}) {
+          for (mb::Group g : {mb::Group::world, mb::Group::expert, mb::Group::expert_data}) {
+            mb::test::test_started_forms(*comm, *compute, g, topo, type, lane, ck);
+          }
+        }
+        mb::test::test_in_flight(*comm, *compute, type, ck);
+      }
       const auto devices = mb::gather_device_records(rt, *compute);
       if (rt.rank() == 0) {
         bool ok = static_cast<int>(devices.size()) == rt.size();
@@ -203,7 +248,11 @@ int main(int argc, char** argv) {
         }
         ck.check(ok, "device records of every rank on rank 0");
       }
-      if (mode == "nccl" && rt.size() >= 2) test_timeout(rt, topo, *compute, ck);
+      if (mode == "nccl" && rt.size() >= 2) {
+        test_barrier_skips_background(rt, topo, *compute, ck);
+        test_timeout(rt, topo, *compute, false, ck);
+        test_timeout(rt, topo, *compute, true, ck);
+      }
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d: error: %s\n", rt.rank(), e.what());

@@ -1,5 +1,6 @@
-// Exercises every Communicator method of the mpi backend in every group, and the MpiRuntime's
-// exchanges, with seeded integer-valued data whose sums are exact in f32, so every check is ==.
+// Exercises every Communicator method of the mpi backend in every group, blocking and started
+// (tests/mpi/started_collectives.hpp, on cpu-backend tensors), and the MpiRuntime's exchanges,
+// with seeded integer-valued data whose sums are exact in f32, so every check is ==.
 // Usage: mpirun -n W mpi_communicator_test EP. Exit 0 only when every rank passed.
 #include <cstdint>
 #include <cstdio>
@@ -11,9 +12,11 @@
 #include <vector>
 
 #include "harness/comm/communicator.hpp"
+#include "harness/compute/cpu_compute.hpp"
 #include "harness/core/error.hpp"
 #include "harness/runtime/mpi_runtime.hpp"
 #include "tests/mpi/comm_test_support.hpp"
+#include "tests/mpi/started_collectives.hpp"
 
 namespace mb = moebench;
 using mb::test::Checker;
@@ -177,6 +180,61 @@ void test_construction_errors(Checker& ck) {
            "MPI error names the call and rank: '" + message + "'");
 }
 
+// What only the mpi backend promises about started collectives: a busy time only once waited
+// for, synchronize() completing them, MPI errors naming the non-blocking call.
+void test_started_mpi(mb::Communicator& comm, Checker& ck) {
+  const int n = comm.info(mb::Group::world).size;
+  std::vector<float> buf(3 * n, 1.0f);
+  comm.clear_requests();
+  const mb::CommRequest r =
+      comm.start_allreduce_sum(mb::Group::world, mat(buf, n, 3), mb::CommLane::background);
+  expect_error([&] { (void)comm.busy_time_s(r); }, "busy_time_s before wait", ck);
+  expect_error([&] { comm.wait(r + 1); }, "wait on an unknown request", ck);
+  comm.synchronize();  // completes r
+  ck.check(buf == std::vector<float>(3 * n, static_cast<float>(n)), "synchronize completes");
+  ck.check(mb::test::busy_ok(comm, r), "busy_time_s after synchronize");
+  expect_error([&] { comm.clear_requests(); }, "clear_requests without wait, after synchronize",
+               ck);
+  comm.wait(r);
+  comm.wait(r);  // again: harmless
+  comm.clear_requests();
+
+  auto solo = mb::make_mpi_communicator(MPI_COMM_SELF, mb::single_process_topology());
+  std::vector<float> send(4, 1.0f), recv(4, 0.0f);
+  const std::vector<std::int64_t> two_rows = {2}, one_row = {1}, zero = {0};
+  std::string message;
+  try {
+    const mb::CommRequest t =
+        solo->start_alltoallv(mb::Group::world, mat(send, 2, 2), two_rows, zero, mat(recv, 2, 2),
+                              one_row, zero, mb::CommLane::critical);
+    solo->wait(t);
+  } catch (const mb::RuntimeError& e) {
+    message = e.what();
+  }
+  ck.check(message.find("MPI_Ialltoallv") != std::string::npos &&
+               message.find("failed") != std::string::npos &&
+               message.find("rank ") != std::string::npos,
+           "a started collective's MPI error names the call and rank: '" + message + "'");
+  // A start that fails its checks leaves no request behind.
+  mb::Mat bf16{buf.data(), 1, 2, 2, mb::DType::bf16};
+  expect_error([&] { comm.start_allreduce_sum(mb::Group::world, bf16, mb::CommLane::critical); },
+               "started bf16 allreduce", ck);
+  std::vector<std::int64_t> short_counts(n + 1, 0);
+  expect_error(
+      [&] {
+        comm.start_alltoallv(mb::Group::world, mat(buf, n, 3), short_counts, short_counts,
+                             mat(send, 1, 4), short_counts, short_counts, mb::CommLane::critical);
+      },
+      "started alltoallv with wrong count arrays", ck);
+  bool cleared = true;
+  try {
+    comm.clear_requests();
+  } catch (const mb::RuntimeError&) {
+    cleared = false;
+  }
+  ck.check(cleared, "failed starts leave no request");
+}
+
 void test_runtime(const mb::MpiRuntime& rt, Checker& ck) {
   const int w = rt.size();
   const int r = rt.rank();
@@ -228,6 +286,14 @@ int main(int argc, char** argv) {
       test_group(*comm, g, topo, ck);
     }
     test_misuse(*comm, ck);
+    mb::CpuCompute cpu(1);
+    for (mb::CommLane lane : {mb::CommLane::critical, mb::CommLane::background}) {
+      for (mb::Group g : {mb::Group::world, mb::Group::expert, mb::Group::expert_data}) {
+        mb::test::test_started_forms(*comm, cpu, g, topo, mb::DType::f32, lane, ck);
+      }
+    }
+    mb::test::test_in_flight(*comm, cpu, mb::DType::f32, ck);
+    test_started_mpi(*comm, ck);
     // The single-process reference's communicator: every group is this rank alone.
     const mb::Topology self = mb::single_process_topology();
     auto solo = mb::make_mpi_communicator(MPI_COMM_SELF, self);

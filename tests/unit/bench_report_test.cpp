@@ -91,6 +91,27 @@ TEST_CASE("bench report: the rates, ratios and fractions of peak it derives") {
   CHECK(s["phases"]["dispatch"]["tflops"].get<double>() == 0.0);  // communication: no rate
 }
 
+TEST_CASE("bench report: the fp8 dense rate beside the bf16 one, and experts against fp8") {
+  BenchRecord r = sample_record(989.0);
+  CHECK(make_bench_report(r)["results"]["dense_gemm_fp8"].is_null());
+  DenseGemmResult f = r.dense;
+  f.time_s = constant(1e-6);  // twice the bf16 rate
+  r.dense_fp8 = f;
+  r.fp8_counts = Fp8Counts{120, 3};
+  nlohmann::ordered_json j = make_bench_report(r);
+  // Exact ratios of the constants above, up to the division's rounding.
+  CHECK(j["results"]["dense_gemm_fp8"]["fp8_over_dense"].get<double>() ==
+        doctest::Approx(2.0).epsilon(1e-12));
+  CHECK(j["results"]["fp8_gemms"]["bf16_fallbacks"] == 3);
+  const double bf16_ratio = j["results"]["expert_gemms"]["ratio_to_dense"].get<double>();
+  // With the probe in fp8 the experts are compared with the fp8 dense rate: half the ratio.
+  r.meta.precision = "fp8";
+  j = make_bench_report(r);
+  CHECK(j["results"]["expert_gemms"]["ratio_to_dense"].get<double>() ==
+        doctest::Approx(bf16_ratio / 2).epsilon(1e-12));
+  CHECK(format_bench_table(r).find("in fp8") != std::string::npos);
+}
+
 TEST_CASE("bench report: without a peak the fractions are null and the target can be missed") {
   BenchRecord r = sample_record(std::nullopt);
   for (GemmCaseResult& c : r.experts.cases) c.time_s = constant(c.gemm.flops() / 800e12);

@@ -107,7 +107,8 @@ TEST_CASE("bench: precision is the backend's own, as for `moebench run`") {
   CHECK(bench_precision("cuda", "") == "bf16");
   CHECK(bench_precision("cuda", "bf16") == "bf16");
   CHECK_THROWS_AS(bench_precision("cpu", "bf16"), UsageError);
-  CHECK_THROWS_AS(bench_precision("cuda", "fp8"), UsageError);
+  CHECK(bench_precision("cuda", "fp8") == "fp8");
+  CHECK(bench_precision("cpu", "fp8") == "fp8");
   CHECK_THROWS_AS(bench_precision("cuda", "int4"), UsageError);
 }
 

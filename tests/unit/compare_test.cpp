@@ -122,5 +122,23 @@ TEST_CASE("verify_tolerance: FP32 keeps the tight bounds, BF16 storage gets loos
   CHECK_THROWS_AS(verify_tolerance(DType::i32), RuntimeError);
 }
 
+TEST_CASE("verify_tolerance: fp8 bounds are one E4M3 GEMM's worst case, whatever the storage") {
+  for (DType storage : {DType::f32, DType::bf16}) {
+    const VerifyTolerance t = verify_tolerance(storage, LinearPrecision::fp8);
+    CHECK(t.rtol == kVerifyRtolFp8);
+    CHECK(t.atol_of_max == kVerifyAtolOfMaxFp8);
+    CHECK(t.reason.find("E4M3") != std::string::npos);
+    const Vec ref = {1.0f, -0.5f};
+    // Two inputs each rounded by 2^-4 the other way: a product off by 2^-3 still passes...
+    CHECK(compare("q", Vec{1.0f + 0.12f, -0.5f}, ref, t.atol_of_max * max_abs(ref), t.rtol)
+              .mismatches == 0);
+    // ... a doubled or lost value does not.
+    CHECK(compare("q", Vec{2.0f, -0.5f}, ref, t.atol_of_max * max_abs(ref), t.rtol).mismatches ==
+          1);
+    CHECK(compare("q", Vec{1.0f, 0.0f}, ref, t.atol_of_max * max_abs(ref), t.rtol).mismatches == 1);
+  }
+  CHECK(verify_tolerance(DType::f32, LinearPrecision::standard).rtol == kVerifyRtol);
+}
+
 }  // namespace
 }  // namespace moebench

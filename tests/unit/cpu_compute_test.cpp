@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "workloads/ops/elementwise.hpp"
+#include "workloads/ops/fp8.hpp"
 #include "workloads/ops/random.hpp"
 #include "workloads/routing/route.hpp"
 
@@ -136,6 +137,124 @@ TEST_CASE("grouped_gemm runs each problem, skips empty ones, and zeroes empty su
   const GemmProblem wgrad[] = {{x1, y1, dw1}};
   c.grouped_gemm(true, false, 1.0f, wgrad, 0.0f);
   for (float v : read(c, dw1)) CHECK(v == 0.0f);
+}
+
+// The FP8 emulation written out independently: amax over the stored view, scale 448 / amax,
+// every element rounded to E4M3, products summed in double, both descales applied.
+Vec fp8_reference(bool ta, bool tb, float alpha, const Vec& a, std::int64_t ar, std::int64_t ac,
+                  const Vec& b, std::int64_t br, std::int64_t bc, float beta, const Vec& c0,
+                  std::int64_t m, std::int64_t n) {
+  auto quantised = [](const Vec& x, double* descale) {
+    float amax = 0.0f;
+    for (float v : x) amax = std::max(amax, std::fabs(v));
+    const float scale = 448.0f / amax;
+    *descale = 1.0 / scale;
+    Vec q(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) q[i] = e4m3_round(x[i] * scale);
+    return q;
+  };
+  double da = 0, db = 0;
+  const Vec qa = quantised(a, &da), qb = quantised(b, &db);
+  const std::int64_t k = ta ? ar : ac;
+  Vec out(static_cast<std::size_t>(m * n));
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t j = 0; j < n; ++j) {
+      double s = 0.0;
+      for (std::int64_t p = 0; p < k; ++p) {
+        s += static_cast<double>(ta ? qa[p * ac + i] : qa[i * ac + p]) *
+             (tb ? qb[j * bc + p] : qb[p * bc + j]);
+      }
+      out[i * n + j] = static_cast<float>(alpha * da * db * s + beta * c0[i * n + j]);
+    }
+  }
+  return out;
+}
+
+TEST_CASE("linear_gemm in fp8: the emulation equals an independent E4M3 computation") {
+  CpuCompute c(1);
+  c.set_linear_precision(LinearPrecision::fp8);
+  REQUIRE(c.linear_precision() == LinearPrecision::fp8);
+  const std::int64_t m = 9, n = 11, k = 64;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      CAPTURE(ta);
+      CAPTURE(tb);
+      const std::int64_t ar = ta ? k : m, ac = ta ? m : k;
+      const std::int64_t br = tb ? n : k, bc = tb ? k : n;
+      // Different magnitudes per operand, so a scale applied to the wrong operand shows.
+      const Vec av = random_vec(ar * ac, 21, 3.0f), bv = random_vec(br * bc, 22, 0.01f);
+      const Vec c0 = random_vec(m * n, 23);
+      Tensor a = make(c, ar, ac, av), b = make(c, br, bc, bv), out = make(c, m, n, c0);
+      c.linear_gemm(ta, tb, 0.5f, a, b, 1.0f, out);
+      const Vec want = fp8_reference(ta, tb, 0.5f, av, ar, ac, bv, br, bc, 1.0f, c0, m, n);
+      const Vec got = read(c, out);
+      // Same quantised inputs: only FP32 accumulation of 64 terms (sum |terms| <= 1 here, plus
+      // beta C of O(1)) against double differs, < 1e-5 absolute, far below the E4M3 differences
+      // this test is about (~1e-2 relative).
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-5).scale(1.0));
+      }
+    }
+  }
+}
+
+TEST_CASE("linear_gemm in fp8 differs from FP32 by the E4M3 error, no more; standard is FP32") {
+  CpuCompute c(1);
+  const std::int64_t m = 16, n = 16, k = 256;
+  const Vec av = random_vec(m * k, 31), bv = random_vec(k * n, 32);
+  Tensor a = make(c, m, k, av), b = make(c, k, n, bv);
+  Tensor exact = c.alloc(m, n), std_out = c.alloc(m, n), fp8_out = c.alloc(m, n);
+  c.gemm(false, false, 1.0f, a, b, 0.0f, exact);
+  c.linear_gemm(false, false, 1.0f, a, b, 0.0f, std_out);
+  CHECK(read(c, std_out) == read(c, exact));  // standard precision is the plain GEMM
+  c.set_linear_precision(LinearPrecision::fp8);
+  c.linear_gemm(false, false, 1.0f, a, b, 0.0f, fp8_out);
+  const Vec e = read(c, exact), q = read(c, fp8_out);
+  // Each quantised input is within 2^-4 of its value relatively (3 mantissa bits; below 2^-6 of
+  // scaled magnitude the absolute spacing 2^-9 / scale applies instead), so each product within
+  // about 2 x 2^-4 and |fp8 - exact| <= 0.13 x sum_p |a_ip b_pj| (plus the subnormal slack, far
+  // smaller for O(1) inputs). Random signs make the typical error ~sqrt(k) times smaller: the
+  // mean error must also be well below the bound but not zero (the inputs were rounded).
+  double mean_err = 0.0;
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t j = 0; j < n; ++j) {
+      double abs_sum = 0.0;
+      for (std::int64_t p = 0; p < k; ++p) abs_sum += std::fabs(av[i * k + p] * bv[p * n + j]);
+      const double err = std::fabs(q[i * n + j] - e[i * n + j]);
+      CHECK(err <= 0.13 * abs_sum + 1e-3);
+      mean_err += err / abs_sum;
+    }
+  }
+  mean_err /= static_cast<double>(m * n);
+  CHECK(mean_err > 1e-4);  // rounding happened
+  CHECK(mean_err < 0.02);  // and it is random-signed, not a scale error
+}
+
+TEST_CASE("linear_grouped_gemm in fp8 scales each problem's operands separately") {
+  CpuCompute c(1);
+  c.set_linear_precision(LinearPrecision::fp8);
+  const std::int64_t k = 32, n = 8;
+  // Two experts whose weights differ by 1e5 in magnitude: one shared scale would put the small
+  // one's values (1e-5 x 448 < 2^-6) among E4M3's subnormals, errors of tens of percent;
+  // per-problem scales keep both at full precision.
+  const Vec w0 = random_vec(k * n, 41, 1.0f), w1 = random_vec(k * n, 42, 1e-5f);
+  const Vec x0 = random_vec(4 * k, 43), x1 = random_vec(3 * k, 44, 20.0f);
+  Tensor tw0 = make(c, k, n, w0), tw1 = make(c, k, n, w1);
+  Tensor tx0 = make(c, 4, k, x0), tx1 = make(c, 3, k, x1);
+  Tensor y0 = c.alloc(4, n), y1 = c.alloc(3, n);
+  const GemmProblem p[] = {{tx0, tw0, y0}, {tx1, tw1, y1}};
+  c.linear_grouped_gemm(false, false, 1.0f, p, 0.0f);
+  const Vec want0 = fp8_reference(false, false, 1.0f, x0, 4, k, w0, k, n, 0.0f, Vec(4 * n), 4, n);
+  const Vec want1 = fp8_reference(false, false, 1.0f, x1, 3, k, w1, k, n, 0.0f, Vec(3 * n), 3, n);
+  const Vec got0 = read(c, y0), got1 = read(c, y1);
+  // As above: FP32 against double accumulation of identical quantised products, ~1e-6 of each
+  // output's scale (O(1) for y0, ~1e-3 for y1); a shared scale would move y1 by ~1e-4.
+  for (std::size_t i = 0; i < got0.size(); ++i) {
+    CHECK(got0[i] == doctest::Approx(want0[i]).epsilon(1e-5).scale(1.0));
+  }
+  for (std::size_t i = 0; i < got1.size(); ++i) {
+    CHECK(got1[i] == doctest::Approx(want1[i]).epsilon(1e-4).scale(1e-3));
+  }
 }
 
 TEST_CASE("fill_random is deterministic, stream-dependent and independent of ld") {

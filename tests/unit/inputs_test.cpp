@@ -69,7 +69,8 @@ TEST_CASE("parse_run_report takes the figures, the key and the provenance of a v
   CHECK(p.tflops_per_gpu == 1.5);
   CHECK(p.step_time_s == doctest::Approx(0.102).epsilon(1e-12));  // median of 0.100/0.102/0.104
   CHECK(p.phase_time_s[static_cast<std::size_t>(Phase::dispatch)] == doctest::Approx(0.005));
-  CHECK(p.busbw[static_cast<std::size_t>(Phase::dispatch)] == doctest::Approx(2.5e9));
+  CHECK(p.busbw[static_cast<std::size_t>(Phase::dispatch)] ==
+        doctest::Approx(1.25e9));  // the fixture: 25 MB in 10 ms busy, 2 ranks
   CHECK(p.verification_enabled);
   CHECK_FALSE(p.synthetic);
   bool has_hidden = false, has_ep = false;

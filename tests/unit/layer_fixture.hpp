@@ -79,7 +79,7 @@ struct Harness {
         topo(one_rank()),
         compute(make_compute("cpu", 0, 1)),
         comm(make_mpi_communicator(MPI_COMM_SELF, topo)),
-        timer(*compute, *comm),
+        timer(*compute),
         params(*compute, config, topo),
         ctx{*compute, *comm, timer, sample, config, topo, params} {
     validate(config);

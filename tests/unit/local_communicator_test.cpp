@@ -2,9 +2,11 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "harness/compute/cpu_compute.hpp"
+#include "harness/core/error.hpp"
 
 namespace moebench {
 namespace {
@@ -68,6 +70,39 @@ TEST_CASE("local communicator: reductions over one rank") {
   c.upload(w.data(), shard);
   comm->allgather(Group::world, shard, buf);
   CHECK(read(c, buf) == w);
+}
+
+// The local communicator keeps Communicator's default started forms: the blocking call, run at
+// once and timed on the host.
+TEST_CASE("local communicator: started forms complete at once and must still be waited for") {
+  CpuCompute c(1);
+  auto comm = make_local_communicator(c);
+  Tensor send = c.alloc(2, 2), recv = c.alloc(2, 2), buf = c.alloc(4, 1), shard = c.alloc(4, 1);
+  const std::vector<float> s = iota(4, 1.0f);
+  c.upload(s.data(), send);
+  c.upload(s.data(), buf);
+  const std::vector<std::int64_t> rows = {2}, offsets = {0};
+  const CommRequest a = comm->start_alltoallv(Group::expert, send, rows, offsets, recv, rows,
+                                              offsets, CommLane::critical);
+  const CommRequest b =
+      comm->start_reduce_scatter_sum(Group::world, buf, shard, CommLane::background);
+  CHECK(a == 0);
+  CHECK(b == 1);
+  CHECK(read(c, recv) == s);
+  CHECK(read(c, shard) == s);
+  CHECK_THROWS_AS(comm->clear_requests(), RuntimeError);  // neither waited for
+  comm->wait(b);
+  CHECK_THROWS_AS(comm->clear_requests(), RuntimeError);  // a still not waited for
+  comm->wait(a);
+  for (CommRequest r : {a, b}) {
+    CHECK(std::isfinite(comm->busy_time_s(r)));
+    CHECK(comm->busy_time_s(r) >= 0);
+  }
+  CHECK_THROWS_AS(comm->wait(2), RuntimeError);
+  comm->clear_requests();
+  CHECK_THROWS_AS((void)comm->busy_time_s(a), RuntimeError);  // forgotten
+  CHECK(comm->start_allreduce_sum(Group::world, buf, CommLane::background) == 0);
+  CHECK(comm->start_allgather(Group::world, shard, buf, CommLane::critical) == 1);
 }
 
 }  // namespace moebench

@@ -180,6 +180,25 @@ TEST_CASE("bad flags throw a UsageError naming the flag") {
   CHECK(contains(m, "--preset"));
 }
 
+TEST_CASE("--overlap and --grad-bucket-mb: defaults, values and bad values") {
+  RunConfig c = resolve_run_config(parse({"run", "--preset", "deepseek-v3-tiny"}), 2);
+  CHECK(c.overlap);
+  CHECK(c.grad_bucket_bytes == std::int64_t{80} << 20);
+  c = resolve_run_config(
+      parse({"run", "--preset", "deepseek-v3-tiny", "--overlap", "off", "--grad-bucket-mb", "0.5"}),
+      2);
+  CHECK_FALSE(c.overlap);
+  CHECK(c.grad_bucket_bytes == 524288);
+  std::string m = usage_message({"run", "--preset", "deepseek-v3", "--overlap", "yes"});
+  CHECK(contains(m, "--overlap yes"));
+  CHECK(contains(m, "on or off"));
+  m = usage_message({"run", "--preset", "deepseek-v3", "--grad-bucket-mb", "-2"});
+  CHECK(contains(m, "--grad-bucket-mb -2"));
+  CHECK(contains(m, "from 0"));
+  m = usage_message({"run", "--preset", "deepseek-v3", "--grad-bucket-mb", "inf"});
+  CHECK(contains(m, "--grad-bucket-mb"));
+}
+
 TEST_CASE("an unknown subcommand is named in the error, with the valid ones") {
   // Fails today: CLI11 reports "A subcommand is required", which names neither the mistyped
   // command nor the valid ones.
@@ -302,10 +321,17 @@ TEST_CASE("resolve_run_config: --precision per backend, --timeout, --comm agains
   CHECK(resolve({"--preset", "deepseek-v3-tiny", "--backend", "cuda", "--precision", "bf16"})
             .precision == "bf16");
 
+  CHECK(!c.fp8_emulated);
+  // fp8: emulated on the cpu backend, native (E4M3 tensor cores) on cuda.
+  const RunConfig f = resolve({"--preset", "deepseek-v3-tiny", "--precision", "fp8"});
+  CHECK(f.precision == "fp8");
+  CHECK(f.fp8_emulated);
+  const RunConfig g =
+      resolve({"--preset", "deepseek-v3-tiny", "--backend", "cuda", "--precision", "fp8"});
+  CHECK(g.precision == "fp8");
+  CHECK(!g.fp8_emulated);
   std::string m = message({"--preset", "deepseek-v3-tiny", "--precision", "bf16"});
-  CHECK(contains(m, "--precision bf16 is not available with --backend cpu; valid: fp32"));
-  m = message({"--preset", "deepseek-v3-tiny", "--backend", "cuda", "--precision", "fp8"});
-  CHECK(contains(m, "--precision fp8 is not implemented yet"));
+  CHECK(contains(m, "--precision bf16 is not available with --backend cpu; valid: fp32 or fp8"));
   m = message({"--preset", "deepseek-v3-tiny", "--precision", "fp16"});
   CHECK(contains(m, "--precision fp16: expected"));
   m = message({"--preset", "deepseek-v3-tiny", "--timeout", "0"});

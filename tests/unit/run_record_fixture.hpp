@@ -47,6 +47,12 @@ inline RunRecord sample_run_record() {
   res.compute_time_s = 0.080;
   res.communication_time_s = 0.030;
   res.exposed_communication_s = 0.022;
+  res.overlap.busy_s = 0.060;
+  res.overlap.exposed_s = 0.030;
+  res.overlap.hidden_s = 0.030;
+  res.overlap.fraction = 0.5;
+  res.grad_buckets_dense = 3;
+  res.grad_buckets_expert = 2;
   for (std::size_t i = 0; i < kPhaseCount; ++i) {
     PhaseResult p;
     p.phase = static_cast<Phase>(i);
@@ -54,9 +60,11 @@ inline RunRecord sample_run_record() {
     const double times[] = {t, t, t};
     p.time_s = summarize(times);
     if (is_communication(p.phase)) {
-      p.bytes = 25e6;           // 25 MB
-      p.algbw = p.bytes / t;    // dispatch (5 ms): 5 GB/s
-      p.busbw = p.algbw * 0.5;  // 2-rank group
+      const double busy[] = {2 * t, 2 * t, 2 * t};  // half of it hidden behind compute
+      p.busy_s = summarize(busy);
+      p.bytes = 25e6;               // 25 MB
+      p.algbw = p.bytes / (2 * t);  // dispatch (5 ms exposed, 10 ms busy): 2.5 GB/s
+      p.busbw = p.algbw * 0.5;      // 2-rank group
       p.group_size = 2;
     } else {
       p.flops = 2e9 * static_cast<double>(i + 1);

@@ -90,6 +90,30 @@ TEST_CASE("run report: the schema rejects a missing key, a wrong type and a wron
   CHECK(mentions(schema_errors(version, run_schema()), "/schema_version"));
 }
 
+TEST_CASE("run report: fp8 runs say so, with the emulation; other runs have no fp8 block") {
+  RunRecord r = testing::sample_run_record();
+  CHECK(!nlohmann::json(make_run_report(r)).at("config").contains("fp8"));
+  r.config.precision = "fp8";
+  r.config.fp8_emulated = true;
+  nlohmann::json j = nlohmann::json(make_run_report(r));
+  auto errors = schema_errors(j, run_schema());
+  for (const auto& e : errors) MESSAGE(e);
+  CHECK(errors.empty());
+  CHECK(j.at("config").at("precision") == "fp8");
+  CHECK(j.at("config").at("fp8").at("emulated") == true);
+  CHECK(j.at("config").at("fp8").at("storage") == "fp32");
+  CHECK(j.at("config").at("fp8").at("scaling") == "per-tensor");
+  r.config.backend = "cuda";
+  r.config.fp8_emulated = false;
+  j = nlohmann::json(make_run_report(r));
+  CHECK(schema_errors(j, run_schema()).empty());
+  CHECK(j.at("config").at("fp8").at("emulated") == false);
+  CHECK(j.at("config").at("fp8").at("storage") == "bf16");
+  // The schema refuses an fp8 block without its fields.
+  j["config"]["fp8"].erase("emulated");
+  CHECK(!schema_errors(j, run_schema()).empty());
+}
+
 TEST_CASE("run report: a GPU run's devices and precision are written and validate") {
   RunRecord r = testing::sample_run_record();
   r.config.backend = "cuda";

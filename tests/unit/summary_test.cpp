@@ -19,6 +19,7 @@ StepSample sample(double step, double attention, double dispatch, double flops, 
   s.step_time_s = step;
   s.time_s[at(Phase::attention)] = attention;
   s.time_s[at(Phase::dispatch)] = dispatch;
+  s.busy_s[at(Phase::dispatch)] = 2 * dispatch;  // half of the all-to-all hidden behind compute
   s.flops[at(Phase::attention)] = flops;
   s.bytes[at(Phase::dispatch)] = bytes;
   s.bus_bytes[at(Phase::dispatch)] = bytes / 2;
@@ -68,8 +69,11 @@ TEST_CASE("summarize_run takes each step's slowest rank and the medians over ste
   // Slowest per step: 0.2, 0.2, 0.3 -> median 0.2.
   CHECK(dis.time_s.median == doctest::Approx(0.2).epsilon(kEps));
   CHECK(dis.bytes == doctest::Approx(2000.0).epsilon(kEps));
-  CHECK(dis.algbw == doctest::Approx(2000.0 / 0.2).epsilon(kEps));
-  CHECK(dis.busbw == doctest::Approx(1000.0 / 0.2).epsilon(kEps));
+  // Busy, the slowest rank's per step: 0.4, 0.4, 0.6 -> median 0.4; bandwidths divide by it.
+  CHECK(dis.busy_s.median == doctest::Approx(0.4).epsilon(kEps));
+  CHECK(dis.busy_s.max == doctest::Approx(0.6).epsilon(kEps));
+  CHECK(dis.algbw == doctest::Approx(2000.0 / 0.4).epsilon(kEps));
+  CHECK(dis.busbw == doctest::Approx(1000.0 / 0.4).epsilon(kEps));
   CHECK(dis.group_size == 4);
   CHECK(dis.flop_rate == 0.0);
 
@@ -83,6 +87,13 @@ TEST_CASE("summarize_run takes each step's slowest rank and the medians over ste
   CHECK(r.communication_time_s == doctest::Approx(0.2).epsilon(kEps));
   // Exposed communication: the median step minus the compute phases' medians.
   CHECK(r.exposed_communication_s == doctest::Approx(2.0 - 0.75).epsilon(kEps));
+  // Overlap: busy 0.4 of which the compute stream waited 0.2.
+  CHECK(r.overlap.busy_s == doctest::Approx(0.4).epsilon(kEps));
+  CHECK(r.overlap.exposed_s == doctest::Approx(0.2).epsilon(kEps));
+  CHECK(r.overlap.hidden_s == doctest::Approx(0.2).epsilon(kEps));
+  CHECK(r.overlap.fraction == doctest::Approx(0.5).epsilon(kEps));
+  // Compute phases have no busy time.
+  CHECK(att.busy_s.count == 0);
 
   REQUIRE(r.per_rank.size() == 2);
   CHECK(r.per_rank[0].rank == 0);
@@ -103,6 +114,17 @@ TEST_CASE("summarize_run clamps exposed communication at zero") {
   CHECK(r.exposed_communication_s == 0.0);
 }
 
+TEST_CASE("summarize_run: exposed above busy (host-side counts exchange) hides nothing") {
+  RankSamples a;
+  StepSample s = sample(1.0, 0.5, 0.3, 1, 1, 1);
+  s.busy_s[at(Phase::dispatch)] = 0.25;
+  a.steps = {s};
+  const RunResults r = summarize_run({a}, 1.0, 1.0);
+  CHECK(r.overlap.hidden_s == 0.0);
+  CHECK(r.overlap.fraction == 0.0);
+  CHECK(r.overlap.exposed_s == doctest::Approx(0.3).epsilon(kEps));
+}
+
 TEST_CASE("summarize_run rejects no ranks and ranks with different step counts") {
   CHECK_THROWS_AS(summarize_run({}, 1.0, 1.0), RuntimeError);
   std::vector<RankSamples> r = two_ranks();
@@ -120,6 +142,7 @@ TEST_CASE("flatten and unflatten round-trip every field") {
     s.bytes[p] = v++ * 1e9;
     s.bus_bytes[p] = v++ * 1e9;
     s.group_size[p] = static_cast<int>(p) + 2;
+    s.busy_s[p] = v++ * 0.5;
   }
   const std::vector<double> flat = flatten(s);
   CHECK(flat.size() == kSampleDoubles);
@@ -130,6 +153,7 @@ TEST_CASE("flatten and unflatten round-trip every field") {
   CHECK(back.bytes == s.bytes);
   CHECK(back.bus_bytes == s.bus_bytes);
   CHECK(back.group_size == s.group_size);
+  CHECK(back.busy_s == s.busy_s);
   // Consecutive samples in one gathered buffer stay apart.
   std::vector<double> two = flat;
   StepSample t;

@@ -30,14 +30,19 @@ TEST_CASE("table: header, one row per phase and the summary, in friendly units")
   CHECK(has(t, "time(ms)"));
   CHECK(has(t, "busbw(GB/s)"));
   for (std::string_view name : kPhaseNames) CHECK(!line_of(t, "   " + std::string(name)).empty());
-  // dispatch: 5 ms of a 102 ms median step, 25 MB, 5 GB/s algbw, 2.5 GB/s busbw.
+  // dispatch: 5 ms exposed of a 102 ms median step, 10 ms busy, 25 MB, 2.5 GB/s algbw, 1.25 GB/s
+  // busbw.
   CHECK(line_of(t, "   dispatch") ==
-        "   dispatch           5.000    4.9%               25.00         5.00         2.50");
-  // experts: 6 ms, 2 TFLOP/s, no bandwidth columns.
-  CHECK(line_of(t, "   experts") == "   experts            6.000    5.9%    2.000");
+        "   dispatch           5.000    10.000    4.9%               "
+        "25.00         2.50         1.25");
+  // experts: 6 ms, 2 TFLOP/s, no busy or bandwidth columns.
+  CHECK(line_of(t, "   experts") == "   experts            6.000              5.9%    2.000");
   CHECK(has(t, "step time: median 102.000 ms, p95 103.800 ms over 3 steps"));
   CHECK(has(t, "TFLOP/s/GPU: 1.500   tokens/s/GPU: 40158"));
-  CHECK(has(t, "exposed communication 22.000 ms"));
+  CHECK(has(t, "# compute 80.000 ms, not computing 22.000 ms (step - compute)"));
+  CHECK(has(t,
+            "# communication: busy 60.000 ms, exposed 30.000 ms, hidden 30.000 ms (50% "
+            "overlapped); overlap on, gradient buckets 3 dense + 2 expert"));
   CHECK(has(t, "# verification: 0 wrong of 123456 compared (max rel err 1.2e-06) PASSED"));
 }
 

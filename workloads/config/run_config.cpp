@@ -113,6 +113,9 @@ void validate(const RunConfig& c) {
   if (c.blas_threads < 1) {
     throw UsageError("--blas-threads must be >= 1, got " + s(c.blas_threads));
   }
+  if (c.grad_bucket_bytes < 0) {
+    throw UsageError("--grad-bucket-mb must be >= 0, got " + s(c.grad_bucket_bytes) + " bytes");
+  }
 
   if (p.world < 1) throw UsageError("the world size must be >= 1 (mpirun -np), got " + s(p.world));
   if (p.ep < 1) throw UsageError("--ep must be >= 1, got " + s(p.ep));

@@ -69,14 +69,26 @@ struct RunConfig {
   bool verify = false;
   std::string backend = "cpu";  // compute backend
   std::string comm = "mpi";     // communication backend
-  // The step's arithmetic: "fp32" (cpu), "bf16" (cuda: BF16 storage, FP32 accumulation); empty
-  // until resolved against the backend.
+  // The step's arithmetic: "fp32" (cpu), "bf16" (cuda: BF16 storage, FP32 accumulation), or
+  // "fp8" (--precision fp8: the linear layers' GEMMs in E4M3 with per-tensor scales, storage and
+  // everything else the backend's own); empty until resolved against the backend.
   std::string precision;
+  // fp8 on a backend without FP8 arithmetic (cpu): E4M3-rounded values in FP32 GEMMs, the
+  // numerics of FP8 without its speed.
+  bool fp8_emulated = false;
   double comm_timeout_s = 600;  // --timeout: the longest wait for a collective or setup
   int blas_threads = 1;
   // Collectives start after a barrier of their group, timed as comm_wait
   // (harness/measure/phases.hpp).
   bool comm_barrier = true;
+  // --overlap: the shared expert computes while the dispatch (forward) and the combine's reverse
+  // (backward) are in flight, the router's backward while the dispatch's reverse is, and
+  // gradients are reduced in buckets of whole layers during the backward.
+  bool overlap = true;
+  // --grad-bucket-mb: layers are merged into one gradient bucket until it holds at least this
+  // many bytes (0: one bucket per layer). Megatron-LM's default bucket is 40M elements, 80 MB of
+  // BF16 gradients: 80 MiB here.
+  std::int64_t grad_bucket_bytes = std::int64_t{80} << 20;
   // Test-only: corrupt one element of the dispatched payload on this rank (-1: off).
   int test_corrupt_dispatch_rank = -1;
 };

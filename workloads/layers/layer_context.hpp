@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "harness/comm/communicator.hpp"
 #include "harness/compute/compute.hpp"
@@ -24,6 +26,9 @@ struct LayerContext {
   std::int64_t tokens = 0;        // rows this rank holds (micro_batch * seq_len)
   std::int64_t first_token = 0;   // global index of row 0
   bool corrupt_dispatch = false;  // test hook: perturb one received dispatch element
+  // Every collective started in the step and the phase it belongs to: their busy times are read
+  // once the step has synchronised (Communicator::busy_time_s).
+  std::vector<std::pair<Phase, CommRequest>> requests{};
 
   // With --comm-barrier on, waits for the group's slowest member, timed as comm_wait, so that
   // the collective that follows is timed from a common start (as nccl-tests does).
@@ -31,6 +36,18 @@ struct LayerContext {
     if (!config.comm_barrier) return;
     auto scope = timer.scope(Phase::comm_wait);
     comm.barrier(g);
+  }
+  // --overlap on: independent compute runs while a collective is in flight.
+  bool overlap() const { return config.overlap; }
+  // Records a started collective under its phase.
+  CommRequest track(Phase p, CommRequest r) {
+    requests.emplace_back(p, r);
+    return r;
+  }
+  // Waits for a started collective; the compute stream's wait is the phase's (exposed) time.
+  void wait(Phase p, CommRequest r) {
+    auto scope = timer.scope(p);
+    comm.wait(r);
   }
   void add_flops(Phase p, double f) { sample.flops[static_cast<std::size_t>(p)] += f; }
   void add_bytes(Phase p, double bytes, double bus_factor, int group) {

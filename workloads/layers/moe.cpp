@@ -1,5 +1,7 @@
 #include "workloads/layers/moe.hpp"
 
+#include <chrono>
+
 #include "harness/measure/stats.hpp"
 #include "workloads/accounting/accounting.hpp"
 #include "workloads/routing/route.hpp"
@@ -30,17 +32,20 @@ RouterParams router_params(const RunConfig& c) {
   return p;
 }
 
-void MoeBlock::alltoall(LayerContext& ctx, Phase phase, Mat send,
-                        const std::vector<std::int64_t>& send_rows,
-                        const std::vector<std::int64_t>& send_offsets, Mat recv,
-                        const std::vector<std::int64_t>& recv_rows,
-                        const std::vector<std::int64_t>& recv_offsets) {
+CommRequest MoeBlock::start_alltoall(LayerContext& ctx, Phase phase, Mat send,
+                                     const std::vector<std::int64_t>& send_rows,
+                                     const std::vector<std::int64_t>& send_offsets, Mat recv,
+                                     const std::vector<std::int64_t>& recv_rows,
+                                     const std::vector<std::int64_t>& recv_offsets) {
   ctx.wait_for_group(Group::expert);
   auto scope = ctx.timer.scope(phase);
-  ctx.comm.alltoallv(Group::expert, send, send_rows, send_offsets, recv, recv_rows, recv_offsets);
+  const CommRequest r =
+      ctx.track(phase, ctx.comm.start_alltoallv(Group::expert, send, send_rows, send_offsets, recv,
+                                                recv_rows, recv_offsets, CommLane::critical));
   const int ep = ctx.topo.ep;
   ctx.add_bytes(phase, static_cast<double>(send.rows) * send.cols * dtype_size(send.dtype),
                 bus_bandwidth_factor(CollectiveKind::alltoall, ep), ep);
+  return r;
 }
 
 void MoeBlock::forward(LayerContext& ctx, int layer, Mat xn, Mat y) {
@@ -50,6 +55,7 @@ void MoeBlock::forward(LayerContext& ctx, int layer, Mat xn, Mat y) {
   const std::int64_t n = ctx.tokens, h = m.hidden_size, E = m.n_routed_experts;
   const std::int64_t k = m.num_experts_per_tok;
   const RouterParams rp = router_params(ctx.config);
+  const bool shared = m.n_shared_experts > 0;
   xn_ = xn;
   sent_ = n * k;
 
@@ -62,7 +68,10 @@ void MoeBlock::forward(LayerContext& ctx, int layer, Mat xn, Mat y) {
                      ensure_rows(c, indices_, n, k, DType::i32),
                      ensure_rows(c, weights_, n, k, DType::f32));
     ctx.add_flops(Phase::router, static_cast<double>(n) * router_flops_per_token(m));
-    // The counts the all-to-all needs: the one host synchronisation of the dispatch.
+    // The counts the all-to-all needs: the host synchronisation of the dispatch. Nothing is in
+    // flight on the communicator here; synchronising it first lets a device backend watch for a
+    // hung collective with its timeout before the host blocks on the compute stream.
+    ctx.comm.synchronize();
     std::vector<std::int32_t> idx(static_cast<std::size_t>(n * k));
     c.download_i32(indices_.view().row_slice(0, n), idx.data());
     plan_ = make_dispatch_plan(idx, n, static_cast<int>(k), static_cast<int>(E), ctx.topo.ep);
@@ -78,14 +87,22 @@ void MoeBlock::forward(LayerContext& ctx, int layer, Mat xn, Mat y) {
   std::vector<std::int64_t> recv_expert_rows;
   ctx.wait_for_group(Group::expert);
   {
+    // A blocking host exchange: its host time is the collective's own (busy) time too.
     auto scope = ctx.timer.scope(Phase::dispatch);
+    const auto start = std::chrono::steady_clock::now();
     recv_expert_rows = ctx.comm.alltoall_counts(Group::expert, plan_.send_expert_rows);
+    ctx.sample.busy_s[static_cast<std::size_t>(Phase::dispatch)] +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   layout_ = make_expert_layout(recv_expert_rows, ctx.topo.ep, ctx.params.local_experts());
   const std::int64_t r = layout_.total_rows;
   Mat recv = ensure_rows(c, recv_, r, h);
-  alltoall(ctx, Phase::dispatch, send_.view().row_slice(0, sent_), plan_.send_rows,
-           plan_.send_offsets, recv, layout_.recv_rows, layout_.recv_offsets);
+  const CommRequest dispatch =
+      start_alltoall(ctx, Phase::dispatch, send_.view().row_slice(0, sent_), plan_.send_rows,
+                     plan_.send_offsets, recv, layout_.recv_rows, layout_.recv_offsets);
+  // The shared experts need only the local tokens: they hide the dispatch.
+  if (shared && ctx.overlap()) shared_forward(ctx, layer, xn);
+  ctx.wait(Phase::dispatch, dispatch);
   if (ctx.corrupt_dispatch && r > 0) c.fill(recv.row_slice(0, 1).col_slice(0, 1), 1000.0f);
 
   {
@@ -102,8 +119,9 @@ void MoeBlock::forward(LayerContext& ctx, int layer, Mat xn, Mat y) {
                        yr);
   }
   Mat ysend = ensure_rows(c, ysend_, sent_, h);
-  alltoall(ctx, Phase::combine, yr_.view().row_slice(0, r), layout_.recv_rows, layout_.recv_offsets,
-           ysend, plan_.send_rows, plan_.send_offsets);
+  ctx.wait(Phase::combine,
+           start_alltoall(ctx, Phase::combine, yr_.view().row_slice(0, r), layout_.recv_rows,
+                          layout_.recv_offsets, ysend, plan_.send_rows, plan_.send_offsets));
 
   {
     auto scope = ctx.timer.scope(Phase::permute);
@@ -114,13 +132,40 @@ void MoeBlock::forward(LayerContext& ctx, int layer, Mat xn, Mat y) {
     c.scatter_add_rows(ysend, row_token_.view().row_slice(0, sent_), row_weight, y);
   }
 
-  if (m.n_shared_experts > 0) {
-    Mat shared = ensure_rows(c, shared_out_, n, h);
-    shared_.forward(ctx, Phase::shared_expert, p.param(layer, ParamKind::shared_gate_up),
-                    p.param(layer, ParamKind::shared_down), xn, shared);
+  if (shared) {
+    if (!ctx.overlap()) shared_forward(ctx, layer, xn);
     auto scope = ctx.timer.scope(Phase::shared_expert);
-    c.axpby(1.0f, shared, 1.0f, y);
+    c.axpby(1.0f, shared_out_.view().row_slice(0, n), 1.0f, y);
   }
+}
+
+void MoeBlock::shared_forward(LayerContext& ctx, int layer, Mat xn) {
+  ParamStore& p = ctx.params;
+  Mat out = ensure_rows(ctx.compute, shared_out_, xn.rows, xn.cols);
+  shared_.forward(ctx, Phase::shared_expert, p.param(layer, ParamKind::shared_gate_up),
+                  p.param(layer, ParamKind::shared_down), xn, out);
+}
+
+void MoeBlock::shared_backward(LayerContext& ctx, int layer, Mat dy, Mat dxn) {
+  ParamStore& p = ctx.params;
+  shared_.backward(ctx, Phase::shared_expert, p.param(layer, ParamKind::shared_gate_up),
+                   p.param(layer, ParamKind::shared_down), dy,
+                   p.grad(layer, ParamKind::shared_gate_up), p.grad(layer, ParamKind::shared_down),
+                   dxn, false);
+}
+
+void MoeBlock::router_backward(LayerContext& ctx, int layer, Mat dweights, Mat dxn,
+                               bool accumulate) {
+  auto scope = ctx.timer.scope(Phase::router);
+  Compute& c = ctx.compute;
+  ParamStore& p = ctx.params;
+  const std::int64_t n = ctx.tokens, E = ctx.config.model.n_routed_experts;
+  Mat dlogits = ensure_rows(c, dlogits_, n, E, DType::f32);
+  c.router_backward(router_params(ctx.config), scores_.view().row_slice(0, n),
+                    indices_.view().row_slice(0, n), dweights, dlogits);
+  c.gemm(false, true, 1.0f, dlogits, p.param(layer, ParamKind::router), accumulate ? 1.0f : 0.0f,
+         dxn);
+  c.gemm(true, false, 1.0f, xn_, dlogits, 0.0f, p.grad(layer, ParamKind::router));
 }
 
 void MoeBlock::experts_forward(LayerContext& ctx, int layer) {
@@ -150,21 +195,19 @@ void MoeBlock::experts_forward(LayerContext& ctx, int layer) {
 
 void MoeBlock::backward(LayerContext& ctx, int layer, Mat dy, Mat dxn) {
   Compute& c = ctx.compute;
-  ParamStore& p = ctx.params;
   const ModelConfig& m = ctx.config.model;
-  const std::int64_t n = ctx.tokens, h = m.hidden_size, E = m.n_routed_experts;
+  const std::int64_t n = ctx.tokens, h = m.hidden_size;
   const std::int64_t k = m.num_experts_per_tok, r = layout_.total_rows;
   const Mat row_token = row_token_.view().row_slice(0, sent_);
+  const bool shared = m.n_shared_experts > 0, overlap = ctx.overlap();
 
+  // dxn collects three terms, in this order with and without --overlap (the same rounding): the
+  // shared experts' (written), the router's (added), the routed experts' (scattered in last).
   bool dxn_written = false;
-  if (m.n_shared_experts > 0) {
-    shared_.backward(ctx, Phase::shared_expert, p.param(layer, ParamKind::shared_gate_up),
-                     p.param(layer, ParamKind::shared_down), dy,
-                     p.grad(layer, ParamKind::shared_gate_up),
-                     p.grad(layer, ParamKind::shared_down), dxn, false);
+  if (shared && !overlap) {
+    shared_backward(ctx, layer, dy, dxn);
     dxn_written = true;
   }
-
   Mat dweights = ensure_rows(c, dweights_, n, k, DType::f32);
   Mat dy_send = ensure_rows(c, dy_send_, sent_, h);
   {
@@ -177,10 +220,17 @@ void MoeBlock::backward(LayerContext& ctx, int layer, Mat dy, Mat dxn) {
                        dweights.reshaped(n * k, 1));
     c.gather_rows_scaled(dy, row_token, row_weight_.view().row_slice(0, sent_), dy_send);
   }
-  // The combine's reverse: gradients travel to the experts' ranks.
+  // The combine's reverse: gradients travel to the experts' ranks, behind the shared experts'
+  // backward.
   Mat dyr = ensure_rows(c, dyr_, r, h);
-  alltoall(ctx, Phase::combine, dy_send, plan_.send_rows, plan_.send_offsets, dyr,
-           layout_.recv_rows, layout_.recv_offsets);
+  const CommRequest combine =
+      start_alltoall(ctx, Phase::combine, dy_send, plan_.send_rows, plan_.send_offsets, dyr,
+                     layout_.recv_rows, layout_.recv_offsets);
+  if (shared && overlap) {
+    shared_backward(ctx, layer, dy, dxn);
+    dxn_written = true;
+  }
+  ctx.wait(Phase::combine, combine);
   Mat dye = ensure_rows(c, dye_, r, h);
   {
     auto scope = ctx.timer.scope(Phase::permute);
@@ -194,22 +244,17 @@ void MoeBlock::backward(LayerContext& ctx, int layer, Mat dy, Mat dxn) {
     c.zero(dxr);
     c.scatter_add_rows(dxe, expert_source_.view().row_slice(0, r), Mat{}, dxr);
   }
-  // The dispatch's reverse: input gradients travel back to the tokens' ranks.
+  // The dispatch's reverse: input gradients travel back to the tokens' ranks, behind the
+  // router's backward (it needs only dweights).
   Mat dx_send = ensure_rows(c, dx_send_, sent_, h);
-  alltoall(ctx, Phase::dispatch, dxr, layout_.recv_rows, layout_.recv_offsets, dx_send,
-           plan_.send_rows, plan_.send_offsets);
-  {
-    auto scope = ctx.timer.scope(Phase::permute);
-    if (!dxn_written) c.zero(dxn);
-    c.scatter_add_rows(dx_send, row_token, Mat{}, dxn);
-  }
-
-  auto scope = ctx.timer.scope(Phase::router);
-  Mat dlogits = ensure_rows(c, dlogits_, n, E, DType::f32);
-  c.router_backward(router_params(ctx.config), scores_.view().row_slice(0, n),
-                    indices_.view().row_slice(0, n), dweights, dlogits);
-  c.gemm(false, true, 1.0f, dlogits, p.param(layer, ParamKind::router), 1.0f, dxn);
-  c.gemm(true, false, 1.0f, xn_, dlogits, 0.0f, p.grad(layer, ParamKind::router));
+  if (!overlap) router_backward(ctx, layer, dweights, dxn, dxn_written);
+  const CommRequest dispatch =
+      start_alltoall(ctx, Phase::dispatch, dxr, layout_.recv_rows, layout_.recv_offsets, dx_send,
+                     plan_.send_rows, plan_.send_offsets);
+  if (overlap) router_backward(ctx, layer, dweights, dxn, dxn_written);
+  ctx.wait(Phase::dispatch, dispatch);
+  auto scope = ctx.timer.scope(Phase::permute);
+  c.scatter_add_rows(dx_send, row_token, Mat{}, dxn);
 }
 
 void MoeBlock::experts_backward(LayerContext& ctx, int layer, Mat dye, Mat dxe) {

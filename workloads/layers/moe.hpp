@@ -24,11 +24,18 @@ class MoeBlock {
  private:
   void experts_forward(LayerContext& ctx, int layer);
   void experts_backward(LayerContext& ctx, int layer, Mat dye, Mat dxe);
-  void alltoall(LayerContext& ctx, Phase phase, Mat send,
-                const std::vector<std::int64_t>& send_rows,
-                const std::vector<std::int64_t>& send_offsets, Mat recv,
-                const std::vector<std::int64_t>& recv_rows,
-                const std::vector<std::int64_t>& recv_offsets);
+  // Starts an all-to-all of the expert group on the critical lane (after the group's barrier with
+  // --comm-barrier on); the caller waits for it with ctx.wait().
+  CommRequest start_alltoall(LayerContext& ctx, Phase phase, Mat send,
+                             const std::vector<std::int64_t>& send_rows,
+                             const std::vector<std::int64_t>& send_offsets, Mat recv,
+                             const std::vector<std::int64_t>& recv_rows,
+                             const std::vector<std::int64_t>& recv_offsets);
+  void shared_forward(LayerContext& ctx, int layer, Mat xn);
+  // dxn = the shared experts' input gradient (overwritten).
+  void shared_backward(LayerContext& ctx, int layer, Mat dy, Mat dxn);
+  // dxn += (or = without accumulate) the router's input gradient; the router's weight gradient.
+  void router_backward(LayerContext& ctx, int layer, Mat dweights, Mat dxn, bool accumulate);
 
   Mat xn_;
   DispatchPlan plan_;

@@ -1,5 +1,6 @@
 #include "workloads/step/training_step.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include "harness/measure/stats.hpp"
@@ -29,10 +30,23 @@ TrainingStep::TrainingStep(const RunConfig& config, const Topology& topo, Comput
       comm_(comm),
       tokens_(config.workload.tokens_per_rank()),
       params_(compute, config, topo),
-      timer_(compute, comm) {
+      timer_(compute) {
   const std::int64_t h = config.model.hidden_size;
   for (int l = 0; l < config.workload.layers; ++l) layers_.emplace_back(l);
   for (int l = 0; l <= config.workload.layers; ++l) acts_.push_back(compute.alloc(tokens_, h));
+  const std::int64_t padded[2] = {params_.padded_numel(ParamGroup::dense),
+                                  params_.padded_numel(ParamGroup::expert)};
+  const bool zero1 = config.grad_reduce == GradReduce::reduce_scatter;
+  buckets_ = make_grad_buckets(params_.infos(), padded, config.grad_bucket_bytes,
+                               dtype_size(params_.flat_grads(ParamGroup::dense).dtype),
+                               zero1 || !config.overlap);
+  if (!config.overlap) {
+    // Without overlap the groups are reduced after the backward, dense first.
+    std::stable_sort(buckets_.begin(), buckets_.end(),
+                     [](const GradBucket& a, const GradBucket& b) {
+                       return a.group == ParamGroup::dense && b.group != ParamGroup::dense;
+                     });
+  }
   dout_ = compute.alloc(tokens_, h);
   grad_a_ = compute.alloc(tokens_, h);
   grad_b_ = compute.alloc(tokens_, h);
@@ -72,15 +86,27 @@ void TrainingStep::initialize() {
   optimizer_steps_ = 0;
 }
 
+// Host synchronisations inside the timed step, the only ones:
+//  - MoeBlock::forward downloads the router's choices to build the all-to-all counts (after
+//    Communicator::synchronize(), which has nothing in flight there), then exchanges the counts
+//    with a blocking host collective (alltoall_counts);
+//  - with --comm-barrier on, the barrier before a collective (LayerContext::wait_for_group; not
+//    before gradient buckets with --overlap on, where it would serialise them with the backward);
+//  - the end of the step: Communicator::synchronize(), then Compute::synchronize().
+// Everything else is ordered on the streams; phase times come from compute marks read after the
+// step (harness/measure/phase_timer.hpp). On host backends every call returns when its work is
+// done, so the host clock is the marks' clock.
 StepSample TrainingStep::run(bool corrupt_dispatch) {
   StepSample sample;
+  compute_.synchronize();
+  comm_.synchronize();
+  comm_.clear_requests();
   timer_.reset();
+  bucket_requests_.clear();
   LayerContext ctx{compute_, comm_, timer_, sample, config_, topo_, params_};
   ctx.tokens = tokens_;
   ctx.first_token = static_cast<std::int64_t>(topo_.rank) * tokens_;
 
-  compute_.synchronize();
-  comm_.synchronize();
   const auto start = std::chrono::steady_clock::now();
   {
     auto scope = timer_.scope(Phase::optimizer);  // the optimiser's zero_grad
@@ -97,36 +123,56 @@ StepSample TrainingStep::run(bool corrupt_dispatch) {
   for (std::size_t i = layers_.size(); i-- > 0;) {
     Mat dx = *bufs[i % 2];
     layers_[i].backward(ctx, dout, dx);
+    if (config_.overlap) start_buckets(ctx, static_cast<int>(i));
     dout = dx;
   }
   input_grad_ = dout;
   reduce_gradients(ctx);
   if (config_.optimizer == Optimizer::adamw) optimizer_step(ctx);
-  compute_.synchronize();
   comm_.synchronize();
+  compute_.synchronize();
   sample.step_time_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   sample.time_s = timer_.times();
+  for (const auto& [phase, r] : ctx.requests) {
+    sample.busy_s[static_cast<std::size_t>(phase)] += comm_.busy_time_s(r);
+  }
   return sample;
 }
 
+CommRequest TrainingStep::start_bucket(LayerContext& ctx, const GradBucket& b) {
+  auto scope = timer_.scope(Phase::grad_reduce);
+  const Group group = reduce_group(b.group);
+  const int n = comm_.info(group).size;
+  const Mat grads = params_.flat_grads(b.group).row_slice(b.offset, b.numel);
+  const double bytes = static_cast<double>(grads.rows) * dtype_size(grads.dtype);
+  if (config_.grad_reduce == GradReduce::allreduce) {
+    ctx.add_bytes(Phase::grad_reduce, bytes, bus_bandwidth_factor(CollectiveKind::allreduce, n), n);
+    return ctx.track(Phase::grad_reduce,
+                     comm_.start_allreduce_sum(group, grads, CommLane::background));
+  }
+  ctx.add_bytes(Phase::grad_reduce, bytes, bus_bandwidth_factor(CollectiveKind::reduce_scatter, n),
+                n);
+  return ctx.track(Phase::grad_reduce, comm_.start_reduce_scatter_sum(
+                                           group, grads, shard_grads_[static_cast<int>(b.group)],
+                                           CommLane::background));
+}
+
+void TrainingStep::start_buckets(LayerContext& ctx, int layer) {
+  for (const GradBucket& b : buckets_) {
+    if (b.ready_layer == layer) bucket_requests_.push_back(start_bucket(ctx, b));
+  }
+}
+
 void TrainingStep::reduce_gradients(LayerContext& ctx) {
-  for (ParamGroup g : {ParamGroup::dense, ParamGroup::expert}) {
-    const Group group = reduce_group(g);
-    ctx.wait_for_group(group);
-    auto scope = timer_.scope(Phase::grad_reduce);
-    const int n = comm_.info(group).size;
-    const Mat grads = params_.flat_grads(g);
-    const double bytes = static_cast<double>(grads.rows) * dtype_size(grads.dtype);
-    if (config_.grad_reduce == GradReduce::allreduce) {
-      comm_.allreduce_sum(group, grads);
-      ctx.add_bytes(Phase::grad_reduce, bytes, bus_bandwidth_factor(CollectiveKind::allreduce, n),
-                    n);
-    } else {
-      comm_.reduce_scatter_sum(group, grads, shard_grads_[static_cast<int>(g)]);
-      ctx.add_bytes(Phase::grad_reduce, bytes,
-                    bus_bandwidth_factor(CollectiveKind::reduce_scatter, n), n);
-    }
+  if (config_.overlap) {
+    // Started during the backward, on the background lane; what is left is exposed here.
+    for (CommRequest r : bucket_requests_) ctx.wait(Phase::grad_reduce, r);
+    return;
+  }
+  for (const GradBucket& b : buckets_) {
+    ctx.wait_for_group(reduce_group(b.group));
+    ctx.wait(Phase::grad_reduce, start_bucket(ctx, b));
   }
 }
 
@@ -157,8 +203,13 @@ void TrainingStep::optimizer_step(LayerContext& ctx) {
       compute_.adamw(s, shard, shard_grads_[i], adam_m_[i], adam_v_[i]);
     }
     ctx.wait_for_group(group);
-    auto scope = timer_.scope(Phase::grad_reduce);
-    comm_.allgather(group, shard, params);
+    CommRequest r;
+    {
+      auto scope = timer_.scope(Phase::grad_reduce);
+      r = ctx.track(Phase::grad_reduce,
+                    comm_.start_allgather(group, shard, params, CommLane::background));
+    }
+    ctx.wait(Phase::grad_reduce, r);
     const int n = comm_.info(group).size;
     ctx.add_bytes(Phase::grad_reduce, static_cast<double>(params.rows) * dtype_size(params.dtype),
                   bus_bandwidth_factor(CollectiveKind::allgather, n), n);

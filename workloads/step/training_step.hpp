@@ -1,9 +1,10 @@
 // One training step of the instantiated stack on this rank: forward through every layer,
 // backward from a seeded output gradient, data-parallel gradient reduction (dense parameters over
 // all ranks, experts over their expert-data-parallel group; all-reduce, or ZeRO-1
-// reduce-scatter + all-gather), then AdamW. The input and the output gradient of every sequence
-// are pure functions of (seed, global sequence index), so a single process holding all sequences
-// (the --verify reference) computes the same step.
+// reduce-scatter + all-gather; with --overlap on in buckets during the backward), then AdamW. The
+// input and the output gradient of every sequence are pure functions of (seed, global sequence
+// index), so a single process holding all sequences (the --verify reference) computes the same
+// step.
 #pragma once
 
 #include <memory>
@@ -11,6 +12,7 @@
 
 #include "harness/measure/phase_timer.hpp"
 #include "workloads/layers/transformer_layer.hpp"
+#include "workloads/step/grad_buckets.hpp"
 #include "workloads/step/parameters.hpp"
 
 namespace moebench {
@@ -33,8 +35,15 @@ class TrainingStep {
   Mat reduced_grads(ParamGroup g) const;
   std::int64_t reduced_grads_offset(ParamGroup g) const;
   std::int64_t tokens() const { return tokens_; }
+  // The gradient buckets, in the order they are reduced: with --overlap on, runs of whole layers
+  // of at least --grad-bucket-mb (ZeRO-1: one per group), started as the backward completes them;
+  // off, one per group after the backward.
+  const std::vector<GradBucket>& grad_buckets() const { return buckets_; }
 
  private:
+  // Starts the reduction of every bucket that layer `layer`'s backward completed (--overlap on).
+  void start_buckets(LayerContext& ctx, int layer);
+  CommRequest start_bucket(LayerContext& ctx, const GradBucket& b);
   void reduce_gradients(LayerContext& ctx);
   void optimizer_step(LayerContext& ctx);
 
@@ -52,6 +61,8 @@ class TrainingStep {
   Tensor shard_grads_[2], shard_params_[2];
   Tensor adam_m_[2], adam_v_[2];
   int optimizer_steps_ = 0;
+  std::vector<GradBucket> buckets_;
+  std::vector<CommRequest> bucket_requests_;  // of the buckets started in this step
 };
 
 }  // namespace moebench

@@ -2,12 +2,28 @@
 // hang the host: setup, enqueueing and completion are all polled against the timeout, and a
 // dead or stuck peer ends in ncclCommAbort and an error naming the collective.
 //
-// Ordering: a collective records an event on the compute stream that the communication stream
-// waits for, runs there, and the compute stream waits for an event recorded after it. For now
-// every collective is also waited for before it returns (kWaitEachCollective): with nothing left
-// in flight, no later synchronisation of the compute stream (a download, the phase timer) can
-// block on a collective that hangs, which only these timed polls can detect. Overlapping
-// communication with compute will drop that wait and rely on synchronize().
+// Ordering: two communication streams, one per CommLane. The critical lane (the dispatch and
+// combine all-to-alls, every blocking call) has the device's highest stream priority; the
+// background lane (gradient buckets) the lowest, the compute stream's own, so buckets in flight
+// never take the GPU from the all-to-all the next layer waits for. A collective records an event
+// on the compute stream that its lane waits for, then a timing event, the NCCL calls and an end
+// event on the lane; wait() makes the compute stream wait for the end event (no host wait), and
+// a blocking call is a start and a wait in one (without a request number). busy_time_s() is the
+// time between the two events. Events come from a pool kept across steps.
+//
+// Two lanes mean NCCL kernels of different communicators (or of one, on two streams) may be
+// in flight at once. NCCL kernels block while waiting for their peers, so that is only safe
+// when every rank issues all of its collectives, over all groups and both lanes, in the same
+// order: then whatever one rank's GPU runs first, its peers' GPUs have it too. The training step
+// guarantees that (every rank runs the same schedule); callers must keep it.
+//
+// Hang detection: nothing here waits on the host without polling. synchronize() polls both
+// lanes, barrier() the critical lane and the compute stream (which may be waiting for either
+// lane), each with cudaStreamQuery and ncclCommGetAsyncError against the --timeout deadline; a
+// timeout aborts the communicators and names the oldest collective still running, from the list
+// each lane keeps of what it has in flight. A host wait on the compute stream made elsewhere (a
+// download, Compute::synchronize) while a collective is in flight is not polled: callers
+// synchronize() or barrier() here first, so that a hung peer is reported rather than waited for.
 #include "harness/comm/nccl/nccl_communicator.hpp"
 
 #include <cuda_runtime_api.h>
@@ -18,6 +34,7 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <initializer_list>
 #include <span>
 #include <sstream>
 #include <string>
@@ -25,6 +42,7 @@
 #include <vector>
 
 #include "harness/comm/communicator_factory.hpp"
+#include "harness/comm/in_flight_log.hpp"
 #include "harness/compute/cuda/cuda_compute.hpp"
 #include "harness/core/error.hpp"
 #include "harness/runtime/mpi_check.hpp"
@@ -33,8 +51,6 @@
 namespace moebench {
 
 namespace {
-
-constexpr bool kWaitEachCollective = true;
 
 using Clock = std::chrono::steady_clock;
 
@@ -108,108 +124,81 @@ class NcclCommunicator final : public Communicator {
                  std::span<const std::int64_t> send_offsets, Mat recv,
                  std::span<const std::int64_t> recv_rows,
                  std::span<const std::int64_t> recv_offsets) override {
-    const ncclDataType_t type = nccl_type(send, "alltoallv", "send");
-    MB_CHECK(
-        nccl_type(recv, "alltoallv", "recv") == type,
-        "alltoallv: send is " << dtype_name(send.dtype) << ", recv " << dtype_name(recv.dtype));
-    check_alltoallv_layout(g, info(g).size, send, send_rows, send_offsets, recv, recv_rows,
-                           recv_offsets);
-    const auto n_ranks = static_cast<std::size_t>(info(g).size);
-    const std::int64_t row_bytes = send.cols * static_cast<std::int64_t>(dtype_size(send.dtype));
-    begin("alltoallv", g);
-    ncclComm_t c = comm(g);
-    // Every check is done: nothing may throw between GroupStart and GroupEnd. A peer with no
-    // rows is skipped on both sides (the counts exchange made them agree).
-    ncclResult_t first_error = ncclGroupStart();
-    for (std::size_t i = 0; i < n_ranks && first_error == ncclSuccess; ++i) {
-      const int peer = static_cast<int>(i);
-      ncclResult_t r = ncclSuccess;
-      if (send_rows[i] > 0) {
-        r = ncclSend(bytes_of(send) + send_offsets[i] * row_bytes, count(send_rows[i] * send.cols),
-                     type, peer, c, comm_stream_);
-      }
-      if (ok(r) && recv_rows[i] > 0) {
-        r = ncclRecv(static_cast<char*>(recv.data) + recv_offsets[i] * row_bytes,
-                     count(recv_rows[i] * recv.cols), type, peer, c, comm_stream_);
-      }
-      if (!ok(r)) first_error = r;
-    }
-    const ncclResult_t end = ncclGroupEnd();
-    check(ok(first_error) ? end : first_error, "ncclSend/ncclRecv group", c);
-    issued(g);
+    enqueue_alltoallv(g, send, send_rows, send_offsets, recv, recv_rows, recv_offsets,
+                      CommLane::critical, false);
   }
-
   void allreduce_sum(Group g, Mat buf) override {
-    const ncclDataType_t type = nccl_type(buf, "allreduce_sum", "buf");
-    begin("allreduce_sum", g);
-    check(
-        ncclAllReduce(buf.data, buf.data, count(buf.numel()), type, ncclSum, comm(g), comm_stream_),
-        "ncclAllReduce", comm(g));
-    issued(g);
+    enqueue_allreduce_sum(g, buf, CommLane::critical, false);
   }
-
   void reduce_scatter_sum(Group g, Mat buf, Mat shard) override {
-    const ncclDataType_t type = nccl_type(buf, "reduce_scatter_sum", "buf");
-    MB_CHECK(nccl_type(shard, "reduce_scatter_sum", "shard") == type,
-             "reduce_scatter_sum: buf is " << dtype_name(buf.dtype) << ", shard "
-                                           << dtype_name(shard.dtype));
-    const GroupInfo gi = info(g);
-    MB_CHECK(buf.numel() % gi.size == 0 && shard.numel() == buf.numel() / gi.size,
-             "reduce_scatter_sum in " << group_name(g) << ": buffer of " << buf.numel()
-                                      << " elements, shard of " << shard.numel() << ", " << gi.size
-                                      << " ranks");
-    // NCCL's in-place form is the shard at this rank's place in buf; any other overlap is not.
-    const char* own_place = bytes_of(buf) + gi.rank * byte_size(shard);
-    MB_CHECK(bytes_of(shard) == own_place || !spans_overlap(buf, shard),
-             "reduce_scatter_sum: shard overlaps the input buffer away from this rank's place");
-    begin("reduce_scatter_sum", g);
-    check(ncclReduceScatter(buf.data, shard.data, count(shard.numel()), type, ncclSum, comm(g),
-                            comm_stream_),
-          "ncclReduceScatter", comm(g));
-    issued(g);
+    enqueue_reduce_scatter_sum(g, buf, shard, CommLane::critical, false);
   }
-
   void allgather(Group g, Mat shard, Mat buf) override {
-    const ncclDataType_t type = nccl_type(buf, "allgather", "buf");
-    MB_CHECK(
-        nccl_type(shard, "allgather", "shard") == type,
-        "allgather: buf is " << dtype_name(buf.dtype) << ", shard " << dtype_name(shard.dtype));
-    const GroupInfo gi = info(g);
-    MB_CHECK(shard.numel() * gi.size == buf.numel(),
-             "allgather in " << group_name(g) << ": shard of " << shard.numel()
-                             << " elements, buffer of " << buf.numel() << ", " << gi.size
-                             << " ranks");
-    const char* own_place = bytes_of(buf) + gi.rank * byte_size(shard);
-    MB_CHECK(bytes_of(shard) == own_place || !spans_overlap(shard, buf),
-             "allgather: shard overlaps the output buffer away from this rank's place");
-    begin("allgather", g);
-    check(ncclAllGather(shard.data, buf.data, count(shard.numel()), type, comm(g), comm_stream_),
-          "ncclAllGather", comm(g));
-    issued(g);
+    enqueue_allgather(g, shard, buf, CommLane::critical, false);
   }
 
+  CommRequest start_alltoallv(Group g, Mat send, std::span<const std::int64_t> send_rows,
+                              std::span<const std::int64_t> send_offsets, Mat recv,
+                              std::span<const std::int64_t> recv_rows,
+                              std::span<const std::int64_t> recv_offsets, CommLane lane) override {
+    return enqueue_alltoallv(g, send, send_rows, send_offsets, recv, recv_rows, recv_offsets, lane,
+                             true);
+  }
+  CommRequest start_allreduce_sum(Group g, Mat buf, CommLane lane) override {
+    return enqueue_allreduce_sum(g, buf, lane, true);
+  }
+  CommRequest start_reduce_scatter_sum(Group g, Mat buf, Mat shard, CommLane lane) override {
+    return enqueue_reduce_scatter_sum(g, buf, shard, lane, true);
+  }
+  CommRequest start_allgather(Group g, Mat shard, Mat buf, CommLane lane) override {
+    return enqueue_allgather(g, shard, buf, lane, true);
+  }
+
+  void wait(CommRequest r) override {
+    const auto end = static_cast<cudaEvent_t>(log_.end_event(r, "wait"));
+    usable();
+    if (!log_.mark_waited(r)) return;
+    check_cuda(cudaStreamWaitEvent(compute_stream_, end, 0), "cudaStreamWaitEvent");
+  }
+
+  double busy_time_s(CommRequest r) override {
+    const auto start = static_cast<cudaEvent_t>(log_.start_event(r, "busy_time_s"));
+    const auto end = static_cast<cudaEvent_t>(log_.end_event(r, "busy_time_s"));
+    float ms = 0;
+    const cudaError_t e = cudaEventElapsedTime(&ms, start, end);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      const std::string& what = log_.description(r, "busy_time_s");
+      MB_CHECK(e != cudaErrorNotReady, "busy_time_s of communication request "
+                                           << r << " (" << what
+                                           << ") before it completed: synchronize() first");
+      MB_CHECK(false, "busy_time_s of communication request "
+                          << r << " (" << what
+                          << "): cudaEventElapsedTime failed: " << cudaGetErrorString(e));
+    }
+    return ms * 1e-3;
+  }
+
+  void clear_requests() override { log_.clear_requests(); }
+
+  // Waits for the critical lane and the compute stream (which may wait for either lane), not
+  // for gradient buckets still flowing on the background lane, then for the group's members.
   void barrier(Group g) override {
-    synchronize();
+    poll_until_idle(
+        {streams_[0], compute_stream_},
+        std::string("the compute work before the barrier in the ") + group_name(g) + " group");
+    prune(0);
     host_->barrier(g);
   }
 
   void synchronize() override {
-    if (!pending_) return;
-    usable();
-    const Clock::time_point deadline = deadline_from_now();
-    for (;;) {
-      const cudaError_t e = cudaStreamQuery(comm_stream_);
-      if (e == cudaSuccess) break;
-      if (e != cudaErrorNotReady) {
-        fail(last_op_ + " failed on the device: " + cudaGetErrorName(e) + " (" +
-             cudaGetErrorString(e) + ")");
-      }
-      poll_async_errors();
-      if (Clock::now() > deadline) fail(last_op_ + " " + timed_out());
-      std::this_thread::yield();
+    for (int i = 0; i < kLanes; ++i) prune(i);
+    if (log_.idle()) {
+      if (!aborted_) poll_async_errors();
+      return;
     }
-    poll_async_errors();
-    pending_ = false;
+    poll_until_idle({streams_[0], streams_[1]}, "communication");
+    for (int i = 0; i < kLanes; ++i) prune(i);
   }
 
  private:
@@ -229,11 +218,14 @@ class NcclCommunicator final : public Communicator {
     int priority_high = 0;
     check_cuda(cudaDeviceGetStreamPriorityRange(&priority_low, &priority_high),
                "cudaDeviceGetStreamPriorityRange");
-    // Communication first when both streams have work ready: a late collective delays peers.
-    check_cuda(cudaStreamCreateWithPriority(&comm_stream_, cudaStreamNonBlocking, priority_high),
+    // The critical lane first when streams have work ready: a late all-to-all delays the peers
+    // and the next layer. The background lane has the compute stream's (default, lowest)
+    // priority: gradient buckets fill the gaps without pushing the critical path aside.
+    check_cuda(cudaStreamCreateWithPriority(&streams_[0], cudaStreamNonBlocking, priority_high),
+               "cudaStreamCreateWithPriority");
+    check_cuda(cudaStreamCreateWithPriority(&streams_[1], cudaStreamNonBlocking, priority_low),
                "cudaStreamCreateWithPriority");
     check_cuda(cudaEventCreateWithFlags(&compute_done_, cudaEventDisableTiming), "cudaEventCreate");
-    check_cuda(cudaEventCreateWithFlags(&comm_done_, cudaEventDisableTiming), "cudaEventCreate");
 
     // Rank 0 sends its status with the id, so a failure there cannot leave the others waiting.
     struct {
@@ -311,19 +303,168 @@ class NcclCommunicator final : public Communicator {
     throw Error(ExitCode::usage, "");  // quiet: rank 0 says why
   }
 
-  void begin(const char* op, Group g) {
-    usable();
-    last_op_ = std::string(op) + " in the " + group_name(g) + " group";
-    check_cuda(cudaEventRecord(compute_done_, compute_stream_), "cudaEventRecord");
-    check_cuda(cudaStreamWaitEvent(comm_stream_, compute_done_, 0), "cudaStreamWaitEvent");
+  // The collectives: every check first (nothing may throw between ncclGroupStart and
+  // ncclGroupEnd), then run() orders them on their lane. `keep` makes a request of it (start_*);
+  // otherwise the compute stream waits for it at once (the blocking forms).
+  CommRequest enqueue_alltoallv(Group g, Mat send, std::span<const std::int64_t> send_rows,
+                                std::span<const std::int64_t> send_offsets, Mat recv,
+                                std::span<const std::int64_t> recv_rows,
+                                std::span<const std::int64_t> recv_offsets, CommLane lane,
+                                bool keep) {
+    const ncclDataType_t type = nccl_type(send, "alltoallv", "send");
+    MB_CHECK(
+        nccl_type(recv, "alltoallv", "recv") == type,
+        "alltoallv: send is " << dtype_name(send.dtype) << ", recv " << dtype_name(recv.dtype));
+    check_alltoallv_layout(g, info(g).size, send, send_rows, send_offsets, recv, recv_rows,
+                           recv_offsets);
+    const auto n_ranks = static_cast<std::size_t>(info(g).size);
+    const std::int64_t row_bytes = send.cols * static_cast<std::int64_t>(dtype_size(send.dtype));
+    return run("alltoallv", g, lane, keep, [&](ncclComm_t c, cudaStream_t stream) {
+      // A peer with no rows is skipped on both sides (the counts exchange made them agree).
+      ncclResult_t first_error = ncclGroupStart();
+      for (std::size_t i = 0; i < n_ranks && first_error == ncclSuccess; ++i) {
+        const int peer = static_cast<int>(i);
+        ncclResult_t r = ncclSuccess;
+        if (send_rows[i] > 0) {
+          r = ncclSend(bytes_of(send) + send_offsets[i] * row_bytes,
+                       count(send_rows[i] * send.cols), type, peer, c, stream);
+        }
+        if (ok(r) && recv_rows[i] > 0) {
+          r = ncclRecv(static_cast<char*>(recv.data) + recv_offsets[i] * row_bytes,
+                       count(recv_rows[i] * recv.cols), type, peer, c, stream);
+        }
+        if (!ok(r)) first_error = r;
+      }
+      const ncclResult_t end = ncclGroupEnd();
+      check(ok(first_error) ? end : first_error, "ncclSend/ncclRecv group", c);
+    });
   }
 
-  void issued(Group g) {
+  CommRequest enqueue_allreduce_sum(Group g, Mat buf, CommLane lane, bool keep) {
+    const ncclDataType_t type = nccl_type(buf, "allreduce_sum", "buf");
+    return run("allreduce_sum", g, lane, keep, [&](ncclComm_t c, cudaStream_t stream) {
+      check(ncclAllReduce(buf.data, buf.data, count(buf.numel()), type, ncclSum, c, stream),
+            "ncclAllReduce", c);
+    });
+  }
+
+  CommRequest enqueue_reduce_scatter_sum(Group g, Mat buf, Mat shard, CommLane lane, bool keep) {
+    const ncclDataType_t type = nccl_type(buf, "reduce_scatter_sum", "buf");
+    MB_CHECK(nccl_type(shard, "reduce_scatter_sum", "shard") == type,
+             "reduce_scatter_sum: buf is " << dtype_name(buf.dtype) << ", shard "
+                                           << dtype_name(shard.dtype));
+    const GroupInfo gi = info(g);
+    MB_CHECK(buf.numel() % gi.size == 0 && shard.numel() == buf.numel() / gi.size,
+             "reduce_scatter_sum in " << group_name(g) << ": buffer of " << buf.numel()
+                                      << " elements, shard of " << shard.numel() << ", " << gi.size
+                                      << " ranks");
+    // NCCL's in-place form is the shard at this rank's place in buf; any other overlap is not.
+    const char* own_place = bytes_of(buf) + gi.rank * byte_size(shard);
+    MB_CHECK(bytes_of(shard) == own_place || !spans_overlap(buf, shard),
+             "reduce_scatter_sum: shard overlaps the input buffer away from this rank's place");
+    return run("reduce_scatter_sum", g, lane, keep, [&](ncclComm_t c, cudaStream_t stream) {
+      check(ncclReduceScatter(buf.data, shard.data, count(shard.numel()), type, ncclSum, c, stream),
+            "ncclReduceScatter", c);
+    });
+  }
+
+  CommRequest enqueue_allgather(Group g, Mat shard, Mat buf, CommLane lane, bool keep) {
+    const ncclDataType_t type = nccl_type(buf, "allgather", "buf");
+    MB_CHECK(
+        nccl_type(shard, "allgather", "shard") == type,
+        "allgather: buf is " << dtype_name(buf.dtype) << ", shard " << dtype_name(shard.dtype));
+    const GroupInfo gi = info(g);
+    MB_CHECK(shard.numel() * gi.size == buf.numel(),
+             "allgather in " << group_name(g) << ": shard of " << shard.numel()
+                             << " elements, buffer of " << buf.numel() << ", " << gi.size
+                             << " ranks");
+    const char* own_place = bytes_of(buf) + gi.rank * byte_size(shard);
+    MB_CHECK(bytes_of(shard) == own_place || !spans_overlap(shard, buf),
+             "allgather: shard overlaps the output buffer away from this rank's place");
+    return run("allgather", g, lane, keep, [&](ncclComm_t c, cudaStream_t stream) {
+      check(ncclAllGather(shard.data, buf.data, count(shard.numel()), type, c, stream),
+            "ncclAllGather", c);
+    });
+  }
+
+  // Orders `nccl_calls` on the lane after the compute stream's work so far, between a timing
+  // event and an end event, and logs it as in flight for hang reports.
+  template <typename F>
+  CommRequest run(const char* op, Group g, CommLane which, bool keep, F&& nccl_calls) {
+    usable();
+    const int lane = InFlightLog::lane_index(which);
+    cudaStream_t stream = streams_[lane];
+    prune(lane);  // keeps the log short on a lane nobody synchronizes
+    last_op_ = std::string(op) + " in the " + group_name(g) + " group";
+    check_cuda(cudaEventRecord(compute_done_, compute_stream_), "cudaEventRecord");
+    check_cuda(cudaStreamWaitEvent(stream, compute_done_, 0), "cudaStreamWaitEvent");
+    cudaEvent_t start = keep ? take_event() : nullptr;
+    cudaEvent_t end = take_event();
+    if (keep) check_cuda(cudaEventRecord(start, stream), "cudaEventRecord");
+    nccl_calls(comm(g), stream);
     wait_ready(comm(g));  // non-blocking: the operation may still be being enqueued
-    check_cuda(cudaEventRecord(comm_done_, comm_stream_), "cudaEventRecord");
-    check_cuda(cudaStreamWaitEvent(compute_stream_, comm_done_, 0), "cudaStreamWaitEvent");
-    pending_ = true;
-    if (kWaitEachCollective) synchronize();
+    check_cuda(cudaEventRecord(end, stream), "cudaEventRecord");
+    if (!keep) check_cuda(cudaStreamWaitEvent(compute_stream_, end, 0), "cudaStreamWaitEvent");
+    return log_.add(lane, last_op_ + " (" + InFlightLog::lane_name(lane) + " lane)", start, end,
+                    keep);
+  }
+
+  // Drops the lane's completed collectives from the log; a device error fails.
+  void prune(int lane) {
+    log_.prune(lane, [this](InFlightLog::Event e) {
+      const cudaError_t r = cudaEventQuery(static_cast<cudaEvent_t>(e));
+      if (r == cudaSuccess) return true;
+      (void)cudaGetLastError();
+      if (r != cudaErrorNotReady) {
+        fail(culprit(last_op_) + " failed on the device: " + cudaGetErrorName(r) + " (" +
+             cudaGetErrorString(r) + ")");
+      }
+      return false;
+    });
+  }
+
+  // The collective a timeout or device error is blamed on: the oldest one still in flight,
+  // else `otherwise`.
+  std::string culprit(const std::string& otherwise) const {
+    const std::string oldest = log_.oldest_running([](InFlightLog::Event e) {
+      const cudaError_t r = cudaEventQuery(static_cast<cudaEvent_t>(e));
+      if (r != cudaSuccess) (void)cudaGetLastError();
+      return r == cudaSuccess;
+    });
+    return oldest.empty() ? otherwise : oldest;
+  }
+
+  // Polls until every stream has drained, each poll also checking NCCL's asynchronous errors,
+  // against the timeout.
+  void poll_until_idle(std::initializer_list<cudaStream_t> streams, const std::string& what) {
+    usable();
+    const Clock::time_point deadline = deadline_from_now();
+    for (;;) {
+      bool idle = true;
+      for (cudaStream_t s : streams) {
+        const cudaError_t e = cudaStreamQuery(s);
+        if (e == cudaSuccess) continue;
+        (void)cudaGetLastError();
+        if (e != cudaErrorNotReady) {
+          fail(culprit(what) + " failed on the device: " + cudaGetErrorName(e) + " (" +
+               cudaGetErrorString(e) + ")");
+        }
+        idle = false;
+      }
+      if (idle) break;
+      poll_async_errors();
+      if (Clock::now() > deadline) fail(culprit(what) + " " + timed_out());
+      std::this_thread::yield();
+    }
+    poll_async_errors();
+  }
+
+  cudaEvent_t take_event() {
+    if (auto e = static_cast<cudaEvent_t>(log_.take_free())) return e;
+    cudaEvent_t e = nullptr;
+    check_cuda(cudaEventCreate(&e), "cudaEventCreate");
+    all_events_.push_back(e);
+    return e;
   }
 
   // Polls a communicator until its pending setup or enqueue has finished.
@@ -344,7 +485,7 @@ class NcclCommunicator final : public Communicator {
       if (c == nullptr) continue;
       ncclResult_t state = ncclSuccess;
       check(ncclCommGetAsyncError(c, &state), "ncclCommGetAsyncError", c);
-      if (!ok(state)) fail(last_op_ + " failed: " + describe(state, c));
+      if (!ok(state)) fail(culprit(last_op_) + " failed: " + describe(state, c));
     }
   }
 
@@ -423,12 +564,15 @@ class NcclCommunicator final : public Communicator {
   }
 
   void release_cuda() {
-    if (comm_stream_ != nullptr) (void)cudaStreamDestroy(comm_stream_);
+    for (cudaStream_t& s : streams_) {
+      if (s != nullptr) (void)cudaStreamDestroy(s);
+      s = nullptr;
+    }
     if (compute_done_ != nullptr) (void)cudaEventDestroy(compute_done_);
-    if (comm_done_ != nullptr) (void)cudaEventDestroy(comm_done_);
-    comm_stream_ = nullptr;
     compute_done_ = nullptr;
-    comm_done_ = nullptr;
+    for (cudaEvent_t e : all_events_) (void)cudaEventDestroy(e);
+    all_events_.clear();
+    log_.reset();
   }
 
   static int index(Group g) { return static_cast<int>(g); }
@@ -441,12 +585,13 @@ class NcclCommunicator final : public Communicator {
   int rank_ = 0;
   int device_ = 0;
   cudaStream_t compute_stream_ = nullptr;
-  cudaStream_t comm_stream_ = nullptr;
-  cudaEvent_t compute_done_ = nullptr;
-  cudaEvent_t comm_done_ = nullptr;
+  static constexpr int kLanes = InFlightLog::kLanes;
+  cudaStream_t streams_[kLanes] = {nullptr, nullptr};  // indexed by InFlightLog::lane_index()
+  cudaEvent_t compute_done_ = nullptr;   // recorded and waited for at once: one serves all
+  std::vector<cudaEvent_t> all_events_;  // the pool, reused across steps
+  InFlightLog log_;                      // what runs on each lane, the requests, free events
   ncclComm_t comms_[3] = {nullptr, nullptr, nullptr};  // indexed by Group
-  std::string last_op_ = "communicator setup";
-  bool pending_ = false;
+  std::string last_op_ = "communicator setup";         // the one being set up or enqueued
   bool aborted_ = false;
 };
 

@@ -70,11 +70,22 @@ class GemmEngine {
            const Mat& c);
   std::size_t plans() const { return plans_.size(); }
 
+  struct Plan;
+  // The FP8 plan of C[m x n] = A_q B_q^T from K-major E4M3 copies (fp8.cu says why that layout),
+  // k a multiple of 16; nullptr when cuBLASLt has no FP8 algorithm for it (the caller then runs
+  // the BF16 path). The pointer is valid until the next plan is made.
+  const Plan* fp8_plan(std::int64_t m, std::int64_t n, std::int64_t k, const Mat& c);
+  // C = alpha descale_a descale_b (a_q b_q^T) + beta C; a_q is m x k and b_q n x k, row-major with
+  // ld k; the descales are device pointers (FP32), read by the kernel, never by the host.
+  void run_fp8(const Plan& plan, float alpha, const void* a_q, const void* b_q,
+               const float* descale_a, const float* descale_b, float beta, const Mat& c);
+
   struct Key {
     std::int64_t m, n, k, lda, ldb, ldc;
     bool trans_a, trans_b;
     DType c_dtype;
     std::uint32_t align_a, align_b, align_c;
+    bool fp8;  // E4M3 A and B in the TN layout, per-tensor scale pointers
     bool operator==(const Key&) const = default;
   };
   struct KeyHash {
@@ -164,6 +175,11 @@ class CudaCompute final : public CudaComputeApi {
 
   void adamw(const AdamWStep& s, Mat param, Mat grad, Mat m, Mat v) override;
 
+  // --precision fp8 (fp8.cu): UsageError below compute capability 8.9 (no FP8 tensor cores).
+  void set_linear_precision(LinearPrecision p) override;
+  std::int64_t fp8_gemms() const override { return fp8_gemms_; }
+  std::int64_t fp8_fallbacks() const override { return fp8_fallbacks_; }
+
   const CudaDeviceInfo& device_info() const override { return info_; }
   int device() const override { return device_; }
   void* stream_handle() const override { return stream_; }
@@ -187,6 +203,9 @@ class CudaCompute final : public CudaComputeApi {
                   std::int64_t offset, std::int64_t dim, float theta, bool inverse);
   // Throws if a kernel reported a bad index since the last check (after a stream sync).
   void check_device_errors();
+  // One linear GEMM in FP8 (fp8.cu), or the BF16 path where cuBLASLt has no FP8 algorithm.
+  void fp8_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b, float beta,
+                const Mat& c) override;
 
   int device_;
   CudaDeviceInfo info_;
@@ -195,6 +214,11 @@ class CudaCompute final : public CudaComputeApi {
   cublasHandle_t cublas_ = nullptr;
   std::unique_ptr<GemmEngine> gemm_;  // created after the handles, destroyed before them
   DeviceScratch scratch_;
+  // The FP8 GEMM's quantised operands and per-tensor scalars (amax, descale), apart from
+  // scratch_ because gemm() may use that one for the same call's BF16 fallback.
+  DeviceScratch fp8_scratch_;
+  std::int64_t fp8_gemms_ = 0;      // linear GEMMs run in FP8
+  std::int64_t fp8_fallbacks_ = 0;  // linear GEMMs that fp8 asked for but ran BF16
   std::size_t score_budget_ = std::size_t{1} << 30;
   int* error_host_ = nullptr;    // mapped pinned memory: kernels write, the host reads after sync
   int* error_device_ = nullptr;  // the same word as the device sees it

@@ -355,11 +355,20 @@ void CudaCompute::copy(Mat src, Mat dst) {
 }
 
 std::string CudaCompute::gemm_path() const {
-  return "cublasLt: bf16 A/B, bf16 or fp32 C, fp32 compute, heuristic algorithm cached per shape";
+  const std::string bf16 =
+      "cublasLt: bf16 A/B, bf16 or fp32 C, fp32 compute, heuristic algorithm cached per shape";
+  if (linear_precision_ != LinearPrecision::fp8) return bf16;
+  return "linear layers: cublasLt fp8 e4m3 per-tensor scaling (fp32 compute, no fast "
+         "accumulation, K padded to 16; MXFP8 not used; shapes without an fp8 algorithm run "
+         "bf16); router and attention: " +
+         bf16;
 }
 
 std::string CudaCompute::grouped_gemm_path() const {
-  return "one cublasLt GEMM per problem, in order on the compute stream";
+  return std::string("one cublasLt GEMM per problem, in order on the compute stream") +
+         (linear_precision_ == LinearPrecision::fp8
+              ? " (fp8 e4m3, per-tensor scales per problem's operands)"
+              : "");
 }
 
 std::string CudaCompute::attention_path() const {

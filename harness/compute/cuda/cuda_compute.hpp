@@ -44,6 +44,10 @@ class CudaComputeApi : public Compute {
   virtual std::string gemm_path() const = 0;
   virtual std::string grouped_gemm_path() const = 0;
   virtual std::string attention_path() const = 0;
+  // --precision fp8: the linear GEMMs that ran in FP8, and those that fell back to BF16 because
+  // cuBLASLt has no FP8 algorithm for their shape or alignment (counted since construction).
+  virtual std::int64_t fp8_gemms() const = 0;
+  virtual std::int64_t fp8_fallbacks() const = 0;
   // Attention keeps a chunk of heads' seq x seq scores in scratch, as many heads as fit this
   // budget (default 1 GiB; at least one head whatever the budget). Smaller saves memory, larger
   // batches more heads per GEMM.

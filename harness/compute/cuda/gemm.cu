@@ -67,7 +67,8 @@ std::size_t GemmEngine::KeyHash::operator()(const Key& k) const {
   std::size_t h = 0;
   auto mix = [&h](std::uint64_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
   for (std::int64_t v : {k.m, k.n, k.k, k.lda, k.ldb, k.ldc}) mix(static_cast<std::uint64_t>(v));
-  mix((k.trans_a ? 1u : 0u) | (k.trans_b ? 2u : 0u) | (static_cast<unsigned>(k.c_dtype) << 2));
+  mix((k.trans_a ? 1u : 0u) | (k.trans_b ? 2u : 0u) | (k.fp8 ? 4u : 0u) |
+      (static_cast<unsigned>(k.c_dtype) << 3));
   mix((static_cast<std::uint64_t>(k.align_a) << 32) ^
       (static_cast<std::uint64_t>(k.align_b) << 16) ^ k.align_c);
   return h;
@@ -112,9 +113,16 @@ const GemmEngine::Plan& GemmEngine::plan(const Key& key) {
     // Stored column-major shapes: a row-major R x C view with leading dimension ld is a
     // column-major C x R matrix with the same ld.
     const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, u(key.trans_b ? key.k : key.n),
+    const cudaDataType_t ab_type = key.fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
+    if (key.fp8) {
+      // Hopper's FP8 tensor cores accumulate with limited precision unless cuBLASLt promotes
+      // partial sums to FP32 registers (DeepSeek-V3 sec. 3.3.2 promotes every 128 elements for
+      // the same reason): fast accumulation stays off.
+      set_desc(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, static_cast<std::int8_t>(0));
+    }
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, ab_type, u(key.trans_b ? key.k : key.n),
                                             u(key.trans_b ? key.n : key.k), key.ldb));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, u(key.trans_a ? key.m : key.k),
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, ab_type, u(key.trans_a ? key.m : key.k),
                                             u(key.trans_a ? key.k : key.m), key.lda));
     CUBLAS_CHECK(
         cublasLtMatrixLayoutCreate(&p.c, cuda_type(key.c_dtype), u(key.n), u(key.m), key.ldc));
@@ -166,6 +174,7 @@ void GemmEngine::run(bool trans_a, bool trans_b, float alpha, const Mat& a, cons
   key.align_a = alignment_of(a);
   key.align_b = alignment_of(b);
   key.align_c = alignment_of(c);
+  key.fp8 = false;
   const Plan& p = plan(key);
   if (p.use_fallback) {
     CUBLAS_CHECK(cublasGemmEx(
@@ -177,6 +186,40 @@ void GemmEngine::run(bool trans_a, bool trans_b, float alpha, const Mat& a, cons
   }
   CUBLAS_CHECK(cublasLtMatmul(lt_, p.desc, &alpha, b.data, p.a, a.data, p.b, &beta, c.data, p.c,
                               c.data, p.c, &p.algo, workspace_, workspace_bytes_, stream_));
+}
+
+const GemmEngine::Plan* GemmEngine::fp8_plan(std::int64_t m, std::int64_t n, std::int64_t k,
+                                             const Mat& c) {
+  MB_CHECK(k % 16 == 0 && is_float(c.dtype), "fp8 gemm: k " << k << ", C " << dtype_name(c.dtype));
+  // Row-major C = A_q B_q^T with both copies K-major: in the generic key that is trans_a = false
+  // (A_q is m x k) and trans_b = true (B_q is n x k), i.e. cuBLASLt's "TN" (its A = our B_q,
+  // transposed; its B = our A_q, not transposed), the only layout FP8 takes on Hopper.
+  Key key{};
+  key.m = m;
+  key.n = n;
+  key.k = k;
+  key.lda = k;
+  key.ldb = k;
+  key.ldc = c.ld;
+  key.trans_a = false;
+  key.trans_b = true;
+  key.c_dtype = c.dtype;
+  key.align_a = 256;  // the copies are carved at 256-byte boundaries with ld a multiple of 16
+  key.align_b = 256;
+  key.align_c = alignment_of(c);
+  key.fp8 = true;
+  const Plan& p = plan(key);
+  return p.use_fallback ? nullptr : &p;
+}
+
+void GemmEngine::run_fp8(const Plan& p, float alpha, const void* a_q, const void* b_q,
+                         const float* descale_a, const float* descale_b, float beta, const Mat& c) {
+  // The scale pointers change with every call (each GEMM's scalars live in scratch); the
+  // descriptor is host data read when the call is enqueued, so setting them here is safe.
+  set_desc(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(descale_b));
+  set_desc(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(descale_a));
+  CUBLAS_CHECK(cublasLtMatmul(lt_, p.desc, &alpha, b_q, p.a, a_q, p.b, &beta, c.data, p.c, c.data,
+                              p.c, &p.algo, workspace_, workspace_bytes_, stream_));
 }
 
 void CudaCompute::gemm(bool trans_a, bool trans_b, float alpha, Mat a, Mat b, float beta, Mat c) {

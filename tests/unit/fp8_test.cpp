@@ -1,0 +1,95 @@
+// E4M3 rounding and the per-tensor scale rule against hand-computed values and against the
+// format's own table of values (decoded from the bit patterns, independently of e4m3_round).
+#include "workloads/ops/fp8.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "workloads/ops/random.hpp"
+
+namespace moebench {
+namespace {
+
+// The value of E4M3 (fn) bit pattern `bits` (sign bit clear, 0..126; 127 is NaN).
+float decode_e4m3(int bits) {
+  const int exponent = (bits >> 3) & 15;
+  const int mantissa = bits & 7;
+  if (exponent == 0) return std::ldexp(static_cast<float>(mantissa), -9);
+  return std::ldexp(1.0f + static_cast<float>(mantissa) / 8.0f, exponent - 7);
+}
+
+TEST_CASE("e4m3_round: hand-computed values") {
+  // Exact checks: every expected value is an E4M3 value, so the result must equal it exactly.
+  CHECK(e4m3_round(1.0f) == 1.0f);
+  CHECK(e4m3_round(0.0625f) == 0.0625f);
+  CHECK(e4m3_round(-2.5f) == -2.5f);
+  CHECK(e4m3_round(1.07f) == 1.125f);  // spacing 1/8 in [1, 2): nearer 1.125 than 1.0
+  // Ties go to the even mantissa: 1 + 1/16 lies between 1.0 (000) and 1.125 (001).
+  CHECK(e4m3_round(1.0625f) == 1.0f);
+  CHECK(e4m3_round(1.1875f) == 1.25f);  // between 1.125 (001) and 1.25 (010)
+  CHECK(e4m3_round(232.0f) == 224.0f);  // between 224 (110) and 240 (111)
+  CHECK(e4m3_round(448.0f) == 448.0f);
+  CHECK(e4m3_round(464.0f) == 448.0f);  // the tie above 448 goes to 448's even mantissa
+  CHECK(e4m3_round(500.0f) == 448.0f);  // saturates, no infinity
+  CHECK(e4m3_round(-1e30f) == -448.0f);
+  CHECK(e4m3_round(std::numeric_limits<float>::infinity()) == 448.0f);
+  // Subnormals: spacing 2^-9 below 2^-6.
+  CHECK(e4m3_round(0.001953125f) == 0.001953125f);  // 2^-9, the smallest
+  CHECK(e4m3_round(0.0009765625f) == 0.0f);         // 2^-10: tie between 0 and 2^-9
+  CHECK(e4m3_round(0.0029296875f) == 0.00390625f);  // 1.5 x 2^-9: tie -> 2 x 2^-9
+  CHECK(e4m3_round(0.0146484375f) == 0.015625f);    // 7.5 x 2^-9: tie -> 8 x 2^-9 = 2^-6
+  CHECK(e4m3_round(0.0005f) == 0.0f);
+  CHECK(std::signbit(e4m3_round(-0.0f)));
+  CHECK(std::isnan(e4m3_round(std::numeric_limits<float>::quiet_NaN())));
+}
+
+TEST_CASE("e4m3_round: every E4M3 value is kept, every midpoint goes to the even neighbour") {
+  std::vector<float> values;
+  for (int bits = 0; bits < 127; ++bits) values.push_back(decode_e4m3(bits));
+  REQUIRE(values.back() == 448.0f);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    CAPTURE(i);
+    CHECK(e4m3_round(values[i]) == values[i]);
+    CHECK(e4m3_round(-values[i]) == -values[i]);
+    if (i + 1 == values.size()) continue;
+    const float lo = values[i], hi = values[i + 1];
+    const float mid = 0.5f * (lo + hi);  // exact in FP32
+    CHECK(e4m3_round(mid) == (i % 2 == 0 ? lo : hi));
+    // Just off the midpoint the nearer neighbour wins.
+    CHECK(e4m3_round(std::nextafter(mid, lo)) == lo);
+    CHECK(e4m3_round(std::nextafter(mid, hi)) == hi);
+  }
+}
+
+TEST_CASE("e4m3_round: relative error at most 2^-4 in the normal range") {
+  // Half the spacing of 3 mantissa bits: |round(x) - x| <= 2^-4 |x| for 2^-6 <= |x| <= 448.
+  for (std::uint64_t i = 0; i < 20000; ++i) {
+    const float x =
+        std::ldexp(1.0f + 0.999f * std::fabs(uniform_pm1(3, 1, i)), -6 + static_cast<int>(i % 14));
+    if (x > 448.0f) continue;
+    CAPTURE(x);
+    CHECK(std::fabs(e4m3_round(x) - x) <= 0.0625f * x);
+  }
+}
+
+TEST_CASE("fp8_scale: amax maps onto 448; zeros and non-finite amax keep scale 1") {
+  CHECK(fp8_scale(2.0f) == 224.0f);
+  CHECK(fp8_scale(448.0f) == 1.0f);
+  CHECK(fp8_scale(0.0f) == 1.0f);
+  CHECK(fp8_scale(std::numeric_limits<float>::infinity()) == 1.0f);
+  CHECK(fp8_scale(std::numeric_limits<float>::quiet_NaN()) == 1.0f);
+  CHECK(fp8_descale(224.0f) == doctest::Approx(1.0f / 224.0f).epsilon(1e-7));
+  // The largest element quantises to 448 (or within FP32 rounding of amax x 448 / amax, which
+  // still rounds to 448), so the full range of the format is used.
+  for (float amax : {3.7f, 0.001f, 1234.5f, 1.0f}) {
+    CAPTURE(amax);
+    CHECK(fp8_quantize(amax, fp8_scale(amax)) == 448.0f);
+    CHECK(fp8_quantize(-amax, fp8_scale(amax)) == -448.0f);
+  }
+}
+
+}  // namespace
+}  // namespace moebench
