@@ -161,6 +161,9 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
   RunRecord record;
   record.meta = make_meta(o, c, rt, start);
   record.meta.devices = gather_device_records(rt, compute);
+  record.meta.gemm_path = compute.gemm_path();
+  record.meta.grouped_gemm_path = compute.grouped_gemm_path();
+  record.meta.attention_path = compute.attention_path();
   record.config = c;
   record.topology = s.topo;
   record.full_model = account_full_model(

@@ -72,6 +72,11 @@ class Compute {
   // The storage type of activations, weights and gradients on this backend.
   virtual DType activation_dtype() const = 0;
 
+  // Which implementation runs, for the report: the GEMMs, the experts' grouped GEMMs, attention.
+  virtual std::string gemm_path() const = 0;
+  virtual std::string grouped_gemm_path() const = 0;
+  virtual std::string attention_path() const = 0;
+
   // Memory. Contents of a new tensor are unspecified.
   virtual Tensor alloc(std::int64_t rows, std::int64_t cols, DType dtype) = 0;
   Tensor alloc(std::int64_t rows, std::int64_t cols) {

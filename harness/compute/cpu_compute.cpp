@@ -219,6 +219,21 @@ void CpuCompute::fill_random(Mat x, std::uint64_t seed, std::uint64_t stream, fl
   });
 }
 
+std::string CpuCompute::gemm_path() const {
+  return linear_precision_ == LinearPrecision::fp8
+             ? "linear layers: fp8 e4m3 emulation (per-tensor scales, inputs rounded to E4M3, "
+               "then cblas_sgemm); router: cblas_sgemm fp32"
+             : "cblas_sgemm fp32";
+}
+
+std::string CpuCompute::grouped_gemm_path() const {
+  return "one GEMM per expert, as gemm_path";
+}
+
+std::string CpuCompute::attention_path() const {
+  return "loops per sequence and head: causal masked softmax in fp32, log-sum-exp saved";
+}
+
 void CpuCompute::gemm(bool trans_a, bool trans_b, float alpha, Mat a, Mat b, float beta, Mat c) {
   sgemm(trans_a, trans_b, alpha, a, b, beta, c);
 }

@@ -22,6 +22,9 @@ class CpuCompute : public Compute {
 
   std::string name() const override { return "cpu"; }
   DType activation_dtype() const override { return DType::f32; }
+  std::string gemm_path() const override;
+  std::string grouped_gemm_path() const override;
+  std::string attention_path() const override;
 
   Tensor alloc(std::int64_t rows, std::int64_t cols, DType dtype) override;
   using Compute::alloc;

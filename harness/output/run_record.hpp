@@ -44,6 +44,10 @@ struct RunMeta {
   std::string compiler;
   std::vector<std::pair<std::string, std::string>> environment;  // SLURM_JOB_ID etc., when set
   std::vector<DeviceRecord> devices;  // every rank's GPU, in rank order; empty on the cpu backend
+  // Which implementations ran (rank 0's compute backend), e.g. the attention kernels.
+  std::string gemm_path;
+  std::string grouped_gemm_path;
+  std::string attention_path;
 };
 
 struct PhaseResult {

@@ -30,6 +30,11 @@ ojson meta_json(const RunMeta& m) {
              {"build_type", m.build_type},
              {"compiler", m.compiler},
              {"environment", env}};
+  if (!m.gemm_path.empty()) {
+    meta["kernels"] = {{"gemm", m.gemm_path},
+                       {"grouped_gemm", m.grouped_gemm_path},
+                       {"attention", m.attention_path}};
+  }
   if (!m.devices.empty()) {
     ojson devices = ojson::array();
     for (const DeviceRecord& d : m.devices) {

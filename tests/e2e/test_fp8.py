@@ -37,6 +37,9 @@ def check_fp8_report(rep):
     e2e.check(v["rtol"] == FP8_TOL and v["atol"] == FP8_TOL,
               "fp8 tolerance %r / %r, expected %r" % (v["rtol"], v["atol"], FP8_TOL))
     e2e.check("E4M3" in v["tolerance_reason"], "tolerance_reason does not explain fp8")
+    kernels = rep["meta"]["kernels"]
+    e2e.check("fp8" in kernels["gemm"] and "emulation" in kernels["gemm"],
+              "meta.kernels.gemm does not name the fp8 emulation: %r" % kernels["gemm"])
 
 
 def make_verify_test(np, ep):
@@ -52,6 +55,9 @@ def make_verify_test(np, ep):
             _, ref = run_tiny(ctx, tmp, np, ep, name="fp32.json")
             e2e.check(ref["config"]["precision"] == "fp32" and "fp8" not in ref["config"],
                       "the default run is not plain fp32")
+            kernels = ref["meta"]["kernels"]
+            e2e.check("fp8" not in kernels["gemm"] and kernels["attention"],
+                      "meta.kernels of the fp32 run: %r" % kernels)
             for key in ("flops_per_step", "flops_per_token"):
                 got = rep["accounting"]["instantiated"][key]
                 want = ref["accounting"]["instantiated"][key]

@@ -24,6 +24,9 @@ class FakeMarks : public Compute {
 
   std::string name() const override { return "fake"; }
   DType activation_dtype() const override { return DType::f32; }
+  std::string gemm_path() const override { return {}; }
+  std::string grouped_gemm_path() const override { return {}; }
+  std::string attention_path() const override { return {}; }
   Tensor alloc(std::int64_t, std::int64_t, DType) override { return {}; }
   void upload(const float*, Mat) override {}
   void upload_i32(const std::int32_t*, Mat) override {}

@@ -40,10 +40,6 @@ class CudaComputeApi : public Compute {
   virtual int device() const = 0;
   // The one stream every op of this backend is ordered on (a cudaStream_t).
   virtual void* stream_handle() const = 0;
-  // Which implementation runs, for the report: "cublasLt bf16 (fp32 compute)", ...
-  virtual std::string gemm_path() const = 0;
-  virtual std::string grouped_gemm_path() const = 0;
-  virtual std::string attention_path() const = 0;
   // --precision fp8: the linear GEMMs that ran in FP8, and those that fell back to BF16 because
   // cuBLASLt has no FP8 algorithm for their shape or alignment (counted since construction).
   virtual std::int64_t fp8_gemms() const = 0;
