@@ -253,21 +253,31 @@ TEST_CASE("gemm: an FP32 operand (the router's logit gradient) and an empty sum"
   check_twin(dw, kOne, "gemm k = 0");
 }
 
-TEST_CASE("grouped_gemm: experts' row blocks of one matrix, forward, dgrad and wgrad") {
-  const std::int64_t h = 64, f = 48;
-  const std::vector<std::int64_t> rows = {17, 40, 1, 70};
-  std::int64_t total = 0;
-  for (auto r : rows) total += r;
-  Twin x = twin_random(total, h, 50);
-  Twin y = twin_random(total, f, 51);
-  Twin dy = twin_random(total, f, 52);
-  Twin dx = twin_random(total, h, 53);
+// The experts' GEMMs of one MoE layer on both backends: tokens x (h) in row blocks per expert,
+// each expert's (h x f) weight and weight gradient. problems(on_dev, which) gives the forward
+// (0: y = x W), dgrad (1: dx = dy W^T) or wgrad (2: dW = x^T dy) problems, one per expert.
+struct ExpertGemms {
+  Twin x, y, dy, dx;
   std::vector<Twin> w, dw;
-  for (std::size_t e = 0; e < rows.size(); ++e) {
-    w.push_back(twin_random(h, f, 60 + e, 0.2f));
-    dw.push_back(twin_random(h, f, 70 + e));
+  std::vector<std::int64_t> rows;
+
+  template <typename WeightScale>
+  ExpertGemms(std::vector<std::int64_t> expert_rows, std::uint64_t seed, WeightScale weight_scale)
+      : rows(std::move(expert_rows)) {
+    constexpr std::int64_t h = 64, f = 48;
+    std::int64_t total = 0;
+    for (auto r : rows) total += r;
+    x = twin_random(total, h, seed);
+    y = twin_random(total, f, seed + 1);
+    dy = twin_random(total, f, seed + 2);
+    dx = twin_random(total, h, seed + 3);
+    for (std::size_t e = 0; e < rows.size(); ++e) {
+      w.push_back(twin_random(h, f, seed + 10 + e, weight_scale(e)));
+      dw.push_back(twin_random(h, f, seed + 20 + e));
+    }
   }
-  auto problems = [&](bool on_dev, int which) {
+
+  std::vector<GemmProblem> problems(bool on_dev, int which) const {
     std::vector<GemmProblem> p;
     std::int64_t first = 0;
     for (std::size_t e = 0; e < rows.size(); ++e) {
@@ -279,7 +289,15 @@ TEST_CASE("grouped_gemm: experts' row blocks of one matrix, forward, dgrad and w
       first += rows[e];
     }
     return p;
-  };
+  }
+};
+
+TEST_CASE("grouped_gemm: experts' row blocks of one matrix, forward, dgrad and wgrad") {
+  const std::vector<std::int64_t> rows = {17, 40, 1, 70};
+  ExpertGemms t(rows, 50, [](std::size_t) { return 0.2f; });
+  Twin &y = t.y, &dx = t.dx;
+  std::vector<Twin>& dw = t.dw;
+  auto problems = [&](bool on_dev, int which) { return t.problems(on_dev, which); };
   const bool ta[] = {false, false, true}, tb[] = {false, true, false};
   Twin* out[] = {&y, &dx, nullptr};
   for (int which = 0; which < 3; ++which) {
@@ -598,33 +616,12 @@ TEST_CASE("fp8 linear_grouped_gemm: per-expert scales, forward, dgrad and wgrad 
   LinearPrecisionGuard guard;
   cpu().set_linear_precision(LinearPrecision::fp8);
   dev().set_linear_precision(LinearPrecision::fp8);
-  const std::int64_t h = 64, f = 48;
   const std::vector<std::int64_t> rows = {16, 48, 32};
-  std::int64_t total = 0;
-  for (auto r : rows) total += r;
-  Twin x = twin_random(total, h, 90);
-  Twin y = twin_random(total, f, 91);
-  Twin dy = twin_random(total, f, 92);
-  Twin dx = twin_random(total, h, 93);
-  std::vector<Twin> w, dw;
-  for (std::size_t e = 0; e < rows.size(); ++e) {
-    // Weights of very different magnitudes: a scale shared across experts would show.
-    w.push_back(twin_random(h, f, 100 + e, e == 1 ? 1e-3f : 0.2f));
-    dw.push_back(twin_random(h, f, 110 + e));
-  }
-  auto problems = [&](bool on_dev, int which) {
-    std::vector<GemmProblem> p;
-    std::int64_t first = 0;
-    for (std::size_t e = 0; e < rows.size(); ++e) {
-      auto v = [&](const Twin& t) { return on_dev ? t.dv() : t.cv(); };
-      const auto slice = [&](const Twin& t) { return v(t).row_slice(first, rows[e]); };
-      if (which == 0) p.push_back({slice(x), v(w[e]), slice(y)});
-      if (which == 1) p.push_back({slice(dy), v(w[e]), slice(dx)});
-      if (which == 2) p.push_back({slice(x), slice(dy), v(dw[e])});
-      first += rows[e];
-    }
-    return p;
-  };
+  // Weights of very different magnitudes: a scale shared across experts would show.
+  ExpertGemms t(rows, 90, [](std::size_t e) { return e == 1 ? 1e-3f : 0.2f; });
+  Twin &y = t.y, &dx = t.dx;
+  std::vector<Twin>& dw = t.dw;
+  auto problems = [&](bool on_dev, int which) { return t.problems(on_dev, which); };
   const bool ta[] = {false, false, true}, tb[] = {false, true, false};
   const float beta[] = {0.0f, 0.0f, 1.0f};  // wgrad accumulates, as the step's does
   for (int which = 0; which < 3; ++which) {
