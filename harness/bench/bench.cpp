@@ -69,7 +69,6 @@ RunConfig bench_run_config(const ModelConfig& m, int ep, std::int64_t seq_len, s
   c.steps = steps;
   c.backend = backend;
   c.precision = bench_precision(backend, precision);
-  c.fp8_emulated = c.precision == "fp8" && backend == "cpu";
   c.comm = "local";
   c.blas_threads = blas_threads;
   validate(c);

@@ -101,43 +101,35 @@ void check_fits(double need, const Compute& c, const std::string& what) {
   }
 }
 
-DenseGemmResult measure_dense(Compute& c, std::int64_t n, int warmup, int iterations) {
+// The dense n^3 GEMM through linear_gemm in `precision`: in fp8 the quantisation of both
+// operands is part of every FP8 linear GEMM of the step, so it is part of this time too. Leaves
+// the backend's linear precision as it found it.
+DenseGemmResult measure_dense(Compute& c, std::int64_t n, int warmup, int iterations,
+                              LinearPrecision precision) {
+  const bool fp8 = precision == LinearPrecision::fp8;
   DenseGemmResult r;
   r.n = n;
   r.flops = dense_gemm_flops(n);
-  check_fits(3.0 * static_cast<double>(n * n) * dtype_size(c.activation_dtype()), c,
-             "the dense GEMM");
+  // A, B and C, and in fp8 the two one-byte quantised copies.
+  check_fits(3.0 * static_cast<double>(n * n) * dtype_size(c.activation_dtype()) +
+                 (fp8 ? 2.0 * static_cast<double>(n * n) : 0.0),
+             c, fp8 ? "the fp8 dense GEMM" : "the dense GEMM");
+  const LinearPrecision before = c.linear_precision();
+  c.set_linear_precision(precision);
   {
     Tensor a = c.alloc(n, n), b = c.alloc(n, n), out = c.alloc(n, n);
     // Random data, not zeros: tensor cores run measurably faster on zeros.
-    c.fill_random(a, 11, 1, 1.0f);
-    c.fill_random(b, 11, 2, 1.0f);
-    r.time_s =
-        time_calls(c, warmup, iterations, [&] { c.gemm(false, false, 1.0f, a, b, 0.0f, out); });
-  }
-#if defined(MOEBENCH_HAVE_CUDA)
-  if (c.name() == "cuda") r.events_time_s = time_bf16_gemm_seconds(c, n, warmup, iterations);
-#endif
-  return r;
-}
-
-// The dense GEMM at the same n through linear_gemm in FP8: the quantisation of both operands is
-// part of every FP8 linear GEMM of the step, so it is part of this time too. Leaves the backend's
-// linear precision as it found it.
-DenseGemmResult measure_dense_fp8(Compute& c, std::int64_t n, int warmup, int iterations) {
-  const LinearPrecision before = c.linear_precision();
-  c.set_linear_precision(LinearPrecision::fp8);
-  DenseGemmResult r;
-  r.n = n;
-  r.flops = dense_gemm_flops(n);
-  {
-    Tensor a = c.alloc(n, n), b = c.alloc(n, n), out = c.alloc(n, n);
     c.fill_random(a, 11, 1, 1.0f);
     c.fill_random(b, 11, 2, 1.0f);
     r.time_s = time_calls(c, warmup, iterations,
                           [&] { c.linear_gemm(false, false, 1.0f, a, b, 0.0f, out); });
   }
   c.set_linear_precision(before);
+#if defined(MOEBENCH_HAVE_CUDA)
+  if (c.name() == "cuda" && !fp8) {
+    r.events_time_s = time_bf16_gemm_seconds(c, n, warmup, iterations);
+  }
+#endif
   return r;
 }
 
@@ -260,7 +252,7 @@ int bench_command(const CliOptions& o) {
   };
 
   progress("dense GEMM " + std::to_string(plan.gemm_n) + "^3");
-  r.dense = measure_dense(c, plan.gemm_n, b.warmup, b.iterations);
+  r.dense = measure_dense(c, plan.gemm_n, b.warmup, b.iterations, LinearPrecision::standard);
   auto* cuda = dynamic_cast<CudaComputeApi*>(&c);
   // cuda: the FP8 rate beside the BF16 one whenever the device has FP8 tensor cores (the "fp8
   // faster than bf16" comparison needs both); cpu: only when asked, it measures the emulation.
@@ -276,11 +268,7 @@ int bench_command(const CliOptions& o) {
   }
   if (fp8_capable) {
     progress("dense GEMM " + std::to_string(plan.gemm_n) + "^3 in fp8");
-    check_fits(
-        3.0 * static_cast<double>(plan.gemm_n * plan.gemm_n) * dtype_size(c.activation_dtype()) +
-            2.0 * static_cast<double>(plan.gemm_n * plan.gemm_n),
-        c, "the fp8 dense GEMM");
-    r.dense_fp8 = measure_dense_fp8(c, plan.gemm_n, b.warmup, b.iterations);
+    r.dense_fp8 = measure_dense(c, plan.gemm_n, b.warmup, b.iterations, LinearPrecision::fp8);
   }
   progress("expert grouped GEMMs");
   for (const GroupedGemmCase& g :

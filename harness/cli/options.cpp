@@ -261,7 +261,6 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
   validate(c);
   check_comm_backend(c.comm, c.backend);
   c.precision = resolve_precision(c.backend, w.precision);
-  c.fp8_emulated = c.precision == "fp8" && c.backend == "cpu";
   if (!(o.timeout_s > 0)) {
     throw UsageError("--timeout " + std::to_string(o.timeout_s) + ": must be > 0 seconds");
   }

@@ -79,7 +79,7 @@ ojson config_json(const RunConfig& c) {
                       "linear layers (attention projections, dense and shared MLPs, "
                       "routed experts); attention's core, norms and the router unchanged"},
                      {"storage", precision_of(c.backend)},
-                     {"emulated", c.fp8_emulated}};
+                     {"emulated", c.fp8_emulated()}};
   }
   j["verify"] = c.verify;
   j["blas_threads"] = c.blas_threads;

@@ -321,15 +321,15 @@ TEST_CASE("resolve_run_config: --precision per backend, --timeout, --comm agains
   CHECK(resolve({"--preset", "deepseek-v3-tiny", "--backend", "cuda", "--precision", "bf16"})
             .precision == "bf16");
 
-  CHECK(!c.fp8_emulated);
+  CHECK(!c.fp8_emulated());
   // fp8: emulated on the cpu backend, native (E4M3 tensor cores) on cuda.
   const RunConfig f = resolve({"--preset", "deepseek-v3-tiny", "--precision", "fp8"});
   CHECK(f.precision == "fp8");
-  CHECK(f.fp8_emulated);
+  CHECK(f.fp8_emulated());
   const RunConfig g =
       resolve({"--preset", "deepseek-v3-tiny", "--backend", "cuda", "--precision", "fp8"});
   CHECK(g.precision == "fp8");
-  CHECK(!g.fp8_emulated);
+  CHECK(!g.fp8_emulated());
   std::string m = message({"--preset", "deepseek-v3-tiny", "--precision", "bf16"});
   CHECK(contains(m, "--precision bf16 is not available with --backend cpu; valid: fp32 or fp8"));
   m = message({"--preset", "deepseek-v3-tiny", "--precision", "fp16"});

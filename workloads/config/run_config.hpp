@@ -75,7 +75,7 @@ struct RunConfig {
   std::string precision;
   // fp8 on a backend without FP8 arithmetic (cpu): E4M3-rounded values in FP32 GEMMs, the
   // numerics of FP8 without its speed.
-  bool fp8_emulated = false;
+  bool fp8_emulated() const { return precision == "fp8" && backend == "cpu"; }
   double comm_timeout_s = 600;  // --timeout: the longest wait for a collective or setup
   int blas_threads = 1;
   // Collectives start after a barrier of their group, timed as comm_wait
