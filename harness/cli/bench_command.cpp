@@ -4,7 +4,6 @@
 // process reproduces that rank's work), then prints a table and writes `--out` JSON.
 #include <unistd.h>
 
-#include <chrono>
 #include <ctime>
 #include <iostream>
 
@@ -15,6 +14,7 @@
 #include "harness/compute/cpu_compute.hpp"
 #include "harness/core/human.hpp"
 #include "harness/core/version.hpp"
+#include "harness/measure/clock.hpp"
 #include "harness/measure/summary.hpp"
 #include "harness/output/atomic_file.hpp"
 #include "workloads/step/training_step.hpp"
@@ -22,8 +22,6 @@
 namespace moebench {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 std::string host_name() {
   char buf[256] = {};
@@ -44,7 +42,7 @@ Stats time_calls(Compute& c, int warmup, int iterations, F&& call) {
     const Clock::time_point start = Clock::now();
     call();
     c.synchronize();
-    t.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    t.push_back(seconds_since(start));
   }
   return summarize(t);
 }

@@ -1,8 +1,7 @@
 #include "harness/comm/communicator.hpp"
 
-#include <chrono>
-
 #include "harness/core/error.hpp"
+#include "harness/measure/clock.hpp"
 
 namespace moebench {
 
@@ -47,9 +46,9 @@ namespace {
 // Runs a blocking collective and returns the seconds it took on the host.
 template <typename F>
 double timed(F&& f) {
-  const auto start = std::chrono::steady_clock::now();
+  const Clock::time_point start = Clock::now();
   f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return seconds_since(start);
 }
 }  // namespace
 

@@ -8,7 +8,6 @@
 // communicator, and operations on different communicators progress independently. OpenMPI has no
 // progress thread by default, so most of a started collective's work happens inside wait() (or
 // inside any other MPI call made meanwhile); its busy time is the host time spent in MPI for it.
-#include <chrono>
 #include <climits>
 #include <cstdint>
 #include <deque>
@@ -24,6 +23,7 @@
 
 #include "harness/comm/communicator.hpp"
 #include "harness/core/error.hpp"
+#include "harness/measure/clock.hpp"
 #include "harness/runtime/mpi_check.hpp"
 #include "harness/runtime/mpi_runtime.hpp"
 
@@ -46,12 +46,6 @@ void check_f32_contiguous(const Mat& m, const char* op, const char* which) {
 
 const char* bytes_of(const Mat& m) {
   return static_cast<const char*>(m.data);
-}
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 // A started collective until clear_requests().

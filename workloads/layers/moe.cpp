@@ -1,7 +1,6 @@
 #include "workloads/layers/moe.hpp"
 
-#include <chrono>
-
+#include "harness/measure/clock.hpp"
 #include "harness/measure/stats.hpp"
 #include "workloads/accounting/accounting.hpp"
 #include "workloads/routing/route.hpp"
@@ -89,10 +88,9 @@ void MoeBlock::forward(LayerContext& ctx, int layer, Mat xn, Mat y) {
   {
     // A blocking host exchange: its host time is the collective's own (busy) time too.
     auto scope = ctx.timer.scope(Phase::dispatch);
-    const auto start = std::chrono::steady_clock::now();
+    const Clock::time_point start = Clock::now();
     recv_expert_rows = ctx.comm.alltoall_counts(Group::expert, plan_.send_expert_rows);
-    ctx.sample.busy_s[static_cast<std::size_t>(Phase::dispatch)] +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ctx.sample.busy_s[static_cast<std::size_t>(Phase::dispatch)] += seconds_since(start);
   }
   layout_ = make_expert_layout(recv_expert_rows, ctx.topo.ep, ctx.params.local_experts());
   const std::int64_t r = layout_.total_rows;

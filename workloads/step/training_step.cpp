@@ -1,8 +1,8 @@
 #include "workloads/step/training_step.hpp"
 
 #include <algorithm>
-#include <chrono>
 
+#include "harness/measure/clock.hpp"
 #include "harness/measure/stats.hpp"
 #include "workloads/ops/random.hpp"
 
@@ -107,7 +107,7 @@ StepSample TrainingStep::run(bool corrupt_dispatch) {
   ctx.tokens = tokens_;
   ctx.first_token = static_cast<std::int64_t>(topo_.rank) * tokens_;
 
-  const auto start = std::chrono::steady_clock::now();
+  const Clock::time_point start = Clock::now();
   {
     auto scope = timer_.scope(Phase::optimizer);  // the optimiser's zero_grad
     params_.zero_grads();
@@ -131,8 +131,7 @@ StepSample TrainingStep::run(bool corrupt_dispatch) {
   if (config_.optimizer == Optimizer::adamw) optimizer_step(ctx);
   comm_.synchronize();
   compute_.synchronize();
-  sample.step_time_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  sample.step_time_s = seconds_since(start);
   sample.time_s = timer_.times();
   for (const auto& [phase, r] : ctx.requests) {
     sample.busy_s[static_cast<std::size_t>(phase)] += comm_.busy_time_s(r);
