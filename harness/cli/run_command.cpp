@@ -43,21 +43,23 @@ Setup prepare(const CliOptions& o, MpiRuntime& rt) {
   const std::size_t bpe = dtype_size(s.compute->activation_dtype());
   s.memory = estimate_memory(s.config, bpe);
   const double reference = s.config.verify ? estimate_reference_memory(s.config, bpe).total() : 0.0;
-  bool with_reference = s.config.verify && rt.rank() == 0;
-  double need = s.memory.total() + (with_reference ? reference : 0.0);
+  // The ranks whose tensors live in the same memory (a real host's memory, or one GPU that ranks
+  // share with --comm mpi) all see it free before any allocates: together they must fit, and the
+  // --verify reference only where rank 0 is (an equal per-rank share would refuse whenever the
+  // reference outgrows one share).
+  const std::vector<std::string> domains =
+      rt.all_gather(rt.host() + " " + s.compute->memory_domain());
+  const std::string& mine = domains[static_cast<std::size_t>(rt.rank())];
+  const auto sharing = std::count(domains.begin(), domains.end(), mine);
+  const bool with_reference = s.config.verify && domains.front() == mine;
+  const double per_rank = s.memory.total() + static_cast<double>(s.compute->reserved_bytes());
+  const double need = per_rank * static_cast<double>(sharing) + (with_reference ? reference : 0.0);
   std::string scope = " per rank";
-  const double available = static_cast<double>(s.compute->memory_available_bytes());
-  if (s.compute->memory_is_host()) {
-    // Host memory is shared by the ranks of the real node (not the emulated one), and only rank 0
-    // (on node 0) holds the --verify reference: the host's ranks together must fit, which an
-    // equal per-rank share would refuse whenever the reference outgrows one share.
-    const Topology host = rt.topology(s.config.layout.ep, 0);
-    with_reference = s.config.verify && host.node == 0;
-    need = s.memory.total() * host.ranks_per_node + (with_reference ? reference : 0.0);
-    if (host.ranks_per_node > 1) {
-      scope = " for the " + std::to_string(host.ranks_per_node) + " ranks on this host";
-    }
+  if (sharing > 1) {
+    scope = " for the " + std::to_string(sharing) + " ranks sharing this " +
+            (s.compute->memory_is_host() ? "host" : "GPU");
   }
+  const double available = static_cast<double>(s.compute->memory_available_bytes());
   if (need > available) {
     throw UsageError("this configuration needs an estimated " + format_gib(need) + scope +
                      (with_reference ? " (with the --verify reference)" : "") + " but " +

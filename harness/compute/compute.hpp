@@ -91,6 +91,12 @@ class Compute {
   // Whether tensors live in host memory that MPI can read and write directly. A device backend
   // says false, and `--comm mpi` then stages its buffers through the host.
   virtual bool memory_is_host() const { return true; }
+  // Which memory on this host the tensors live in ("host", or a GPU's PCI bus id): ranks with the
+  // same host and domain share it, and the memory check counts them together.
+  virtual std::string memory_domain() const { return "host"; }
+  // Memory the backend keeps for itself besides tensors (cuda: the GEMM workspace and the
+  // attention score scratch), for the memory check.
+  virtual std::int64_t reserved_bytes() const { return 0; }
 
   // Element-wise and initialisation.
   virtual void zero(Mat x) = 0;

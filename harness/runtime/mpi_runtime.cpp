@@ -96,8 +96,12 @@ Topology MpiRuntime::topology(int ep, int ranks_per_node_override) const {
 }
 
 std::vector<std::string> MpiRuntime::all_hosts() const {
+  return all_gather(host_);
+}
+
+std::vector<std::string> MpiRuntime::all_gather(const std::string& text) const {
   std::vector<char> mine(kHostSlot, '\0');
-  std::copy_n(host_.data(), std::min<std::size_t>(host_.size(), kHostSlot - 1), mine.data());
+  std::copy_n(text.data(), std::min<std::size_t>(text.size(), kHostSlot - 1), mine.data());
   std::vector<char> all(static_cast<std::size_t>(kHostSlot) * size_, '\0');
   check_mpi(MPI_Allgather(mine.data(), kHostSlot, MPI_CHAR, all.data(), kHostSlot, MPI_CHAR,
                           MPI_COMM_WORLD),

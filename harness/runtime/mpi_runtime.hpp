@@ -31,6 +31,8 @@ class MpiRuntime {
 
   // Host names of every rank, in rank order (on every rank).
   std::vector<std::string> all_hosts() const;
+  // Every rank's `mine` (up to 255 characters), in rank order (on every rank).
+  std::vector<std::string> all_gather(const std::string& mine) const;
   // The MPI library's version string.
   static std::string library_version();
 

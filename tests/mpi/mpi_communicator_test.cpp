@@ -262,6 +262,13 @@ void test_runtime(const mb::MpiRuntime& rt, Checker& ck) {
   ck.check(s == "moebench", "broadcast string");
   const auto hosts = rt.all_hosts();
   ck.check(static_cast<int>(hosts.size()) == w && hosts[r] == rt.host(), "all_hosts");
+  // Every rank's own text, each of a different length, in rank order; longer ones cut at 255.
+  const auto texts = rt.all_gather("rank " + std::to_string(r) + std::string(r * 100, '.'));
+  bool texts_ok = static_cast<int>(texts.size()) == w;
+  for (int i = 0; texts_ok && i < w; ++i) {
+    texts_ok = texts[i] == ("rank " + std::to_string(i) + std::string(i * 100, '.')).substr(0, 255);
+  }
+  ck.check(texts_ok, "all_gather");
   ck.check(!mb::MpiRuntime::library_version().empty(), "library_version");
   const mb::Topology t = rt.topology(1, 0);
   ck.check(t.nodes >= 1 && t.node < t.nodes && t.local_rank < t.ranks_per_node, "topology nodes");

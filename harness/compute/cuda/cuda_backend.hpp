@@ -69,6 +69,7 @@ class GemmEngine {
   void run(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b, float beta,
            const Mat& c);
   std::size_t plans() const { return plans_.size(); }
+  std::size_t workspace_bytes() const { return workspace_bytes_; }
 
   struct Plan;
   // The FP8 plan of C[m x n] = A_q B_q^T from K-major E4M3 copies (fp8.cu says why that layout),
@@ -136,6 +137,7 @@ class CudaCompute final : public CudaComputeApi {
   void download_i32(Mat src, std::int32_t* host) override;
   void synchronize() override;
   std::int64_t memory_available_bytes() const override;
+  std::int64_t reserved_bytes() const override;
   int mark() override;
   std::vector<double> mark_times_s() override;
   void clear_marks() override { marks_used_ = 0; }

@@ -324,6 +324,12 @@ std::int64_t CudaCompute::memory_available_bytes() const {
   return static_cast<std::int64_t>(free_bytes);
 }
 
+// At most the attention score budget (one head's scores may exceed it: that is counted in the
+// memory estimate's workspace) and the cuBLASLt workspace.
+std::int64_t CudaCompute::reserved_bytes() const {
+  return static_cast<std::int64_t>(score_budget_ + gemm_->workspace_bytes());
+}
+
 void CudaCompute::zero(Mat x) {
   check_mat(x, "zero");
   if (x.numel() == 0) return;

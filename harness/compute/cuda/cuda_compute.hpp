@@ -36,6 +36,7 @@ struct CudaDeviceInfo {
 class CudaComputeApi : public Compute {
  public:
   bool memory_is_host() const override { return false; }
+  std::string memory_domain() const override { return device_info().pci_bus_id; }
   virtual const CudaDeviceInfo& device_info() const = 0;
   virtual int device() const = 0;
   // The one stream every op of this backend is ordered on (a cudaStream_t).
