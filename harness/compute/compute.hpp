@@ -201,8 +201,11 @@ class Compute {
   // out[i] = dot(a[index[i]], b[i]) (the gradient of a combine weight).
   virtual void gathered_row_dot(Mat a, Mat index, Mat b, Mat out) = 0;
 
-  // AdamW on a flat parameter range; m and v are the optimiser's FP32 moments.
-  virtual void adamw(const AdamWStep& s, Mat param, Mat grad, Mat m, Mat v) = 0;
+  // AdamW on a flat parameter range; m and v are the optimiser's FP32 moments. master, when not
+  // empty, is the FP32 master copy of a lower-precision param (as mixed-precision trainers keep
+  // one): the update reads and writes master, and param receives its value rounded to storage.
+  // Empty: param itself is updated.
+  virtual void adamw(const AdamWStep& s, Mat param, Mat grad, Mat m, Mat v, Mat master) = 0;
 
  protected:
   // One linear GEMM with E4M3 inputs (see LinearPrecision); only called once

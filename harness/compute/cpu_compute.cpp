@@ -569,18 +569,23 @@ void CpuCompute::gathered_row_dot(Mat a, Mat index, Mat b, Mat out) {
   });
 }
 
-void CpuCompute::adamw(const AdamWStep& s, Mat param, Mat grad, Mat m, Mat v) {
+void CpuCompute::adamw(const AdamWStep& s, Mat param, Mat grad, Mat m, Mat v, Mat master) {
   check_mat(param, DType::f32, "adamw param");
   check_shape(grad, param.rows, param.cols, DType::f32, "adamw grad");
   check_shape(m, param.rows, param.cols, DType::f32, "adamw m");
   check_shape(v, param.rows, param.cols, DType::f32, "adamw v");
+  const bool has_master = master.data != nullptr;
+  if (has_master) check_shape(master, param.rows, param.cols, DType::f32, "adamw master");
   MB_CHECK(s.step >= 1, "adamw step " << s.step << " (1-based)");
   const AdamWCoeffs c = adamw_coeffs(s);
   for_rows(param, [&](float* pr, std::int64_t r) {
     const float* gr = row_f32(grad, r);
     float* mr = row_f32(m, r);
     float* vr = row_f32(v, r);
-    for (std::int64_t j = 0; j < param.cols; ++j) adamw_update(c, pr + j, gr[j], mr + j, vr + j);
+    // FP32 storage: the master copy, where one is kept, is the parameter's own value.
+    float* ur = has_master ? row_f32(master, r) : pr;
+    for (std::int64_t j = 0; j < param.cols; ++j) adamw_update(c, ur + j, gr[j], mr + j, vr + j);
+    if (has_master) std::memmove(pr, ur, param.cols * sizeof(float));
   });
 }
 

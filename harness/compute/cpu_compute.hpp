@@ -76,7 +76,7 @@ class CpuCompute : public Compute {
   void gather_rows_scaled(Mat src, Mat index, Mat scale, Mat dst) override;
   void gathered_row_dot(Mat a, Mat index, Mat b, Mat out) override;
 
-  void adamw(const AdamWStep& s, Mat param, Mat grad, Mat m, Mat v) override;
+  void adamw(const AdamWStep& s, Mat param, Mat grad, Mat m, Mat v, Mat master) override;
 
  private:
   void rope_apply(Mat x, std::int64_t seq_len, std::int64_t heads, std::int64_t head_stride,

@@ -553,14 +553,37 @@ TEST_CASE("adamw on BF16 parameters and gradients with FP32 moments, two steps")
   s.grad_scale = 0.5f;
   for (int step = 1; step <= 2; ++step) {
     s.step = step;
-    cpu().adamw(s, param.cv(), grad.cv(), m.cv(), v.cv());
-    dev().adamw(s, param.dv(), grad.dv(), m.dv(), v.dv());
+    cpu().adamw(s, param.cv(), grad.cv(), m.cv(), v.cv(), Mat{});
+    dev().adamw(s, param.dv(), grad.dv(), m.dv(), v.dv(), Mat{});
     check_twin(m, 1e-5, "adamw m");
     check_twin(v, 1e-5, "adamw v");
     check_twin(param, kOne, "adamw param");
     // Continue from the device's rounded parameters on both sides.
     const Vec p_dev = read(dev(), param.dv());
     cpu().upload(p_dev.data(), param.c);
+  }
+}
+
+TEST_CASE("adamw on BF16 parameters with FP32 master weights: the master carries the update") {
+  const std::int64_t n = 1000;
+  Twin param = twin_random(n, 1, 170);
+  Twin master = twin_random(n, 1, 170, 1.0f, true);  // the same values, FP32 on both sides
+  Twin grad = twin_random(n, 1, 171, 0.1f);
+  Twin m = twin(n, 1, Vec(n, 0.0f), true);
+  Twin v = twin(n, 1, Vec(n, 0.0f), true);
+  AdamWStep s;
+  s.lr = 1e-4f;  // updates below BF16's resolution: only a master copy keeps them
+  s.grad_scale = 0.5f;
+  for (int step = 1; step <= 3; ++step) {
+    s.step = step;
+    cpu().adamw(s, param.cv(), grad.cv(), m.cv(), v.cv(), master.cv());
+    dev().adamw(s, param.dv(), grad.dv(), m.dv(), v.dv(), master.dv());
+    check_twin(m, 1e-5, "adamw m");
+    check_twin(v, 1e-5, "adamw v");
+    // FP32 on both sides, the same arithmetic: 1e-6 of the scale (FP32 rounding only).
+    check_twin(master, 1e-6, "adamw master");
+    // The device's BF16 param is its master rounded (2^-9 relative: kOne of the scale).
+    check_close(read(dev(), param.dv()), read(dev(), master.dv()), kOne, "adamw param");
   }
 }
 

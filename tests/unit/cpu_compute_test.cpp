@@ -457,6 +457,25 @@ TEST_CASE("gather, scatter_add, scaled gather and gathered dot") {
   CHECK_THROWS_AS(c.scatter_add_rows(dst, bad, Mat{}, acc), RuntimeError);
 }
 
+TEST_CASE("adamw with a master copy updates the master and gives param its value") {
+  CpuCompute c(1);
+  AdamWStep s;
+  s.lr = 0.01f;
+  s.weight_decay = 0.1f;
+  s.grad_scale = 0.5f;
+  s.step = 3;
+  // The master holds the true value (1.0); param a stale one that the update must not read.
+  Tensor p = make(c, 2, 4, Vec(8, 7.0f)), master = make(c, 2, 4, Vec(8, 1.0f));
+  Tensor g = make(c, 2, 4, Vec(8, 0.5f));
+  Tensor m = make(c, 2, 4, Vec(8, 0.1f)), v = make(c, 2, 4, Vec(8, 0.2f));
+  c.adamw(s, p, g, m, v, master);
+  // elementwise_test.cpp's hand-computed step from 1.0 (FP32: 1e-6 relative).
+  for (float x : read(c, master)) CHECK(x == doctest::Approx(0.9953532404740754).epsilon(1e-6));
+  CHECK(read(c, p) == read(c, master));
+  Tensor wrong = make(c, 2, 3, Vec(6, 1.0f));
+  CHECK_THROWS_AS(c.adamw(s, p, g, m, v, wrong), RuntimeError);
+}
+
 TEST_CASE("adamw on the backend matches the element update on every element of a view") {
   CpuCompute c(1);
   AdamWStep s;
@@ -467,7 +486,7 @@ TEST_CASE("adamw on the backend matches the element update on every element of a
   Tensor p = make(c, 2, 4, Vec(8, 1.0f)), g = make(c, 2, 4, Vec(8, 0.5f));
   Tensor m = make(c, 2, 4, Vec(8, 0.1f)), v = make(c, 2, 4, Vec(8, 0.2f));
   auto view = [](const Tensor& t) { return t.view().col_slice(1, 2); };
-  c.adamw(s, view(p), view(g), view(m), view(v));
+  c.adamw(s, view(p), view(g), view(m), view(v), Mat{});
   const Vec pv = read(c, p);
   for (std::int64_t r = 0; r < 2; ++r) {
     for (std::int64_t j = 0; j < 4; ++j) {

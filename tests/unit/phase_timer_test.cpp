@@ -58,7 +58,7 @@ class FakeMarks : public Compute {
   void scatter_add_rows(Mat, Mat, Mat, Mat) override {}
   void gather_rows_scaled(Mat, Mat, Mat, Mat) override {}
   void gathered_row_dot(Mat, Mat, Mat, Mat) override {}
-  void adamw(const AdamWStep&, Mat, Mat, Mat, Mat) override {}
+  void adamw(const AdamWStep&, Mat, Mat, Mat, Mat, Mat) override {}
 };
 
 constexpr auto at(Phase p) {

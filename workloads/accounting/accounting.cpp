@@ -217,13 +217,14 @@ MemoryEstimate estimate_memory(const RunConfig& c, std::size_t bytes_per_element
   e.weights = params * bpe;
   e.gradients = params * bpe;
   if (c.optimizer == Optimizer::adamw) {
-    // FP32 first and second moments; ZeRO-1 shards them over the ranks that reduce each part.
+    // FP32 first and second moments, and FP32 master weights when the storage is narrower (BF16);
+    // ZeRO-1 shards them over the ranks that reduce each part.
+    const double per_param = 2.0 * 4.0 + (bytes_per_element < 4 ? 4.0 : 0.0);
     const bool zero1 = c.grad_reduce == GradReduce::reduce_scatter;
     const double dense_shard = zero1 ? static_cast<double>(c.layout.world) : 1.0;
     const double expert_shard = zero1 ? static_cast<double>(c.layout.edp()) : 1.0;
-    e.optimizer = 2.0 * 4.0 *
-                  (static_cast<double>(sp.dense) / dense_shard +
-                   static_cast<double>(sp.local_experts) / expert_shard);
+    e.optimizer = per_param * (static_cast<double>(sp.dense) / dense_shard +
+                               static_cast<double>(sp.local_experts) / expert_shard);
   }
 
   // Activations kept for backward, per token and layer: `el` tensors at bpe, `f32` 4-byte values

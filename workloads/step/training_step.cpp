@@ -63,6 +63,9 @@ TrainingStep::TrainingStep(const RunConfig& config, const Topology& topo, Comput
     if (config.optimizer == Optimizer::adamw) {
       adam_m_[i] = compute.alloc(n, 1, DType::f32);
       adam_v_[i] = compute.alloc(n, 1, DType::f32);
+      // Lower-precision storage (BF16): the optimiser keeps FP32 master weights, as mixed-
+      // precision trainers do (Megatron-LM's main params), of the range this rank updates.
+      if (params_.flat_params(g).dtype != DType::f32) master_[i] = compute.alloc(n, 1, DType::f32);
     }
   }
 }
@@ -82,6 +85,11 @@ void TrainingStep::initialize() {
   }
   for (Tensor* t : {&adam_m_[0], &adam_m_[1], &adam_v_[0], &adam_v_[1]}) {
     if (!t->empty()) compute_.zero(*t);
+  }
+  for (ParamGroup g : {ParamGroup::dense, ParamGroup::expert}) {
+    Tensor& master = master_[static_cast<int>(g)];
+    if (master.empty()) continue;
+    compute_.copy(params_.flat_params(g).row_slice(reduced_grads_offset(g), master.rows()), master);
   }
   optimizer_steps_ = 0;
 }
@@ -191,15 +199,18 @@ void TrainingStep::optimizer_step(LayerContext& ctx) {
     const Mat params = params_.flat_params(g);
     if (!zero1) {
       auto scope = timer_.scope(Phase::optimizer);
-      compute_.adamw(s, params, params_.flat_grads(g), adam_m_[i], adam_v_[i]);
+      compute_.adamw(s, params, params_.flat_grads(g), adam_m_[i], adam_v_[i], master_[i]);
       continue;
     }
     const Group group = reduce_group(g);
     const Mat shard = shard_params_[i];
     {
       auto scope = timer_.scope(Phase::optimizer);
-      compute_.copy(params.row_slice(reduced_grads_offset(g), shard.rows), shard);
-      compute_.adamw(s, shard, shard_grads_[i], adam_m_[i], adam_v_[i]);
+      // With a master copy the update writes the whole shard; without, it starts from it.
+      if (master_[i].empty()) {
+        compute_.copy(params.row_slice(reduced_grads_offset(g), shard.rows), shard);
+      }
+      compute_.adamw(s, shard, shard_grads_[i], adam_m_[i], adam_v_[i], master_[i]);
     }
     ctx.wait_for_group(group);
     CommRequest r;

@@ -60,6 +60,7 @@ class TrainingStep {
   Mat input_grad_;
   Tensor shard_grads_[2], shard_params_[2];
   Tensor adam_m_[2], adam_v_[2];
+  Tensor master_[2];  // FP32 master weights of BF16 parameters (empty with FP32 storage)
   int optimizer_steps_ = 0;
   std::vector<GradBucket> buckets_;
   std::vector<CommRequest> bucket_requests_;  // of the buckets started in this step

@@ -175,7 +175,7 @@ class CudaCompute final : public CudaComputeApi {
   void gather_rows_scaled(Mat src, Mat index, Mat scale, Mat dst) override;
   void gathered_row_dot(Mat a, Mat index, Mat b, Mat out) override;
 
-  void adamw(const AdamWStep& s, Mat param, Mat grad, Mat m, Mat v) override;
+  void adamw(const AdamWStep& s, Mat param, Mat grad, Mat m, Mat v, Mat master) override;
 
   // --precision fp8 (fp8.cu): UsageError below compute capability 8.9 (no FP8 tensor cores).
   void set_linear_precision(LinearPrecision p) override;

@@ -165,14 +165,17 @@ __global__ void swiglu_backward_kernel(Mat gate_up, Mat dout, Mat dgate_up) {
   }
 }
 
-__global__ void adamw_kernel(AdamWCoeffs coeffs, Mat param, Mat grad, Mat m, Mat v) {
+// master (FP32, or no data): the value the update reads and writes; param gets it rounded.
+__global__ void adamw_kernel(AdamWCoeffs coeffs, Mat param, Mat grad, Mat m, Mat v, Mat master) {
+  const bool has_master = master.data != nullptr;
   MB_GRID_LOOP(i, param.rows * param.cols) {
     std::int64_t r, c;
     split(i, param.cols, &r, &c);
-    float p = load(param, r, c);
+    float p = has_master ? load(master, r, c) : load(param, r, c);
     float mv = load(m, r, c);
     float vv = load(v, r, c);
     adamw_update(coeffs, &p, load(grad, r, c), &mv, &vv);
+    if (has_master) store(master, r, c, p);
     store(param, r, c, p);
     store(m, r, c, mv);
     store(v, r, c, vv);
@@ -316,7 +319,7 @@ void CudaCompute::swiglu_backward(Mat gate_up, Mat dout, Mat dgate_up) {
   CUDA_CHECK_LAUNCH();
 }
 
-void CudaCompute::adamw(const AdamWStep& s, Mat param, Mat grad, Mat m, Mat v) {
+void CudaCompute::adamw(const AdamWStep& s, Mat param, Mat grad, Mat m, Mat v, Mat master) {
   check_float(param, "adamw param");
   check_float(grad, "adamw grad");
   check_shape(grad, param.rows, param.cols, "adamw grad");
@@ -324,10 +327,14 @@ void CudaCompute::adamw(const AdamWStep& s, Mat param, Mat grad, Mat m, Mat v) {
   check_shape(m, param.rows, param.cols, "adamw m");
   check_float(v, "adamw v");
   check_shape(v, param.rows, param.cols, "adamw v");
+  if (master.data != nullptr) {
+    check_dtype(master, DType::f32, "adamw master");
+    check_shape(master, param.rows, param.cols, "adamw master");
+  }
   MB_CHECK(s.step >= 1, "adamw step " << s.step << " (1-based)");
   if (param.numel() == 0) return;
-  adamw_kernel<<<blocks_for(param.numel(), kThreads), kThreads, 0, stream_>>>(adamw_coeffs(s),
-                                                                              param, grad, m, v);
+  adamw_kernel<<<blocks_for(param.numel(), kThreads), kThreads, 0, stream_>>>(
+      adamw_coeffs(s), param, grad, m, v, master);
   CUDA_CHECK_LAUNCH();
 }
 
