@@ -457,13 +457,19 @@ TEST_CASE("gather, scatter_add, scaled gather and gathered dot") {
   CHECK_THROWS_AS(c.scatter_add_rows(dst, bad, Mat{}, acc), RuntimeError);
 }
 
-TEST_CASE("adamw with a master copy updates the master and gives param its value") {
-  CpuCompute c(1);
+// The step elementwise_test.cpp computes by hand.
+AdamWStep hand_computed_adamw_step() {
   AdamWStep s;
   s.lr = 0.01f;
   s.weight_decay = 0.1f;
   s.grad_scale = 0.5f;
   s.step = 3;
+  return s;
+}
+
+TEST_CASE("adamw with a master copy updates the master and gives param its value") {
+  CpuCompute c(1);
+  const AdamWStep s = hand_computed_adamw_step();
   // The master holds the true value (1.0); param a stale one that the update must not read.
   Tensor p = make(c, 2, 4, Vec(8, 7.0f)), master = make(c, 2, 4, Vec(8, 1.0f));
   Tensor g = make(c, 2, 4, Vec(8, 0.5f));
@@ -478,11 +484,7 @@ TEST_CASE("adamw with a master copy updates the master and gives param its value
 
 TEST_CASE("adamw on the backend matches the element update on every element of a view") {
   CpuCompute c(1);
-  AdamWStep s;
-  s.lr = 0.01f;
-  s.weight_decay = 0.1f;
-  s.grad_scale = 0.5f;
-  s.step = 3;
+  const AdamWStep s = hand_computed_adamw_step();
   Tensor p = make(c, 2, 4, Vec(8, 1.0f)), g = make(c, 2, 4, Vec(8, 0.5f));
   Tensor m = make(c, 2, 4, Vec(8, 0.1f)), v = make(c, 2, 4, Vec(8, 0.2f));
   auto view = [](const Tensor& t) { return t.view().col_slice(1, 2); };
