@@ -23,22 +23,6 @@ nlohmann::ordered_json of_peak(double flop_rate, const PeakRate& peak) {
   return flop_rate / (*peak.tflops * 1e12);
 }
 
-nlohmann::ordered_json device_json(const CudaDeviceInfo& d) {
-  return {{"ordinal", d.ordinal},
-          {"visible_devices", d.visible_devices},
-          {"name", d.name},
-          {"uuid", d.uuid},
-          {"pci_bus_id", d.pci_bus_id},
-          {"total_memory_bytes", d.total_memory_bytes},
-          {"compute_capability", std::to_string(d.compute_capability_major) + "." +
-                                     std::to_string(d.compute_capability_minor)},
-          {"multiprocessors", d.multiprocessors},
-          {"l2_cache_bytes", d.l2_cache_bytes},
-          {"driver_cuda_version", d.driver_cuda_version},
-          {"cuda_runtime_version", d.runtime_version},
-          {"cublas_version", d.cublas_version}};
-}
-
 nlohmann::ordered_json meta_json(const BenchMeta& m) {
   nlohmann::ordered_json j;
   j["tool_version"] = m.tool_version;
@@ -55,7 +39,7 @@ nlohmann::ordered_json meta_json(const BenchMeta& m) {
   j["gemm_path"] = m.gemm_path;
   j["grouped_gemm_path"] = m.grouped_gemm_path;
   j["attention_path"] = m.attention_path;
-  j["device"] = m.device ? device_json(*m.device) : nlohmann::ordered_json(nullptr);
+  j["device"] = m.device ? to_json(*m.device) : nlohmann::ordered_json(nullptr);
   return j;
 }
 
@@ -216,7 +200,8 @@ std::string format_bench_table(const BenchRecord& r) {
   std::ostringstream os;
   const BenchMeta& m = r.meta;
   os << "# moebench bench: backend " << m.backend << ", precision " << m.precision;
-  if (m.device) os << ", device " << m.device->name << " (" << m.device->pci_bus_id << ")";
+  if (m.device)
+    os << ", device " << m.device->info.name << " (" << m.device->info.pci_bus_id << ")";
   os << "\n";
   if (!m.gemm_path.empty()) {
     os << "# gemm: " << m.gemm_path << "; grouped: " << m.grouped_gemm_path

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/bench/bench.hpp"
-#include "harness/compute/cuda/cuda_compute.hpp"
+#include "harness/device/device_records.hpp"
 #include "harness/output/run_record.hpp"
 
 namespace moebench {
@@ -32,10 +32,10 @@ struct BenchMeta {
   std::string blas;
   std::string build_type;
   std::string compiler;
-  std::string gemm_path;          // the backend's own words, when it says
-  std::string grouped_gemm_path;  // idem
-  std::string attention_path;     // idem
-  std::optional<CudaDeviceInfo> device;
+  std::string gemm_path;               // the backend's own words, when it says
+  std::string grouped_gemm_path;       // idem
+  std::string attention_path;          // idem
+  std::optional<DeviceRecord> device;  // the probe's GPU (harness/device), rank 0
 };
 
 // The peak the step's rate is compared with, and where the number came from.
@@ -74,13 +74,6 @@ struct LayerStackResult {
   double forward_backward_flop_rate() const;
 };
 
-// --precision fp8 on the cuda backend: how many linear GEMMs ran FP8 and how many fell back to
-// BF16 (no cuBLASLt FP8 algorithm for their shape), over the whole probe.
-struct Fp8Counts {
-  std::int64_t gemms = 0;
-  std::int64_t fallbacks = 0;
-};
-
 struct BenchRecord {
   BenchMeta meta;
   ModelConfig model;  // the real model the rank belongs to
@@ -92,9 +85,9 @@ struct BenchRecord {
   // The same n through linear_gemm in FP8 (cuda: always where the device has FP8 tensor cores;
   // cpu: the emulation, with --precision fp8 only).
   std::optional<DenseGemmResult> dense_fp8;
-  ExpertGemmResult experts;  // in the step's precision (--precision)
-  std::optional<Fp8Counts> fp8_counts;
-  std::vector<LayerStackResult> stacks;  // one per --layers value
+  ExpertGemmResult experts;                 // in the step's precision (--precision)
+  std::optional<Fp8GemmCounts> fp8_counts;  // --precision fp8, over the whole probe
+  std::vector<LayerStackResult> stacks;     // one per --layers value
 };
 
 // The dense rate the experts are compared with: the FP8 one when the probe ran in fp8.

@@ -2,19 +2,20 @@
 // GEMM rate (the roofline reference), the experts' grouped GEMMs of one EP rank at their real
 // shapes, and the training step of one EP rank's layers (harness/bench/bench.hpp says how one
 // process reproduces that rank's work), then prints a table and writes `--out` JSON.
-#include <unistd.h>
-
 #include <ctime>
 #include <iostream>
 
+#include "harness/backends/cpu/cpu_compute.hpp"
+#include "harness/backends/local/local_communicator.hpp"
+#include "harness/backends/registry/registry.hpp"
 #include "harness/bench/bench.hpp"
 #include "harness/bench/bench_report.hpp"
-#include "harness/bench/local_communicator.hpp"
 #include "harness/cli/commands.hpp"
-#include "harness/compute/cpu_compute.hpp"
+#include "harness/core/clock.hpp"
+#include "harness/core/host.hpp"
 #include "harness/core/human.hpp"
 #include "harness/core/version.hpp"
-#include "harness/measure/clock.hpp"
+#include "harness/device/device_records.hpp"
 #include "harness/measure/summary.hpp"
 #include "harness/output/atomic_file.hpp"
 #include "workloads/step/training_step.hpp"
@@ -22,12 +23,6 @@
 namespace moebench {
 
 namespace {
-
-std::string host_name() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
-  return buf;
-}
 
 // Each call's time between two synchronisations of the backend: a few microseconds of host
 // overhead per call, the same for the dense reference and the grouped GEMMs they are compared
@@ -45,6 +40,20 @@ Stats time_calls(Compute& c, int warmup, int iterations, F&& call) {
     t.push_back(seconds_since(start));
   }
   return summarize(t);
+}
+
+// The mean time per call of `iterations` back-to-back calls, between two compute marks.
+template <typename F>
+double marked_mean_seconds(Compute& c, int iterations, F&& call) {
+  c.synchronize();
+  c.clear_marks();
+  const int first = c.mark();
+  for (int i = 0; i < iterations; ++i) call();
+  const int last = c.mark();
+  c.synchronize();
+  const std::vector<double> t = c.mark_times_s();
+  c.clear_marks();
+  return (t[static_cast<std::size_t>(last)] - t[static_cast<std::size_t>(first)]) / iterations;
 }
 
 // The flags resolved against the model and the backend, checked before anything is allocated.
@@ -119,15 +128,13 @@ DenseGemmResult measure_dense(Compute& c, std::int64_t n, int warmup, int iterat
     // Random data, not zeros: tensor cores run measurably faster on zeros.
     c.fill_random(a, 11, 1, 1.0f);
     c.fill_random(b, 11, 2, 1.0f);
-    r.time_s = time_calls(c, warmup, iterations,
-                          [&] { c.linear_gemm(false, false, 1.0f, a, b, 0.0f, out); });
+    auto call = [&] { c.linear_gemm(false, false, 1.0f, a, b, 0.0f, out); };
+    r.time_s = time_calls(c, warmup, iterations, call);
+    // A device backend's marks are events on its stream: the device time per call, without the
+    // host's launch and synchronisation.
+    if (c.device_info() && !fp8) r.events_time_s = marked_mean_seconds(c, iterations, call);
   }
   c.set_linear_precision(before);
-#if defined(MOEBENCH_HAVE_CUDA)
-  if (c.name() == "cuda" && !fp8) {
-    r.events_time_s = time_bf16_gemm_seconds(c, n, warmup, iterations);
-  }
-#endif
   return r;
 }
 
@@ -193,9 +200,9 @@ PeakRate resolve_peak(const BenchOptions& b, const BenchMeta& m) {
   if (b.peak_tflops) {
     p.tflops = b.peak_tflops;
     p.source = "--peak-tflops";
-  } else if (m.device && known_bf16_peak_tflops(m.device->name)) {
-    p.tflops = known_bf16_peak_tflops(m.device->name);
-    p.source = "NVIDIA datasheet, dense BF16, " + m.device->name;
+  } else if (m.device && known_bf16_peak_tflops(m.device->info.name)) {
+    p.tflops = known_bf16_peak_tflops(m.device->info.name);
+    p.source = "NVIDIA datasheet, dense BF16, " + m.device->info.name;
   } else {
     p.source = "none: unknown device, give --peak-tflops";
   }
@@ -216,12 +223,10 @@ BenchMeta make_meta(const CliOptions& o, const Compute& c, const std::string& st
   m.blas = blas_library_name();
   m.build_type = MOEBENCH_BUILD_TYPE;
   m.compiler = std::string("g++ ") + __VERSION__;
-  if (const auto* cuda = dynamic_cast<const CudaComputeApi*>(&c)) {
-    m.device = cuda->device_info();
-    m.gemm_path = cuda->gemm_path();
-    m.grouped_gemm_path = cuda->grouped_gemm_path();
-    m.attention_path = cuda->attention_path();
-  }
+  m.device = local_device_record(c, 0, host);
+  m.gemm_path = c.gemm_path();
+  m.grouped_gemm_path = c.grouped_gemm_path();
+  m.attention_path = c.attention_path();
   return m;
 }
 
@@ -251,11 +256,10 @@ int bench_command(const CliOptions& o) {
 
   progress("dense GEMM " + std::to_string(plan.gemm_n) + "^3");
   r.dense = measure_dense(c, plan.gemm_n, b.warmup, b.iterations, LinearPrecision::standard);
-  auto* cuda = dynamic_cast<CudaComputeApi*>(&c);
   // cuda: the FP8 rate beside the BF16 one whenever the device has FP8 tensor cores (the "fp8
   // faster than bf16" comparison needs both); cpu: only when asked, it measures the emulation.
   bool fp8_capable = fp8;
-  if (cuda != nullptr && !fp8) {
+  if (c.device_info() && !fp8) {
     try {
       c.set_linear_precision(LinearPrecision::fp8);
       c.set_linear_precision(LinearPrecision::standard);
@@ -279,7 +283,7 @@ int bench_command(const CliOptions& o) {
     r.stacks.push_back(measure_stack(c, config, host));
   }
 
-  if (cuda != nullptr && fp8) r.fp8_counts = Fp8Counts{cuda->fp8_gemms(), cuda->fp8_fallbacks()};
+  if (fp8) r.fp8_counts = c.fp8_gemm_counts();
 
   if (!b.quiet) std::cout << format_bench_table(r) << std::flush;
   if (!b.out.empty()) {

@@ -4,7 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "harness/comm/communicator_factory.hpp"
+#include "harness/backends/registry/registry.hpp"
 #include "harness/core/error.hpp"
 
 namespace moebench {

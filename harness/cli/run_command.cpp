@@ -3,15 +3,15 @@
 #include <ctime>
 #include <iostream>
 
+#include "harness/backends/cpu/cpu_compute.hpp"
+#include "harness/backends/registry/registry.hpp"
 #include "harness/cli/commands.hpp"
 #include "harness/comm/communicator.hpp"
-#include "harness/comm/communicator_factory.hpp"
-#include "harness/compute/cpu_compute.hpp"
 #include "harness/core/human.hpp"
 #include "harness/core/version.hpp"
+#include "harness/device/device_records.hpp"
 #include "harness/measure/summary.hpp"
 #include "harness/output/atomic_file.hpp"
-#include "harness/output/device_records.hpp"
 #include "harness/output/run_report.hpp"
 #include "harness/output/table.hpp"
 #include "harness/verify/reference_check.hpp"

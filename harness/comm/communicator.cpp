@@ -1,7 +1,7 @@
 #include "harness/comm/communicator.hpp"
 
+#include "harness/core/clock.hpp"
 #include "harness/core/error.hpp"
-#include "harness/measure/clock.hpp"
 
 namespace moebench {
 

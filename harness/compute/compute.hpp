@@ -10,15 +10,16 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "harness/compute/device_info.hpp"
 #include "harness/core/tensor.hpp"
+#include "workloads/ops/params.hpp"
 
 namespace moebench {
-
-struct RoutingSpec;
 
 struct AttentionShape {
   std::int64_t batch = 1;    // sequences
@@ -37,33 +38,18 @@ struct GemmProblem {
   Mat c;
 };
 
-struct AdamWStep {
-  float lr = 0.0f;
-  float beta1 = 0.9f;
-  float beta2 = 0.95f;
-  float eps = 1e-8f;
-  float weight_decay = 0.0f;
-  float grad_scale = 1.0f;  // gradients are multiplied by this first (1/world for a mean)
-  int step = 1;             // 1-based, for bias correction
-};
-
-// Router parameters the kernels need (plain data, also usable on a device).
-struct RouterParams {
-  std::int32_t experts = 0;
-  std::int32_t top_k = 0;
-  std::int32_t groups = 1;
-  std::int32_t topk_groups = 1;
-  float scaling = 1.0f;
-  std::int32_t mode = 0;  // RoutingMode as int
-  float zipf_exponent = 0.0f;
-  std::uint64_t seed = 0;
-};
-
 // The precision of the linear layers' GEMMs (--precision): `standard` is the backend's storage
 // precision (cpu FP32, cuda BF16, FP32 accumulation); `fp8` quantises both inputs of each GEMM
 // to E4M3 with one scale per tensor (amax / 448), multiplies with FP32 accumulation and writes
 // the output in the storage precision. Attention's core, norms and the router never change.
 enum class LinearPrecision { standard, fp8 };
+
+// --precision fp8: the linear GEMMs that ran with E4M3 inputs, and those that fp8 asked for but
+// ran in the storage precision because the backend has no FP8 algorithm for their shape.
+struct Fp8GemmCounts {
+  std::int64_t gemms = 0;
+  std::int64_t fallbacks = 0;
+};
 
 class Compute {
  public:
@@ -94,6 +80,8 @@ class Compute {
   // Which memory on this host the tensors live in ("host", or a GPU's PCI bus id): ranks with the
   // same host and domain share it, and the memory check counts them together.
   virtual std::string memory_domain() const { return "host"; }
+  // The device the tensors live on; none for a host backend.
+  virtual std::optional<DeviceInfo> device_info() const { return std::nullopt; }
   // Memory the backend keeps for itself besides tensors (cuda: the GEMM workspace and the
   // attention score scratch), for the memory check.
   virtual std::int64_t reserved_bytes() const { return 0; }
@@ -119,6 +107,8 @@ class Compute {
   // GEMMs and attention's core are not linear layers in this sense and call gemm().
   virtual void set_linear_precision(LinearPrecision p);
   LinearPrecision linear_precision() const { return linear_precision_; }
+  // Counted since construction.
+  virtual Fp8GemmCounts fp8_gemm_counts() const { return {}; }
   void linear_gemm(bool trans_a, bool trans_b, float alpha, Mat a, Mat b, float beta, Mat c) {
     if (linear_precision_ == LinearPrecision::fp8) {
       fp8_gemm(trans_a, trans_b, alpha, a, b, beta, c);
@@ -218,10 +208,5 @@ class Compute {
  private:
   std::vector<std::chrono::steady_clock::time_point> host_marks_;
 };
-
-// Creates a compute backend by name ("cpu", or "cuda" when built with CUDA). local_rank picks
-// the device. UsageError for an unknown or unavailable backend.
-std::unique_ptr<Compute> make_compute(const std::string& name, int local_rank, int blas_threads);
-std::vector<std::string> compute_backends();
 
 }  // namespace moebench

@@ -1,9 +1,10 @@
 // From every rank's step samples to the run's results: pure, so it is tested without MPI.
 #pragma once
 
+#include <string>
 #include <vector>
 
-#include "harness/output/run_record.hpp"
+#include "harness/measure/results.hpp"
 
 namespace moebench {
 

@@ -37,20 +37,7 @@ ojson meta_json(const RunMeta& m) {
   }
   if (!m.devices.empty()) {
     ojson devices = ojson::array();
-    for (const DeviceRecord& d : m.devices) {
-      ojson j{{"rank", d.rank},
-              {"host", d.host},
-              {"name", d.name},
-              {"uuid", d.uuid},
-              {"pci_bus_id", d.pci_bus_id},
-              {"memory_bytes", d.memory_bytes},
-              {"compute_capability", d.compute_capability},
-              {"cuda_driver_version", d.cuda_driver_version},
-              {"cuda_runtime_version", d.cuda_runtime_version}};
-      if (!d.driver_version.empty()) j["driver_version"] = d.driver_version;
-      if (!d.nccl_version.empty()) j["nccl_version"] = d.nccl_version;
-      devices.push_back(std::move(j));
-    }
+    for (const DeviceRecord& d : m.devices) devices.push_back(to_json(d));
     meta["devices"] = std::move(devices);
   }
   return meta;

@@ -1,7 +1,5 @@
 #include "harness/runtime/mpi_runtime.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <climits>
 #include <cstdio>
@@ -10,8 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "harness/backends/mpi/mpi_check.hpp"
 #include "harness/core/error.hpp"
-#include "harness/runtime/mpi_check.hpp"
+#include "harness/core/host.hpp"
 
 namespace moebench {
 
@@ -20,29 +19,7 @@ namespace {
 // Names are exchanged in fixed-size slots so one MPI_Allgather suffices.
 constexpr int kHostSlot = 256;
 
-std::string local_host_name() {
-  char buf[kHostSlot] = {};
-  if (gethostname(buf, sizeof(buf) - 1) == 0 && buf[0] != '\0') return buf;
-  char name[MPI_MAX_PROCESSOR_NAME] = {};
-  int len = 0;
-  if (MPI_Get_processor_name(name, &len) == MPI_SUCCESS) return std::string(name, len);
-  return "unknown";
-}
-
 }  // namespace
-
-void check_mpi(int rc, const char* call) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING] = {};
-  int len = 0;
-  MPI_Error_string(rc, text, &len);
-  int rank = -1;
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (initialized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  throw RuntimeError(std::string(call) + " failed: " + std::string(text, len) + " (rank " +
-                     std::to_string(rank) + " on " + local_host_name() + ")");
-}
 
 MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   int initialized = 0;
@@ -57,7 +34,7 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
-  host_ = local_host_name();
+  host_ = host_name();
 }
 
 MpiRuntime::~MpiRuntime() {
@@ -172,6 +149,31 @@ std::vector<double> MpiRuntime::gather_to_root(const std::vector<double>& v) con
   check_mpi(MPI_Gatherv(v.data(), n, MPI_DOUBLE, out.data(), counts.data(), displs.data(),
                         MPI_DOUBLE, 0, MPI_COMM_WORLD),
             "MPI_Gatherv");
+  return out;
+}
+
+std::vector<std::string> MpiRuntime::gather_strings_to_root(const std::string& mine) const {
+  MB_CHECK(mine.size() <= static_cast<std::size_t>(INT_MAX),
+           "gather of a " << mine.size() << "-byte string");
+  const int length = static_cast<int>(mine.size());
+  std::vector<int> lengths(rank_ == 0 ? size_ : 0);
+  check_mpi(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, MPI_COMM_WORLD),
+            "MPI_Gather");
+  std::vector<int> offsets(lengths.size());
+  long long total = 0;
+  for (std::size_t r = 0; r < lengths.size(); ++r) {
+    MB_CHECK(total + lengths[r] <= INT_MAX, "gather of more than INT_MAX bytes");
+    offsets[r] = static_cast<int>(total);
+    total += lengths[r];
+  }
+  std::vector<char> all(static_cast<std::size_t>(total));
+  check_mpi(MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(),
+                        MPI_CHAR, 0, MPI_COMM_WORLD),
+            "MPI_Gatherv");
+  std::vector<std::string> out;
+  for (std::size_t r = 0; r < lengths.size(); ++r) {
+    out.emplace_back(all.data() + offsets[r], static_cast<std::size_t>(lengths[r]));
+  }
   return out;
 }
 

@@ -9,7 +9,7 @@
 
 #include <mpi.h>
 
-#include "harness/runtime/topology.hpp"
+#include "harness/parallel/topology.hpp"
 
 namespace moebench {
 
@@ -43,6 +43,8 @@ class MpiRuntime {
   bool all_true(bool v) const;  // logical and over ranks
   // Every rank's values concatenated in rank order, on rank 0 only (empty elsewhere).
   std::vector<double> gather_to_root(const std::vector<double>& v) const;
+  // Every rank's string (any length), in rank order, on rank 0 only (empty elsewhere).
+  std::vector<std::string> gather_strings_to_root(const std::string& mine) const;
   void broadcast(std::vector<float>& v, int root) const;  // resizes on non-roots
   void broadcast(std::string& s, int root) const;
   void barrier() const;
@@ -54,10 +56,5 @@ class MpiRuntime {
   int size_ = 1;
   std::string host_;
 };
-
-class Communicator;
-// The mpi communication backend over `world` (split into the expert and expert-data groups of
-// `topo`). Use MPI_COMM_SELF with a 1-rank topology for the single-process reference.
-std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm world, const Topology& topo);
 
 }  // namespace moebench

@@ -3,8 +3,8 @@
 #include <map>
 #include <tuple>
 
+#include "harness/backends/registry/registry.hpp"
 #include "harness/comm/communicator.hpp"
-#include "harness/comm/communicator_factory.hpp"
 #include "harness/verify/compare.hpp"
 
 namespace moebench {

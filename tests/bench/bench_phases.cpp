@@ -21,16 +21,17 @@
 #include <string>
 #include <vector>
 
+#include "harness/backends/cpu/cpu_compute.hpp"
+#include "harness/backends/mpi/mpi_check.hpp"
+#include "harness/backends/mpi/mpi_communicator.hpp"
 #include "harness/cli/options.hpp"
 #include "harness/comm/communicator.hpp"
-#include "harness/compute/cpu_compute.hpp"
 #include "harness/core/error.hpp"
 #include "harness/measure/stats.hpp"
-#include "harness/runtime/mpi_check.hpp"
 #include "harness/runtime/mpi_runtime.hpp"
 #include "workloads/layers/moe.hpp"
 #include "workloads/ops/elementwise.hpp"
-#include "workloads/routing/route.hpp"
+#include "workloads/ops/route.hpp"
 #include "workloads/step/training_step.hpp"
 
 namespace moebench {

@@ -27,18 +27,18 @@ EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, EXIT_VERIFICATION = 0, 1, 2, 3
 
 
 class Context:
-    """What every test needs: the binary, the source tree and the shared data folder."""
+    """What every test needs: the binary, the source tree and its test data folder."""
 
     def __init__(self, binary, repo):
         self.binary = os.path.abspath(binary)
         self.repo = os.path.abspath(repo)
-        self.shared_data = os.path.normpath(os.path.join(self.repo, "..", "shared", "data"))
+        self.test_data = os.path.join(self.repo, "tests", "data")
         self.schema_path = os.path.join(self.repo, "reports", "run.schema.json")
         self._schema = None
 
     @property
     def dsv3_config(self):
-        return os.path.join(self.shared_data, "deepseek-v3.config.json")
+        return os.path.join(self.test_data, "deepseek-v3.config.json")
 
     def schema(self):
         if self._schema is None:

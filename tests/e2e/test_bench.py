@@ -27,7 +27,7 @@ def bench(ctx, args, timeout=60):
 
 
 def moe_layer_flops_per_token(m, seq):
-    """Megatron-Core's count for one MoE layer with attention (shared/reference/deepseek-v3.md):
+    """Megatron-Core's count for one MoE layer with attention (num_floating_point_operations):
     6 x the layer's multiply-adds per token, causal attention halved, the router not counted."""
     h, heads = m["hidden_size"], m["num_attention_heads"]
     nope, rope, v = m["qk_nope_head_dim"], m["qk_rope_head_dim"], m["v_head_dim"]

@@ -1,7 +1,8 @@
 """`moebench plan` and `moebench presets`: DeepSeek-V3's published numbers, and configs that differ
 from it by a known amount.
 
-The FLOP formula is Megatron-Core's as written in shared/reference/deepseek-v3.md; it is
+The FLOP formula is Megatron-Core's (megatron/training/training.py,
+num_floating_point_operations); it is
 recomputed here from the config file so the binary's accounting is checked against an
 independent implementation, not against itself.
 """
@@ -28,7 +29,7 @@ def plan(ctx, args):
 
 
 def megatron_flops_per_token(cfg, seq):
-    """shared/reference/deepseek-v3.md, "Counting model FLOPs the way Megatron-Core does"."""
+    """Megatron-Core's num_floating_point_operations for the DeepSeek-V3 family (MLA, MoE, MTP)."""
     h, heads = cfg["hidden_size"], cfg["num_attention_heads"]
     nope, rope, v = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"]
     q_lora, kv_lora = cfg["q_lora_rank"], cfg["kv_lora_rank"]

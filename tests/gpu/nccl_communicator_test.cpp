@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "harness/comm/communicator_factory.hpp"
-#include "harness/compute/cuda/cuda_compute.hpp"
+#include "harness/backends/cuda/cuda_compute.hpp"
+#include "harness/backends/registry/registry.hpp"
 #include "harness/core/error.hpp"
-#include "harness/output/device_records.hpp"
+#include "harness/device/device_records.hpp"
 #include "harness/runtime/mpi_runtime.hpp"
 #include "tests/mpi/comm_test_support.hpp"
 #include "tests/mpi/started_collectives.hpp"
@@ -243,8 +243,9 @@ int main(int argc, char** argv) {
       if (rt.rank() == 0) {
         bool ok = static_cast<int>(devices.size()) == rt.size();
         for (const mb::DeviceRecord& d : devices) {
-          ok = ok && !d.name.empty() && d.uuid.rfind("GPU-", 0) == 0 && !d.pci_bus_id.empty() &&
-               d.memory_bytes > 0 && !d.nccl_version.empty();
+          ok = ok && !d.info.name.empty() && d.info.uuid.rfind("GPU-", 0) == 0 &&
+               !d.info.pci_bus_id.empty() && d.info.total_memory_bytes > 0 &&
+               !d.nccl_version.empty();
         }
         ck.check(ok, "device records of every rank on rank 0");
       }

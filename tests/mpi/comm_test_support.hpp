@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "harness/comm/communicator.hpp"
-#include "harness/runtime/topology.hpp"
+#include "harness/parallel/topology.hpp"
 
 namespace moebench::test {
 

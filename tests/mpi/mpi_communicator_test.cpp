@@ -11,8 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "harness/backends/cpu/cpu_compute.hpp"
+#include "harness/backends/mpi/mpi_communicator.hpp"
 #include "harness/comm/communicator.hpp"
-#include "harness/compute/cpu_compute.hpp"
 #include "harness/core/error.hpp"
 #include "harness/runtime/mpi_runtime.hpp"
 #include "tests/mpi/comm_test_support.hpp"

@@ -13,7 +13,7 @@
 #include "harness/comm/communicator.hpp"
 #include "harness/compute/compute.hpp"
 #include "harness/core/error.hpp"
-#include "harness/runtime/topology.hpp"
+#include "harness/parallel/topology.hpp"
 #include "tests/mpi/comm_test_support.hpp"
 
 namespace moebench::test {

@@ -1,8 +1,8 @@
 # shellcheck shell=bash
 # A private single-host Slurm cluster for tests, started from the distribution's packages:
 # munged, slurmctld and slurmd, every file under one directory, on free ports. Sourced by
-# test_slurm_scaling.sh. What works on a 2-core root container without systemd is written up in
-# ../shared/reference/slurm-in-ci.md.
+# test_slurm_scaling.sh. It works on a 2-core root container without systemd (slurm/README.md,
+# "Tested by CI").
 #
 #   slurm_install            installs slurmctld slurmd slurm-client munge when missing
 #   slurm_start DIR CPUS     writes DIR/etc/slurm.conf, starts the daemons, exports SLURM_CONF

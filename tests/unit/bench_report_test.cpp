@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "tests/unit/run_record_fixture.hpp"
+
 namespace moebench {
 namespace {
 
@@ -23,11 +25,7 @@ BenchRecord sample_record(std::optional<double> peak) {
   r.meta.gemm_path = "cublasLt";
   r.meta.grouped_gemm_path = "cublasLt per expert";
   r.meta.attention_path = "batched GEMM + softmax";
-  CudaDeviceInfo d;
-  d.name = "NVIDIA H200";
-  d.pci_bus_id = "0000:19:00.0";
-  d.compute_capability_major = 9;
-  r.meta.device = d;
+  r.meta.device = testing::sample_device_record();
   r.model = preset("deepseek-v3");
   r.share = expert_share(r.model, 32, 4096);
   r.warmup = 1;
@@ -97,7 +95,7 @@ TEST_CASE("bench report: the fp8 dense rate beside the bf16 one, and experts aga
   DenseGemmResult f = r.dense;
   f.time_s = constant(1e-6);  // twice the bf16 rate
   r.dense_fp8 = f;
-  r.fp8_counts = Fp8Counts{120, 3};
+  r.fp8_counts = Fp8GemmCounts{120, 3};
   nlohmann::ordered_json j = make_bench_report(r);
   // Exact ratios of the constants above, up to the division's rounding.
   CHECK(j["results"]["dense_gemm_fp8"]["fp8_over_dense"].get<double>() ==

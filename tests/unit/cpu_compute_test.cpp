@@ -1,6 +1,6 @@
 // The cpu backend against naive references and finite differences. Values come from
 // uniform_pm1, so every input is O(1) and reproducible.
-#include "harness/compute/cpu_compute.hpp"
+#include "harness/backends/cpu/cpu_compute.hpp"
 
 #include <doctest/doctest.h>
 
@@ -12,7 +12,7 @@
 #include "workloads/ops/elementwise.hpp"
 #include "workloads/ops/fp8.hpp"
 #include "workloads/ops/random.hpp"
-#include "workloads/routing/route.hpp"
+#include "workloads/ops/route.hpp"
 
 namespace moebench {
 namespace {

@@ -1,5 +1,6 @@
 // ensure_rows' reuse-or-grow semantics and LayerContext's accounting.
 #include "workloads/layers/layer_context.hpp"
+#include "harness/backends/registry/registry.hpp"
 
 #include <doctest/doctest.h>
 

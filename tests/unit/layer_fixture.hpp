@@ -14,13 +14,15 @@
 #include <utility>
 #include <vector>
 
+#include "harness/backends/mpi/mpi_communicator.hpp"
+#include "harness/backends/registry/registry.hpp"
 #include "harness/comm/communicator.hpp"
 #include "harness/compute/compute.hpp"
 #include "harness/measure/phase_timer.hpp"
 #include "harness/runtime/mpi_runtime.hpp"
 #include "workloads/layers/layer_context.hpp"
 #include "workloads/ops/random.hpp"
-#include "workloads/step/parameters.hpp"
+#include "workloads/params/parameters.hpp"
 
 namespace moebench::layer_test {
 

@@ -1,11 +1,11 @@
-#include "harness/bench/local_communicator.hpp"
+#include "harness/backends/local/local_communicator.hpp"
 
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <vector>
 
-#include "harness/compute/cpu_compute.hpp"
+#include "harness/backends/cpu/cpu_compute.hpp"
 #include "harness/core/error.hpp"
 
 namespace moebench {

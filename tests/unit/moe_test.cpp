@@ -9,7 +9,7 @@
 #include <doctest/doctest.h>
 
 #include "tests/unit/layer_fixture.hpp"
-#include "workloads/routing/route.hpp"
+#include "workloads/ops/route.hpp"
 
 namespace moebench {
 namespace {

@@ -1,6 +1,7 @@
 // The parameter layout (counts by hand for the tiny model of tests/unit/layer_fixture.hpp), the
 // flat buffers' padding, views, and the seeded initialisation.
-#include "workloads/step/parameters.hpp"
+#include "workloads/params/parameters.hpp"
+#include "harness/backends/registry/registry.hpp"
 
 #include <doctest/doctest.h>
 

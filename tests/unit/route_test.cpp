@@ -1,4 +1,4 @@
-#include "workloads/routing/route.hpp"
+#include "workloads/ops/route.hpp"
 
 #include <doctest/doctest.h>
 

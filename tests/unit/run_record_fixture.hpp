@@ -7,6 +7,28 @@
 
 namespace moebench::testing {
 
+// An H200 as the cuda backend describes it, on rank `rank` of host "gpu-node", without NVML.
+inline DeviceRecord sample_device_record(int rank = 0) {
+  DeviceRecord d;
+  d.rank = rank;
+  d.host = "gpu-node";
+  d.info.ordinal = 0;
+  d.info.visible_devices = 1;
+  d.info.name = "NVIDIA H200";
+  d.info.uuid = "GPU-8c3a0000-0000-0000-0000-000000000001";
+  d.info.pci_bus_id = "0000:19:00.0";
+  d.info.total_memory_bytes = 150754820096;  // beyond 32 bits
+  d.info.compute_capability_major = 9;
+  d.info.compute_capability_minor = 0;
+  d.info.multiprocessors = 132;
+  d.info.l2_cache_bytes = 52428800;
+  d.info.driver_cuda_version = "13.0";
+  d.info.runtime_version = "13.0";
+  d.info.cublas_version = "13.0.0";
+  d.nccl_version = "2.28.9";  // driver_version left empty: NVML was not found
+  return d;
+}
+
 inline RunRecord sample_run_record() {
   RunRecord r;
   r.meta.tool_version = "0.1.0";

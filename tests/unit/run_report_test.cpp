@@ -118,17 +118,7 @@ TEST_CASE("run report: a GPU run's devices and precision are written and validat
   r.config.backend = "cuda";
   r.config.comm = "nccl";
   r.config.precision = "bf16";
-  DeviceRecord d;
-  d.rank = 0;
-  d.host = "gpu-node";
-  d.name = "NVIDIA H200";
-  d.uuid = "GPU-00000000-0000-0000-0000-000000000000";
-  d.pci_bus_id = "0000:19:00.0";
-  d.memory_bytes = 150754820096;
-  d.compute_capability = "9.0";
-  d.cuda_driver_version = "13.0";
-  d.cuda_runtime_version = "13.0";
-  d.nccl_version = "2.28.9";  // driver_version left empty: NVML was not found
+  const DeviceRecord d = testing::sample_device_record();
   r.meta.devices = {d, d};
   r.meta.devices[1].rank = 1;
   const nlohmann::json j = nlohmann::json(make_run_report(r));
@@ -142,6 +132,8 @@ TEST_CASE("run report: a GPU run's devices and precision are written and validat
   CHECK(devices[0].at("memory_bytes") == 150754820096);
   CHECK(devices[0].at("nccl_version") == "2.28.9");
   CHECK(!devices[0].contains("driver_version"));  // optional: absent, not ""
+  CHECK(devices[0].at("compute_capability") == "9.0");
+  CHECK(devices[0].at("multiprocessors") == 132);
   // A cpu run has none.
   CHECK(!report().at("meta").contains("devices"));
 }

@@ -2,7 +2,8 @@
 // whose memory_is_host() is false and whose tensors are stored as BF16, which the mpi backend
 // refuses to touch, so only a staged path can pass. Values are small integers, exact in BF16 and
 // in sums, so every check is ==.
-#include "harness/comm/staged_communicator.hpp"
+#include "harness/backends/staged/staged_communicator.hpp"
+#include "harness/backends/mpi/mpi_communicator.hpp"
 
 #include <doctest/doctest.h>
 
@@ -11,8 +12,8 @@
 #include <cstring>
 #include <vector>
 
-#include "harness/comm/communicator_factory.hpp"
-#include "harness/compute/cpu_compute.hpp"
+#include "harness/backends/cpu/cpu_compute.hpp"
+#include "harness/backends/registry/registry.hpp"
 #include "harness/core/error.hpp"
 #include "harness/runtime/mpi_runtime.hpp"
 

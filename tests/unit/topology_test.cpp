@@ -1,4 +1,4 @@
-#include "harness/runtime/topology.hpp"
+#include "harness/parallel/topology.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>

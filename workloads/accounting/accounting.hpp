@@ -1,6 +1,6 @@
 // Parameter, FLOP, byte and memory accounting. Pure functions of the configuration; the FLOP
-// convention is Megatron-Core's num_floating_point_operations (../shared/reference/deepseek-v3.md)
-// so TFLOP/s figures compare with published rows; TorchTitan's is reported beside it.
+// convention is Megatron-Core's num_floating_point_operations (megatron/training/training.py), so
+// TFLOP/s figures compare with published rows; TorchTitan's is reported beside it.
 #pragma once
 
 #include <cstdint>

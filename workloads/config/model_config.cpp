@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/core/error.hpp"
-#include "workloads/routing/route.hpp"
+#include "workloads/ops/route.hpp"
 
 namespace moebench {
 namespace {

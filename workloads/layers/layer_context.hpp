@@ -9,9 +9,9 @@
 #include "harness/comm/communicator.hpp"
 #include "harness/compute/compute.hpp"
 #include "harness/measure/phase_timer.hpp"
-#include "harness/runtime/topology.hpp"
+#include "harness/parallel/topology.hpp"
 #include "workloads/config/run_config.hpp"
-#include "workloads/step/parameters.hpp"
+#include "workloads/params/parameters.hpp"
 
 namespace moebench {
 

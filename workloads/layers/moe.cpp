@@ -1,9 +1,9 @@
 #include "workloads/layers/moe.hpp"
 
-#include "harness/measure/clock.hpp"
+#include "harness/core/clock.hpp"
 #include "harness/measure/stats.hpp"
 #include "workloads/accounting/accounting.hpp"
-#include "workloads/routing/route.hpp"
+#include "workloads/ops/route.hpp"
 
 namespace moebench {
 

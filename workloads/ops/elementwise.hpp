@@ -10,8 +10,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "harness/compute/compute.hpp"
 #include "workloads/ops/hd.hpp"
+#include "workloads/ops/params.hpp"
 
 namespace moebench {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "workloads/step/parameters.hpp"
+#include "workloads/params/parameters.hpp"
 
 namespace moebench {
 

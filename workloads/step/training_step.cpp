@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "harness/measure/clock.hpp"
+#include "harness/core/clock.hpp"
 #include "harness/measure/stats.hpp"
 #include "workloads/ops/random.hpp"
 

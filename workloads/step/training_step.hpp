@@ -12,8 +12,8 @@
 
 #include "harness/measure/phase_timer.hpp"
 #include "workloads/layers/transformer_layer.hpp"
+#include "workloads/params/parameters.hpp"
 #include "workloads/step/grad_buckets.hpp"
-#include "workloads/step/parameters.hpp"
 
 namespace moebench {
 

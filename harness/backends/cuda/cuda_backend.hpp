@@ -1,0 +1,228 @@
+// The cuda backend's class, shared by its .cu files (each defines a part of it): BF16 storage for
+// activations, weights and gradients, FP32 where the step asks for it, i32 indices; one stream;
+// GEMMs through cuBLASLt (gemm.cu), attention as batched cuBLAS GEMMs around fused softmax
+// kernels (attention.cu), everything else in kernels.cu and rows.cu.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "harness/backends/cuda/cuda_check.hpp"
+#include "harness/backends/cuda/cuda_compute.hpp"
+
+namespace moebench::cuda {
+
+// Shape and dtype checks shared by the ops (host side, before anything is enqueued).
+bool is_float(DType t);
+void check_mat(const Mat& m, const char* what);  // any dtype, valid shape, data unless empty
+void check_float(const Mat& m, const char* what);
+void check_dtype(const Mat& m, DType dtype, const char* what);
+void check_shape(const Mat& m, std::int64_t rows, std::int64_t cols, const char* what);
+
+// A device buffer that only grows, for an op's temporaries. An op takes all it needs with one
+// get() (a later get() may move the buffer). Growing waits for the stream first, so work still
+// reading the old buffer finishes before it is freed.
+class DeviceScratch {
+ public:
+  DeviceScratch() = default;
+  DeviceScratch(const DeviceScratch&) = delete;
+  DeviceScratch& operator=(const DeviceScratch&) = delete;
+  ~DeviceScratch();
+  void* get(std::size_t bytes, cudaStream_t stream);
+  std::size_t capacity() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+// Hands out 256-byte aligned pieces of one scratch allocation.
+class Carver {
+ public:
+  static std::size_t round(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+  explicit Carver(void* base) : base_(static_cast<char*>(base)) {}
+  template <typename T>
+  T* take(std::size_t count) {
+    T* p = reinterpret_cast<T*>(base_ + offset_);
+    offset_ += round(count * sizeof(T));
+    return p;
+  }
+
+ private:
+  char* base_;
+  std::size_t offset_ = 0;
+};
+
+// cuBLASLt GEMMs on row-major views: one plan (descriptors and the heuristic's algorithm) per
+// shape, transposes, leading dimensions, dtypes and pointer alignments, kept for the run.
+class GemmEngine {
+ public:
+  GemmEngine(cudaStream_t stream, cublasHandle_t fallback);
+  GemmEngine(const GemmEngine&) = delete;
+  GemmEngine& operator=(const GemmEngine&) = delete;
+  ~GemmEngine();
+
+  // C = alpha op(A) op(B) + beta C with A and B BF16, C BF16 or FP32 (callers convert first).
+  void run(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b, float beta,
+           const Mat& c);
+  std::size_t plans() const { return plans_.size(); }
+  std::size_t workspace_bytes() const { return workspace_bytes_; }
+
+  struct Plan;
+  // The FP8 plan of C[m x n] = A_q B_q^T from K-major E4M3 copies (fp8.cu says why that layout),
+  // k a multiple of 16; nullptr when cuBLASLt has no FP8 algorithm for it (the caller then runs
+  // the BF16 path). The pointer is valid until the next plan is made.
+  const Plan* fp8_plan(std::int64_t m, std::int64_t n, std::int64_t k, const Mat& c);
+  // C = alpha descale_a descale_b (a_q b_q^T) + beta C; a_q is m x k and b_q n x k, row-major with
+  // ld k; the descales are device pointers (FP32), read by the kernel, never by the host.
+  void run_fp8(const Plan& plan, float alpha, const void* a_q, const void* b_q,
+               const float* descale_a, const float* descale_b, float beta, const Mat& c);
+
+  struct Key {
+    std::int64_t m, n, k, lda, ldb, ldc;
+    bool trans_a, trans_b;
+    DType c_dtype;
+    std::uint32_t align_a, align_b, align_c;
+    bool fp8;  // E4M3 A and B in the TN layout, per-tensor scale pointers
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    std::size_t operator()(const Key& k) const;
+  };
+  struct Plan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+    bool use_fallback = false;  // no cuBLASLt algorithm: cublasGemmEx instead
+  };
+
+ private:
+  const Plan& plan(const Key& key);
+  void destroy(Plan& p);
+
+  cudaStream_t stream_;
+  cublasHandle_t fallback_;
+  cublasLtHandle_t lt_ = nullptr;
+  void* workspace_ = nullptr;
+  std::size_t workspace_bytes_ = 0;
+  std::unordered_map<Key, Plan, KeyHash> plans_;
+};
+
+// Codes a kernel writes into the backend's error word when it meets a bad index (it skips that
+// element); synchronize() and the downloads turn them into a RuntimeError.
+enum DeviceError : int {
+  kNoError = 0,
+  kBadGatherIndex = 1,
+  kBadScatterIndex = 2,
+  kBadGatherScaledIndex = 3,
+  kBadDotIndex = 4,
+};
+
+class CudaCompute final : public CudaComputeApi {
+ public:
+  explicit CudaCompute(int device);
+  ~CudaCompute() override;
+
+  std::string name() const override { return "cuda"; }
+  DType activation_dtype() const override { return DType::bf16; }
+
+  Tensor alloc(std::int64_t rows, std::int64_t cols, DType dtype) override;
+  using Compute::alloc;
+  void upload(const float* host, Mat dst) override;
+  void upload_i32(const std::int32_t* host, Mat dst) override;
+  void download(Mat src, float* host) override;
+  void download_i32(Mat src, std::int32_t* host) override;
+  void synchronize() override;
+  std::int64_t memory_available_bytes() const override;
+  std::int64_t reserved_bytes() const override;
+  int mark() override;
+  std::vector<double> mark_times_s() override;
+  void clear_marks() override { marks_used_ = 0; }
+
+  void zero(Mat x) override;
+  void copy(Mat src, Mat dst) override;
+  void axpby(float alpha, Mat x, float beta, Mat y) override;
+  void fill_random(Mat x, std::uint64_t seed, std::uint64_t stream, float scale) override;
+  void fill(Mat x, float value) override;
+
+  void gemm(bool trans_a, bool trans_b, float alpha, Mat a, Mat b, float beta, Mat c) override;
+  void grouped_gemm(bool trans_a, bool trans_b, float alpha, std::span<const GemmProblem> p,
+                    float beta) override;
+
+  void rmsnorm_forward(Mat x, Mat weight, float eps, Mat y, Mat rstd) override;
+  void rmsnorm_backward(Mat dy, Mat x, Mat weight, Mat rstd, Mat dx, Mat dweight) override;
+  void rope_forward(Mat x, std::int64_t seq_len, std::int64_t heads, std::int64_t head_stride,
+                    std::int64_t offset, std::int64_t dim, float theta) override;
+  void rope_backward(Mat dx, std::int64_t seq_len, std::int64_t heads, std::int64_t head_stride,
+                     std::int64_t offset, std::int64_t dim, float theta) override;
+  void swiglu_forward(Mat gate_up, Mat out) override;
+  void swiglu_backward(Mat gate_up, Mat dout, Mat dgate_up) override;
+
+  void attention_forward(const AttentionShape& s, Mat q, Mat k, Mat v, Mat out, Mat stats) override;
+  void attention_backward(const AttentionShape& s, Mat q, Mat k, Mat v, Mat out, Mat dout,
+                          Mat stats, Mat dq, Mat dk, Mat dv) override;
+
+  void router_forward(const RouterParams& p, Mat logits, Mat bias, std::int64_t first_token,
+                      Mat scores, Mat indices, Mat weights) override;
+  void router_backward(const RouterParams& p, Mat scores, Mat indices, Mat dweights,
+                       Mat dlogits) override;
+
+  void gather_rows(Mat src, Mat index, Mat dst) override;
+  void scatter_add_rows(Mat src, Mat index, Mat scale, Mat dst) override;
+  void gather_rows_scaled(Mat src, Mat index, Mat scale, Mat dst) override;
+  void gathered_row_dot(Mat a, Mat index, Mat b, Mat out) override;
+
+  void adamw(const AdamWStep& s, Mat param, Mat grad, Mat m, Mat v, Mat master) override;
+
+  // --precision fp8 (fp8.cu): UsageError below compute capability 8.9 (no FP8 tensor cores).
+  void set_linear_precision(LinearPrecision p) override;
+  Fp8GemmCounts fp8_gemm_counts() const override { return {fp8_gemms_, fp8_fallbacks_}; }
+
+  std::optional<DeviceInfo> device_info() const override { return info_; }
+  int device() const override { return device_; }
+  void* stream_handle() const override { return stream_; }
+  std::string gemm_path() const override;
+  std::string grouped_gemm_path() const override;
+  std::string attention_path() const override;
+  void set_attention_score_budget(std::size_t bytes) override { score_budget_ = bytes; }
+
+  cudaStream_t stream() const { return stream_; }
+  // Grid size for a grid-stride loop over n items with `threads` per block.
+  unsigned blocks_for(std::int64_t n, int threads) const;
+
+ private:
+  // Enqueues dst = src element by element, converting between f32 and bf16 (kernels.cu).
+  void convert(const Mat& src, const Mat& dst);
+  // y = beta * y (an empty GEMM's C).
+  void scale_in_place(const Mat& y, float beta);
+  void rope_apply(Mat x, std::int64_t seq_len, std::int64_t heads, std::int64_t head_stride,
+                  std::int64_t offset, std::int64_t dim, float theta, bool inverse);
+  // Throws if a kernel reported a bad index since the last check (after a stream sync).
+  void check_device_errors();
+  // One linear GEMM in FP8 (fp8.cu), or the BF16 path where cuBLASLt has no FP8 algorithm.
+  void fp8_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b, float beta,
+                const Mat& c) override;
+
+  int device_;
+  DeviceInfo info_;
+  int multiprocessors_ = 1;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  std::unique_ptr<GemmEngine> gemm_;  // created after the handles, destroyed before them
+  DeviceScratch scratch_;
+  // The FP8 GEMM's quantised operands and per-tensor scalars (amax, descale), apart from
+  // scratch_ because gemm() may use that one for the same call's BF16 fallback.
+  DeviceScratch fp8_scratch_;
+  std::int64_t fp8_gemms_ = 0;      // linear GEMMs run in FP8
+  std::int64_t fp8_fallbacks_ = 0;  // linear GEMMs that fp8 asked for but ran BF16
+  std::size_t score_budget_ = std::size_t{1} << 30;
+  int* error_host_ = nullptr;    // mapped pinned memory: kernels write, the host reads after sync
+  int* error_device_ = nullptr;  // the same word as the device sees it
+  std::vector<cudaEvent_t> marks_;  // a pool, reused every step
+  std::size_t marks_used_ = 0;
+};
+
+}  // namespace moebench::cuda

@@ -1,0 +1,374 @@
+// The cuda backend's device selection, memory, transfers and synchronisation.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+#include "harness/backends/cuda/cuda_backend.hpp"
+
+namespace moebench {
+
+namespace {
+
+std::string cuda_version_string(int v) {  // 13000 -> "13.0"
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+
+std::string uuid_string(const cudaUUID_t& u) {
+  const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
+  char s[64];
+  std::snprintf(s, sizeof(s),
+                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                b[14], b[15]);
+  return s;
+}
+
+int visible_device_count() {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    (void)cudaGetLastError();  // not sticky; leave the runtime clean for the message below
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    std::ostringstream os;
+    os << "backend 'cuda': no CUDA device is visible ("
+       << (e != cudaSuccess ? cudaGetErrorString(e) : "0 devices")
+       << (visible ? std::string("; CUDA_VISIBLE_DEVICES=") + visible : std::string())
+       << "); use --backend cpu on a machine without a GPU";
+    throw UsageError(os.str());
+  }
+  return count;
+}
+
+// Frees a tensor's memory. Waits for the device first: the step may drop a buffer while work
+// that reads it is still queued. Statuses are ignored: a deleter cannot throw, an earlier fault
+// is reported by the call that meets it, and at exit the runtime may already be unloading.
+void release_device_memory(int device, void* p) {
+  (void)cudaSetDevice(device);
+  (void)cudaDeviceSynchronize();
+  (void)cudaFree(p);
+}
+
+}  // namespace
+
+namespace cuda {
+
+// Copies `rows` rows of `width` bytes between pitched buffers; one linear copy when both sides
+// are dense (the flat n x 1 parameter tensors would otherwise be millions of 4-byte rows).
+void copy_rows(void* dst, std::size_t dpitch, const void* src, std::size_t spitch,
+               std::size_t width, std::size_t rows, cudaMemcpyKind kind, cudaStream_t stream) {
+  if (rows == 1 || (dpitch == width && spitch == width)) {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, width * rows, kind, stream));
+  } else {
+    CUDA_CHECK(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, kind, stream));
+  }
+}
+
+}  // namespace cuda
+
+int cuda_device_for_rank(int local_rank) {
+  MB_CHECK(local_rank >= 0, "local rank " << local_rank);
+  return local_rank % visible_device_count();
+}
+
+DeviceInfo cuda_device_info(int ordinal) {
+  DeviceInfo info;
+  info.visible_devices = visible_device_count();
+  MB_CHECK(ordinal >= 0 && ordinal < info.visible_devices,
+           "CUDA device " << ordinal << " of " << info.visible_devices);
+  info.ordinal = ordinal;
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, ordinal));
+  info.name = prop.name;
+  info.uuid = uuid_string(prop.uuid);
+  char bus[32] = {};
+  CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof(bus), ordinal));
+  info.pci_bus_id = bus;
+  info.total_memory_bytes = static_cast<std::int64_t>(prop.totalGlobalMem);
+  info.compute_capability_major = prop.major;
+  info.compute_capability_minor = prop.minor;
+  info.multiprocessors = prop.multiProcessorCount;
+  info.l2_cache_bytes = prop.l2CacheSize;
+  int v = 0;
+  CUDA_CHECK(cudaDriverGetVersion(&v));
+  info.driver_cuda_version = cuda_version_string(v);
+  CUDA_CHECK(cudaRuntimeGetVersion(&v));
+  info.runtime_version = cuda_version_string(v);
+  const std::size_t lt = cublasLtGetVersion();  // major * 10000 + minor * 100 + patch
+  info.cublas_version = std::to_string(lt / 10000) + "." + std::to_string((lt / 100) % 100) + "." +
+                        std::to_string(lt % 100);
+  return info;
+}
+
+std::unique_ptr<Compute> make_cuda_compute(int local_rank) {
+  return std::make_unique<cuda::CudaCompute>(cuda_device_for_rank(local_rank));
+}
+
+namespace cuda {
+
+bool is_float(DType t) {
+  return t == DType::f32 || t == DType::bf16;
+}
+
+void check_mat(const Mat& m, const char* what) {
+  MB_CHECK(m.rows >= 0 && m.cols >= 0 && m.ld >= m.cols,
+           what << " has shape " << m.rows << "x" << m.cols << " with ld " << m.ld);
+  MB_CHECK(m.data != nullptr || m.numel() == 0, what << " has no data");
+}
+
+void check_float(const Mat& m, const char* what) {
+  check_mat(m, what);
+  MB_CHECK(is_float(m.dtype),
+           what << " is " << dtype_name(m.dtype) << ", the cuda backend expects bf16 or f32");
+}
+
+void check_dtype(const Mat& m, DType dtype, const char* what) {
+  check_mat(m, what);
+  MB_CHECK(m.dtype == dtype, what << " is " << dtype_name(m.dtype) << ", the cuda backend expects "
+                                  << dtype_name(dtype));
+}
+
+void check_shape(const Mat& m, std::int64_t rows, std::int64_t cols, const char* what) {
+  MB_CHECK(m.rows == rows && m.cols == cols,
+           what << " is " << m.rows << "x" << m.cols << ", expected " << rows << "x" << cols);
+}
+
+DeviceScratch::~DeviceScratch() {
+  if (data_ != nullptr) (void)cudaFree(data_);  // waits for the device; nothing to report
+}
+
+void* DeviceScratch::get(std::size_t bytes, cudaStream_t stream) {
+  if (bytes <= bytes_ && data_ != nullptr) return data_;
+  if (data_ != nullptr) {
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    CUDA_CHECK(cudaFree(data_));
+    data_ = nullptr;
+    bytes_ = 0;
+  }
+  const std::size_t mib = std::size_t{1} << 20;
+  const std::size_t want = std::max<std::size_t>(mib, (bytes + mib - 1) / mib * mib);
+  const cudaError_t e = cudaMalloc(&data_, want);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    data_ = nullptr;
+    std::ostringstream os;
+    os << "cuda backend: cannot allocate " << want << " bytes of scratch memory ("
+       << cudaGetErrorString(e) << ")";
+    throw RuntimeError(os.str());
+  }
+  bytes_ = want;
+  return data_;
+}
+
+CudaCompute::CudaCompute(int device) : device_(device) {
+  CUDA_CHECK(cudaSetDevice(device_));
+  info_ = cuda_device_info(device_);
+  multiprocessors_ = std::max(1, info_.multiprocessors);
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  CUBLAS_CHECK(cublasCreate(&cublas_));
+  CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+  gemm_ = std::make_unique<GemmEngine>(stream_, cublas_);
+  CUDA_CHECK(
+      cudaHostAlloc(reinterpret_cast<void**>(&error_host_), sizeof(int), cudaHostAllocMapped));
+  *error_host_ = kNoError;
+  CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&error_device_), error_host_, 0));
+}
+
+// Statuses are ignored here: a destructor cannot throw, and a fault was already reported.
+CudaCompute::~CudaCompute() {
+  (void)cudaSetDevice(device_);
+  if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
+  gemm_.reset();
+  if (cublas_ != nullptr) (void)cublasDestroy(cublas_);
+  if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+  if (error_host_ != nullptr) (void)cudaFreeHost(error_host_);
+  for (cudaEvent_t e : marks_) (void)cudaEventDestroy(e);
+}
+
+int CudaCompute::mark() {
+  if (marks_used_ == marks_.size()) {
+    cudaEvent_t e = nullptr;
+    CUDA_CHECK(cudaEventCreate(&e));
+    marks_.push_back(e);
+  }
+  CUDA_CHECK(cudaEventRecord(marks_[marks_used_], stream_));
+  return static_cast<int>(marks_used_++);
+}
+
+std::vector<double> CudaCompute::mark_times_s() {
+  std::vector<double> t;
+  t.reserve(marks_used_);
+  for (std::size_t i = 0; i < marks_used_; ++i) {
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, marks_[0], marks_[i]));
+    t.push_back(1e-3 * static_cast<double>(ms));
+  }
+  return t;
+}
+
+unsigned CudaCompute::blocks_for(std::int64_t n, int threads) const {
+  const std::int64_t want = (n + threads - 1) / threads;
+  const std::int64_t cap = static_cast<std::int64_t>(multiprocessors_) * 32;
+  return static_cast<unsigned>(std::clamp<std::int64_t>(want, 1, cap));
+}
+
+Tensor CudaCompute::alloc(std::int64_t rows, std::int64_t cols, DType dtype) {
+  MB_CHECK(rows >= 0 && cols >= 0, "alloc of " << rows << "x" << cols);
+  const std::size_t bytes = static_cast<std::size_t>(rows * cols) * dtype_size(dtype);
+  CUDA_CHECK(cudaSetDevice(device_));
+  void* p = nullptr;
+  // Never zero bytes, so an empty tensor still has storage (Tensor::empty() means "none").
+  const cudaError_t e = cudaMalloc(&p, std::max<std::size_t>(bytes, 256));
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();  // an allocation failure is not sticky
+    std::size_t free_bytes = 0, total_bytes = 0;
+    (void)cudaMemGetInfo(&free_bytes, &total_bytes);
+    std::ostringstream os;
+    os << "cuda backend: cannot allocate " << bytes << " bytes (" << rows << "x" << cols << " "
+       << dtype_name(dtype) << ") on device " << device_ << ": " << cudaGetErrorString(e) << ", "
+       << free_bytes << " of " << total_bytes << " bytes free";
+    throw RuntimeError(os.str());
+  }
+  const int device = device_;
+  return Tensor(std::shared_ptr<void>(p, [device](void* q) { release_device_memory(device, q); }),
+                rows, cols, dtype);
+}
+
+void CudaCompute::upload(const float* host, Mat dst) {
+  check_float(dst, "upload destination");
+  if (dst.numel() == 0) return;
+  const std::size_t row_bytes = static_cast<std::size_t>(dst.cols) * sizeof(float);
+  // From pageable memory the copy returns once the host data is staged, so `host` may be
+  // reused at once; the conversion to bf16 then runs on the stream.
+  if (dst.dtype == DType::f32) {
+    copy_rows(dst.data, static_cast<std::size_t>(dst.ld) * sizeof(float), host, row_bytes,
+              row_bytes, static_cast<std::size_t>(dst.rows), cudaMemcpyHostToDevice, stream_);
+    return;
+  }
+  const std::size_t bytes = static_cast<std::size_t>(dst.numel()) * sizeof(float);
+  void* staged = scratch_.get(bytes, stream_);
+  CUDA_CHECK(cudaMemcpyAsync(staged, host, bytes, cudaMemcpyHostToDevice, stream_));
+  convert(Mat{staged, dst.rows, dst.cols, dst.cols, DType::f32}, dst);
+}
+
+void CudaCompute::upload_i32(const std::int32_t* host, Mat dst) {
+  check_dtype(dst, DType::i32, "upload_i32 destination");
+  if (dst.numel() == 0) return;
+  const std::size_t row_bytes = static_cast<std::size_t>(dst.cols) * sizeof(std::int32_t);
+  copy_rows(dst.data, static_cast<std::size_t>(dst.ld) * sizeof(std::int32_t), host, row_bytes,
+            row_bytes, static_cast<std::size_t>(dst.rows), cudaMemcpyHostToDevice, stream_);
+}
+
+void CudaCompute::download(Mat src, float* host) {
+  check_float(src, "download source");
+  if (src.numel() > 0) {
+    const std::size_t row_bytes = static_cast<std::size_t>(src.cols) * sizeof(float);
+    if (src.dtype == DType::f32) {
+      copy_rows(host, row_bytes, src.data, static_cast<std::size_t>(src.ld) * sizeof(float),
+                row_bytes, static_cast<std::size_t>(src.rows), cudaMemcpyDeviceToHost, stream_);
+    } else {
+      const std::size_t bytes = static_cast<std::size_t>(src.numel()) * sizeof(float);
+      void* staged = scratch_.get(bytes, stream_);
+      convert(src, Mat{staged, src.rows, src.cols, src.cols, DType::f32});
+      CUDA_CHECK(cudaMemcpyAsync(host, staged, bytes, cudaMemcpyDeviceToHost, stream_));
+    }
+  }
+  synchronize();
+}
+
+void CudaCompute::download_i32(Mat src, std::int32_t* host) {
+  check_dtype(src, DType::i32, "download_i32 source");
+  if (src.numel() > 0) {
+    const std::size_t row_bytes = static_cast<std::size_t>(src.cols) * sizeof(std::int32_t);
+    copy_rows(host, row_bytes, src.data, static_cast<std::size_t>(src.ld) * sizeof(std::int32_t),
+              row_bytes, static_cast<std::size_t>(src.rows), cudaMemcpyDeviceToHost, stream_);
+  }
+  synchronize();
+}
+
+void CudaCompute::synchronize() {
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  check_device_errors();
+}
+
+void CudaCompute::check_device_errors() {
+  const int code = *static_cast<volatile int*>(error_host_);
+  if (code == kNoError) return;
+  *error_host_ = kNoError;
+  const char* op = code == kBadGatherIndex         ? "gather_rows"
+                   : code == kBadScatterIndex      ? "scatter_add_rows"
+                   : code == kBadGatherScaledIndex ? "gather_rows_scaled"
+                   : code == kBadDotIndex          ? "gathered_row_dot"
+                                                   : "an op";
+  throw RuntimeError(std::string("cuda backend: ") + op +
+                     " met a row index outside its source or destination (detected on the "
+                     "device; the element was skipped)");
+}
+
+std::int64_t CudaCompute::memory_available_bytes() const {
+  CUDA_CHECK(cudaSetDevice(device_));
+  std::size_t free_bytes = 0, total_bytes = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return static_cast<std::int64_t>(free_bytes);
+}
+
+// At most the attention score budget (one head's scores may exceed it: that is counted in the
+// memory estimate's workspace) and the cuBLASLt workspace.
+std::int64_t CudaCompute::reserved_bytes() const {
+  return static_cast<std::int64_t>(score_budget_ + gemm_->workspace_bytes());
+}
+
+void CudaCompute::zero(Mat x) {
+  check_mat(x, "zero");
+  if (x.numel() == 0) return;
+  const std::size_t elem = dtype_size(x.dtype);
+  if (x.contiguous()) {
+    CUDA_CHECK(cudaMemsetAsync(x.data, 0, static_cast<std::size_t>(x.numel()) * elem, stream_));
+  } else {
+    CUDA_CHECK(cudaMemset2DAsync(x.data, static_cast<std::size_t>(x.ld) * elem, 0,
+                                 static_cast<std::size_t>(x.cols) * elem,
+                                 static_cast<std::size_t>(x.rows), stream_));
+  }
+}
+
+void CudaCompute::copy(Mat src, Mat dst) {
+  check_mat(src, "copy source");
+  check_mat(dst, "copy destination");
+  check_shape(dst, src.rows, src.cols, "copy destination");
+  if (src.numel() == 0) return;
+  if (src.dtype != dst.dtype) {
+    MB_CHECK(is_float(src.dtype) && is_float(dst.dtype),
+             "copy from " << dtype_name(src.dtype) << " to " << dtype_name(dst.dtype));
+    convert(src, dst);
+    return;
+  }
+  const std::size_t elem = dtype_size(src.dtype);
+  copy_rows(dst.data, static_cast<std::size_t>(dst.ld) * elem, src.data,
+            static_cast<std::size_t>(src.ld) * elem, static_cast<std::size_t>(src.cols) * elem,
+            static_cast<std::size_t>(src.rows), cudaMemcpyDeviceToDevice, stream_);
+}
+
+std::string CudaCompute::gemm_path() const {
+  const std::string bf16 =
+      "cublasLt: bf16 A/B, bf16 or fp32 C, fp32 compute, heuristic algorithm cached per shape";
+  if (linear_precision_ != LinearPrecision::fp8) return bf16;
+  return "linear layers: cublasLt fp8 e4m3 per-tensor scaling (fp32 compute, no fast "
+         "accumulation, K padded to 16; MXFP8 not used; shapes without an fp8 algorithm run "
+         "bf16); router and attention: " +
+         bf16;
+}
+
+std::string CudaCompute::grouped_gemm_path() const {
+  return std::string("one cublasLt GEMM per problem, in order on the compute stream") +
+         (linear_precision_ == LinearPrecision::fp8
+              ? " (fp8 e4m3, per-tensor scales per problem's operands)"
+              : "");
+}
+
+std::string CudaCompute::attention_path() const {
+  return "cublas strided-batched bf16 GEMMs per head + fused causal softmax kernels (fp32 scores, "
+         "log-sum-exp saved)";
+}
+
+}  // namespace cuda
+}  // namespace moebench

@@ -1,0 +1,262 @@
+// GEMMs of the cuda backend through cuBLASLt: BF16 A and B, BF16 or FP32 C, FP32 accumulation.
+// The step's matrices are row-major; cuBLASLt's are column-major, and a row-major matrix is the
+// column-major view of its transpose, so row-major C = op(A) op(B) is computed as the
+// column-major C^T = op(B)^T op(A)^T: cuBLASLt's first operand is our B and its second our A.
+//
+// Grouped GEMMs (the experts) are one cuBLASLt call per problem, in order on the stream. Why not
+// cublasGemmGroupedBatchedEx: it takes device arrays of pointers (an upload per call, from host
+// data that changes every step with the routing), and nothing says its BF16 path on Hopper uses
+// the same kernels as cuBLASLt's heuristics pick for a dense GEMM; one cuBLASLt call per expert
+// runs exactly the dense path the roofline reference measures, and at DeepSeek-V3's shapes each
+// expert's GEMM (4096 x 2048 x 7168 with EP=32) fills the GPU on its own, so the launch cost per
+// expert (a few microseconds) is under 1% of it.
+#include <climits>
+#include <cstring>
+
+#include "harness/backends/cuda/cuda_backend.hpp"
+#include "harness/compute/gemm_shape.hpp"
+
+namespace moebench::cuda {
+
+namespace {
+
+// cuBLASLt's recommended workspace for Hopper and Blackwell.
+constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;
+// More distinct shapes than this (routing that changes every step) starts the cache over.
+constexpr std::size_t kMaxPlans = 4096;
+
+// The alignment the kernels may assume: the lowest set bit of the address and of the row
+// pitch in bytes (every row of a strided view starts at one), capped at 256.
+std::uint32_t alignment_of(const Mat& m) {
+  const auto address = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(m.data));
+  const auto pitch = static_cast<std::uint64_t>(m.ld) * dtype_size(m.dtype);
+  const std::uint64_t v = address | pitch | 256;
+  return static_cast<std::uint32_t>(v & (~v + 1));
+}
+
+cudaDataType_t cuda_type(DType t) {
+  return t == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+int as_int(std::int64_t v, const char* what) {
+  MB_CHECK(v >= 0 && v <= INT_MAX, what << " = " << v << " exceeds the cuBLAS integer range");
+  return static_cast<int>(v);
+}
+
+template <typename T>
+void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, T value) {
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, &value, sizeof(value)));
+}
+
+template <typename T>
+void set_pref(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr, T value) {
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(p, attr, &value, sizeof(value)));
+}
+
+// Destroys a preference on every path out of plan().
+struct PreferenceGuard {
+  cublasLtMatmulPreference_t p = nullptr;
+  ~PreferenceGuard() {
+    if (p != nullptr) (void)cublasLtMatmulPreferenceDestroy(p);
+  }
+};
+
+}  // namespace
+
+std::size_t GemmEngine::KeyHash::operator()(const Key& k) const {
+  std::size_t h = 0;
+  auto mix = [&h](std::uint64_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
+  for (std::int64_t v : {k.m, k.n, k.k, k.lda, k.ldb, k.ldc}) mix(static_cast<std::uint64_t>(v));
+  mix((k.trans_a ? 1u : 0u) | (k.trans_b ? 2u : 0u) | (k.fp8 ? 4u : 0u) |
+      (static_cast<unsigned>(k.c_dtype) << 3));
+  mix((static_cast<std::uint64_t>(k.align_a) << 32) ^
+      (static_cast<std::uint64_t>(k.align_b) << 16) ^ k.align_c);
+  return h;
+}
+
+GemmEngine::GemmEngine(cudaStream_t stream, cublasHandle_t fallback)
+    : stream_(stream), fallback_(fallback) {
+  CUBLAS_CHECK(cublasLtCreate(&lt_));
+  CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
+  workspace_bytes_ = kWorkspaceBytes;
+}
+
+// Statuses are ignored: a destructor cannot throw.
+GemmEngine::~GemmEngine() {
+  for (auto& [key, plan] : plans_) destroy(plan);
+  if (workspace_ != nullptr) (void)cudaFree(workspace_);
+  if (lt_ != nullptr) (void)cublasLtDestroy(lt_);
+}
+
+void GemmEngine::destroy(Plan& p) {
+  if (p.a != nullptr) (void)cublasLtMatrixLayoutDestroy(p.a);
+  if (p.b != nullptr) (void)cublasLtMatrixLayoutDestroy(p.b);
+  if (p.c != nullptr) (void)cublasLtMatrixLayoutDestroy(p.c);
+  if (p.desc != nullptr) (void)cublasLtMatmulDescDestroy(p.desc);
+  p = Plan{};
+}
+
+const GemmEngine::Plan& GemmEngine::plan(const Key& key) {
+  if (auto it = plans_.find(key); it != plans_.end()) return it->second;
+  if (plans_.size() >= kMaxPlans) {
+    // The plans are only descriptors; no queued work refers to them.
+    for (auto& [k, p] : plans_) destroy(p);
+    plans_.clear();
+  }
+  Plan& p = plans_[key];
+  try {
+    const cublasOperation_t op_a = key.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's A = B
+    const cublasOperation_t op_b = key.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's B = A
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    set_desc(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, op_a);
+    set_desc(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, op_b);
+    // Stored column-major shapes: a row-major R x C view with leading dimension ld is a
+    // column-major C x R matrix with the same ld.
+    const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+    const cudaDataType_t ab_type = key.fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
+    if (key.fp8) {
+      // Hopper's FP8 tensor cores accumulate with limited precision unless cuBLASLt promotes
+      // partial sums to FP32 registers (DeepSeek-V3 sec. 3.3.2 promotes every 128 elements for
+      // the same reason): fast accumulation stays off.
+      set_desc(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, static_cast<std::int8_t>(0));
+    }
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, ab_type, u(key.trans_b ? key.k : key.n),
+                                            u(key.trans_b ? key.n : key.k), key.ldb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, ab_type, u(key.trans_a ? key.m : key.k),
+                                            u(key.trans_a ? key.k : key.m), key.lda));
+    CUBLAS_CHECK(
+        cublasLtMatrixLayoutCreate(&p.c, cuda_type(key.c_dtype), u(key.n), u(key.m), key.ldc));
+
+    PreferenceGuard pref;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.p));
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+             static_cast<std::uint64_t>(workspace_bytes_));
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_b);
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_a);
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_c);
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_c);
+
+    cublasLtMatmulHeuristicResult_t result;
+    std::memset(&result, 0, sizeof(result));
+    int returned = 0;
+    const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt_, p.desc, p.a, p.b, p.c, p.c, pref.p,
+                                                            1, &result, &returned);
+    if (s == CUBLAS_STATUS_NOT_SUPPORTED || (s == CUBLAS_STATUS_SUCCESS && returned == 0)) {
+      p.use_fallback = true;  // an odd shape or alignment no cuBLASLt kernel takes
+    } else {
+      CUBLAS_CHECK(s);
+      CUBLAS_CHECK(result.state);
+      p.algo = result.algo;
+    }
+  } catch (...) {
+    destroy(p);
+    plans_.erase(key);
+    throw;
+  }
+  return p;
+}
+
+void GemmEngine::run(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b,
+                     float beta, const Mat& c) {
+  MB_CHECK(a.dtype == DType::bf16 && b.dtype == DType::bf16 && is_float(c.dtype),
+           "gemm engine: A " << dtype_name(a.dtype) << ", B " << dtype_name(b.dtype) << ", C "
+                             << dtype_name(c.dtype));
+  Key key{};
+  key.m = c.rows;
+  key.n = c.cols;
+  key.k = trans_a ? a.rows : a.cols;
+  key.lda = a.ld;
+  key.ldb = b.ld;
+  key.ldc = c.ld;
+  key.trans_a = trans_a;
+  key.trans_b = trans_b;
+  key.c_dtype = c.dtype;
+  key.align_a = alignment_of(a);
+  key.align_b = alignment_of(b);
+  key.align_c = alignment_of(c);
+  key.fp8 = false;
+  const Plan& p = plan(key);
+  if (p.use_fallback) {
+    CUBLAS_CHECK(cublasGemmEx(
+        fallback_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+        as_int(key.n, "gemm N"), as_int(key.m, "gemm M"), as_int(key.k, "gemm K"), &alpha, b.data,
+        CUDA_R_16BF, as_int(b.ld, "ldb"), a.data, CUDA_R_16BF, as_int(a.ld, "lda"), &beta, c.data,
+        cuda_type(c.dtype), as_int(c.ld, "ldc"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return;
+  }
+  CUBLAS_CHECK(cublasLtMatmul(lt_, p.desc, &alpha, b.data, p.a, a.data, p.b, &beta, c.data, p.c,
+                              c.data, p.c, &p.algo, workspace_, workspace_bytes_, stream_));
+}
+
+const GemmEngine::Plan* GemmEngine::fp8_plan(std::int64_t m, std::int64_t n, std::int64_t k,
+                                             const Mat& c) {
+  MB_CHECK(k % 16 == 0 && is_float(c.dtype), "fp8 gemm: k " << k << ", C " << dtype_name(c.dtype));
+  // Row-major C = A_q B_q^T with both copies K-major: in the generic key that is trans_a = false
+  // (A_q is m x k) and trans_b = true (B_q is n x k), i.e. cuBLASLt's "TN" (its A = our B_q,
+  // transposed; its B = our A_q, not transposed), the only layout FP8 takes on Hopper.
+  Key key{};
+  key.m = m;
+  key.n = n;
+  key.k = k;
+  key.lda = k;
+  key.ldb = k;
+  key.ldc = c.ld;
+  key.trans_a = false;
+  key.trans_b = true;
+  key.c_dtype = c.dtype;
+  key.align_a = 256;  // the copies are carved at 256-byte boundaries with ld a multiple of 16
+  key.align_b = 256;
+  key.align_c = alignment_of(c);
+  key.fp8 = true;
+  const Plan& p = plan(key);
+  return p.use_fallback ? nullptr : &p;
+}
+
+void GemmEngine::run_fp8(const Plan& p, float alpha, const void* a_q, const void* b_q,
+                         const float* descale_a, const float* descale_b, float beta, const Mat& c) {
+  // The scale pointers change with every call (each GEMM's scalars live in scratch); the
+  // descriptor is host data read when the call is enqueued, so setting them here is safe.
+  set_desc(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(descale_b));
+  set_desc(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(descale_a));
+  CUBLAS_CHECK(cublasLtMatmul(lt_, p.desc, &alpha, b_q, p.a, a_q, p.b, &beta, c.data, p.c, c.data,
+                              p.c, &p.algo, workspace_, workspace_bytes_, stream_));
+}
+
+void CudaCompute::gemm(bool trans_a, bool trans_b, float alpha, Mat a, Mat b, float beta, Mat c) {
+  check_float(a, "gemm A");
+  check_float(b, "gemm B");
+  check_float(c, "gemm C");
+  const auto [m, n, k] = gemm_shape(trans_a, trans_b, a, b, c);
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    scale_in_place(c, beta);  // an empty sum (an expert with no tokens in a weight gradient)
+    return;
+  }
+  // The library multiplies BF16 by BF16: an FP32 operand (the router's logit gradient) is
+  // rounded to BF16 into scratch first, as a BF16 trainer would store it.
+  const std::size_t a_bytes =
+      a.dtype == DType::f32 ? Carver::round(static_cast<std::size_t>(a.numel()) * 2) : 0;
+  const std::size_t b_bytes =
+      b.dtype == DType::f32 ? Carver::round(static_cast<std::size_t>(b.numel()) * 2) : 0;
+  if (a_bytes + b_bytes > 0) {
+    Carver carve(scratch_.get(a_bytes + b_bytes, stream_));
+    if (a_bytes > 0) {
+      const Mat a16{carve.take<std::uint16_t>(a.numel()), a.rows, a.cols, a.cols, DType::bf16};
+      convert(a, a16);
+      a = a16;
+    }
+    if (b_bytes > 0) {
+      const Mat b16{carve.take<std::uint16_t>(b.numel()), b.rows, b.cols, b.cols, DType::bf16};
+      convert(b, b16);
+      b = b16;
+    }
+  }
+  gemm_->run(trans_a, trans_b, alpha, a, b, beta, c);
+}
+
+void CudaCompute::grouped_gemm(bool trans_a, bool trans_b, float alpha,
+                               std::span<const GemmProblem> p, float beta) {
+  for (const GemmProblem& g : p) gemm(trans_a, trans_b, alpha, g.a, g.b, beta, g.c);
+}
+
+}  // namespace moebench::cuda

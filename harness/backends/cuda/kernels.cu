@@ -1,0 +1,341 @@
+// Element-wise kernels of the cuda backend: initialisation, conversion, axpby, RMSNorm, rope,
+// SwiGLU and AdamW. Each element calls the same function from workloads/ops/elementwise.hpp that
+// the cpu backend's loops call; only the split of a row over threads is written here. Simple
+// grid-stride loops over FP32 math on BF16/FP32 storage: memory-bound and obviously correct
+// first (vectorised 16-byte accesses are the next step if a profile asks for them).
+#include <algorithm>
+
+#include "harness/backends/cuda/cuda_backend.hpp"
+#include "harness/backends/cuda/device_mat.cuh"
+#include "workloads/ops/elementwise.hpp"
+#include "workloads/ops/random.hpp"
+
+namespace moebench::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+// Row and column of flat element i of a rows x cols view.
+__device__ __forceinline__ void split(std::int64_t i, std::int64_t cols, std::int64_t* r,
+                                      std::int64_t* c) {
+  *r = i / cols;
+  *c = i - *r * cols;
+}
+
+__global__ void convert_kernel(Mat src, Mat dst) {
+  MB_GRID_LOOP(i, src.rows * src.cols) {
+    std::int64_t r, c;
+    split(i, src.cols, &r, &c);
+    store(dst, r, c, load(src, r, c));
+  }
+}
+
+__global__ void fill_kernel(Mat x, float value) {
+  MB_GRID_LOOP(i, x.rows * x.cols) {
+    std::int64_t r, c;
+    split(i, x.cols, &r, &c);
+    store(x, r, c, value);
+  }
+}
+
+__global__ void axpby_kernel(float alpha, Mat x, float beta, Mat y) {
+  MB_GRID_LOOP(i, x.rows * x.cols) {
+    std::int64_t r, c;
+    split(i, x.cols, &r, &c);
+    // beta == 0 does not read y (the BLAS convention): y may be uninitialised.
+    const float v =
+        beta == 0.0f ? alpha * load(x, r, c) : alpha * load(x, r, c) + beta * load(y, r, c);
+    store(y, r, c, v);
+  }
+}
+
+__global__ void scale_kernel(Mat y, float beta) {
+  MB_GRID_LOOP(i, y.rows * y.cols) {
+    std::int64_t r, c;
+    split(i, y.cols, &r, &c);
+    store(y, r, c, beta == 0.0f ? 0.0f : beta * load(y, r, c));
+  }
+}
+
+// Element (r, c) is u(seed, stream, r * cols + c), independent of ld, as on the cpu backend.
+__global__ void fill_random_kernel(Mat x, std::uint64_t seed, std::uint64_t stream, float scale) {
+  MB_GRID_LOOP(i, x.rows * x.cols) {
+    std::int64_t r, c;
+    split(i, x.cols, &r, &c);
+    store(x, r, c, scale * uniform_pm1(seed, stream, static_cast<std::uint64_t>(i)));
+  }
+}
+
+// One block per row (a grid-stride loop over rows).
+__global__ void rmsnorm_forward_kernel(Mat x, Mat w, float eps, Mat y, Mat rstd) {
+  __shared__ float red[32];
+  for (std::int64_t r = blockIdx.x; r < x.rows; r += gridDim.x) {
+    float sum_sq = 0.0f;
+    for (std::int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) {
+      const float v = load(x, r, c);
+      sum_sq += v * v;
+    }
+    const float rs = rmsnorm_rstd(block_sum(sum_sq, red), x.cols, eps);
+    for (std::int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) {
+      store(y, r, c, load(x, r, c) * rs * load(w, 0, c));
+    }
+    if (threadIdx.x == 0) store(rstd, r, 0, rs);
+  }
+}
+
+__global__ void rmsnorm_dx_kernel(Mat dy, Mat x, Mat w, Mat rstd, Mat dx) {
+  __shared__ float red[32];
+  for (std::int64_t r = blockIdx.x; r < x.rows; r += gridDim.x) {
+    float dot = 0.0f;
+    for (std::int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) {
+      dot += load(w, 0, c) * load(dy, r, c) * load(x, r, c);
+    }
+    const float mean_wdyx = block_sum(dot, red) / static_cast<float>(x.cols);
+    const float rs = load(rstd, r, 0);
+    for (std::int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) {
+      store(dx, r, c, rmsnorm_dx(load(dy, r, c), load(x, r, c), load(w, 0, c), rs, mean_wdyx));
+    }
+  }
+}
+
+// The weight gradient sums dy * x * rstd over rows: each block row (blockIdx.y) sums a chunk of
+// rows into partial[chunk][c], and a second kernel adds the chunks in order (deterministic).
+constexpr std::int64_t kRowsPerChunk = 64;
+
+__global__ void rmsnorm_dw_partial_kernel(Mat dy, Mat x, Mat rstd, float* partial) {
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= x.cols) return;
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.y) * kRowsPerChunk;
+  const std::int64_t last = first + kRowsPerChunk < x.rows ? first + kRowsPerChunk : x.rows;
+  float acc = 0.0f;
+  for (std::int64_t r = first; r < last; ++r)
+    acc += load(dy, r, c) * load(x, r, c) * load(rstd, r, 0);
+  partial[blockIdx.y * x.cols + c] = acc;
+}
+
+__global__ void rmsnorm_dw_finish_kernel(const float* partial, std::int64_t chunks, Mat dw) {
+  MB_GRID_LOOP(c, dw.cols) {
+    float acc = 0.0f;
+    for (std::int64_t k = 0; k < chunks; ++k) acc += partial[k * dw.cols + c];
+    store(dw, 0, c, load(dw, 0, c) + acc);
+  }
+}
+
+// One thread per (row, head, pair).
+__global__ void rope_kernel(Mat x, std::int64_t seq_len, std::int64_t heads,
+                            std::int64_t head_stride, std::int64_t offset, std::int64_t dim,
+                            float theta, bool inverse) {
+  const std::int64_t half = dim / 2;
+  MB_GRID_LOOP(e, x.rows * heads * half) {
+    const std::int64_t i = e % half;
+    const std::int64_t t = e / half;
+    const std::int64_t h = t % heads;
+    const std::int64_t r = t / heads;
+    const float angle = rope_angle(r % seq_len, i, dim, theta);
+    const float s = ::sinf(angle);
+    const std::int64_t col = h * head_stride + offset + i;
+    float a = load(x, r, col);
+    float b = load(x, r, col + half);
+    rope_rotate_pair(&a, &b, ::cosf(angle), inverse ? -s : s);
+    store(x, r, col, a);
+    store(x, r, col + half, b);
+  }
+}
+
+__global__ void swiglu_forward_kernel(Mat gate_up, Mat out) {
+  const std::int64_t f = out.cols;
+  MB_GRID_LOOP(i, out.rows * f) {
+    std::int64_t r, j;
+    split(i, f, &r, &j);
+    store(out, r, j, moebench::swiglu_forward(load(gate_up, r, j), load(gate_up, r, f + j)));
+  }
+}
+
+__global__ void swiglu_backward_kernel(Mat gate_up, Mat dout, Mat dgate_up) {
+  const std::int64_t f = dout.cols;
+  MB_GRID_LOOP(i, dout.rows * f) {
+    std::int64_t r, j;
+    split(i, f, &r, &j);
+    float dgate, dup;
+    moebench::swiglu_backward(load(gate_up, r, j), load(gate_up, r, f + j), load(dout, r, j),
+                              &dgate, &dup);
+    store(dgate_up, r, j, dgate);
+    store(dgate_up, r, f + j, dup);
+  }
+}
+
+// master (FP32, or no data): the value the update reads and writes; param gets it rounded.
+__global__ void adamw_kernel(AdamWCoeffs coeffs, Mat param, Mat grad, Mat m, Mat v, Mat master) {
+  const bool has_master = master.data != nullptr;
+  MB_GRID_LOOP(i, param.rows * param.cols) {
+    std::int64_t r, c;
+    split(i, param.cols, &r, &c);
+    float p = has_master ? load(master, r, c) : load(param, r, c);
+    float mv = load(m, r, c);
+    float vv = load(v, r, c);
+    adamw_update(coeffs, &p, load(grad, r, c), &mv, &vv);
+    if (has_master) store(master, r, c, p);
+    store(param, r, c, p);
+    store(m, r, c, mv);
+    store(v, r, c, vv);
+  }
+}
+
+unsigned row_blocks(std::int64_t rows) {
+  return static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, 65535));
+}
+
+}  // namespace
+
+void CudaCompute::convert(const Mat& src, const Mat& dst) {
+  if (src.numel() == 0) return;
+  convert_kernel<<<blocks_for(src.numel(), kThreads), kThreads, 0, stream_>>>(src, dst);
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaCompute::scale_in_place(const Mat& y, float beta) {
+  if (y.numel() == 0) return;
+  scale_kernel<<<blocks_for(y.numel(), kThreads), kThreads, 0, stream_>>>(y, beta);
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaCompute::fill(Mat x, float value) {
+  check_float(x, "fill");
+  if (x.numel() == 0) return;
+  fill_kernel<<<blocks_for(x.numel(), kThreads), kThreads, 0, stream_>>>(x, value);
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaCompute::axpby(float alpha, Mat x, float beta, Mat y) {
+  check_float(x, "axpby x");
+  check_float(y, "axpby y");
+  check_shape(y, x.rows, x.cols, "axpby y");
+  if (x.numel() == 0) return;
+  axpby_kernel<<<blocks_for(x.numel(), kThreads), kThreads, 0, stream_>>>(alpha, x, beta, y);
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaCompute::fill_random(Mat x, std::uint64_t seed, std::uint64_t stream, float scale) {
+  check_float(x, "fill_random");
+  if (x.numel() == 0) return;
+  fill_random_kernel<<<blocks_for(x.numel(), kThreads), kThreads, 0, stream_>>>(x, seed, stream,
+                                                                                scale);
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaCompute::rmsnorm_forward(Mat x, Mat weight, float eps, Mat y, Mat rstd) {
+  check_float(x, "rmsnorm x");
+  check_float(weight, "rmsnorm weight");
+  check_shape(weight, 1, x.cols, "rmsnorm weight");
+  check_float(y, "rmsnorm y");
+  check_shape(y, x.rows, x.cols, "rmsnorm y");
+  check_float(rstd, "rmsnorm rstd");
+  check_shape(rstd, x.rows, 1, "rmsnorm rstd");
+  MB_CHECK(x.cols > 0, "rmsnorm of zero columns");
+  if (x.rows == 0) return;
+  rmsnorm_forward_kernel<<<row_blocks(x.rows), kThreads, 0, stream_>>>(x, weight, eps, y, rstd);
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaCompute::rmsnorm_backward(Mat dy, Mat x, Mat weight, Mat rstd, Mat dx, Mat dweight) {
+  check_float(x, "rmsnorm x");
+  check_float(dy, "rmsnorm dy");
+  check_shape(dy, x.rows, x.cols, "rmsnorm dy");
+  check_float(weight, "rmsnorm weight");
+  check_shape(weight, 1, x.cols, "rmsnorm weight");
+  check_float(rstd, "rmsnorm rstd");
+  check_shape(rstd, x.rows, 1, "rmsnorm rstd");
+  check_float(dx, "rmsnorm dx");
+  check_shape(dx, x.rows, x.cols, "rmsnorm dx");
+  check_float(dweight, "rmsnorm dweight");
+  check_shape(dweight, 1, x.cols, "rmsnorm dweight");
+  if (x.rows == 0 || x.cols == 0) return;
+  // The weight gradient first: it reads dy, which may be the same memory as dx.
+  const std::int64_t chunks = (x.rows + kRowsPerChunk - 1) / kRowsPerChunk;
+  MB_CHECK(chunks <= 65535, "rmsnorm backward of " << x.rows << " rows");
+  auto* partial = static_cast<float*>(
+      scratch_.get(static_cast<std::size_t>(chunks * x.cols) * sizeof(float), stream_));
+  const dim3 grid(static_cast<unsigned>((x.cols + kThreads - 1) / kThreads),
+                  static_cast<unsigned>(chunks));
+  rmsnorm_dw_partial_kernel<<<grid, kThreads, 0, stream_>>>(dy, x, rstd, partial);
+  CUDA_CHECK_LAUNCH();
+  rmsnorm_dw_finish_kernel<<<blocks_for(x.cols, kThreads), kThreads, 0, stream_>>>(partial, chunks,
+                                                                                   dweight);
+  CUDA_CHECK_LAUNCH();
+  rmsnorm_dx_kernel<<<row_blocks(x.rows), kThreads, 0, stream_>>>(dy, x, weight, rstd, dx);
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaCompute::rope_apply(Mat x, std::int64_t seq_len, std::int64_t heads,
+                             std::int64_t head_stride, std::int64_t offset, std::int64_t dim,
+                             float theta, bool inverse) {
+  check_float(x, "rope x");
+  MB_CHECK(seq_len > 0 && heads > 0 && dim > 0 && dim % 2 == 0 && offset >= 0,
+           "rope: seq_len " << seq_len << ", heads " << heads << ", dim " << dim
+                            << " (even), offset " << offset);
+  MB_CHECK((heads - 1) * head_stride + offset + dim <= x.cols,
+           "rope: head " << heads - 1 << " at column " << (heads - 1) * head_stride + offset
+                         << " + " << dim << " exceeds " << x.cols << " columns");
+  const std::int64_t n = x.rows * heads * (dim / 2);
+  if (n == 0) return;
+  rope_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream_>>>(x, seq_len, heads, head_stride,
+                                                                 offset, dim, theta, inverse);
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaCompute::rope_forward(Mat x, std::int64_t seq_len, std::int64_t heads,
+                               std::int64_t head_stride, std::int64_t offset, std::int64_t dim,
+                               float theta) {
+  rope_apply(x, seq_len, heads, head_stride, offset, dim, theta, false);
+}
+
+void CudaCompute::rope_backward(Mat dx, std::int64_t seq_len, std::int64_t heads,
+                                std::int64_t head_stride, std::int64_t offset, std::int64_t dim,
+                                float theta) {
+  rope_apply(dx, seq_len, heads, head_stride, offset, dim, theta, true);
+}
+
+void CudaCompute::swiglu_forward(Mat gate_up, Mat out) {
+  check_float(gate_up, "swiglu gate_up");
+  MB_CHECK(gate_up.cols % 2 == 0, "swiglu gate_up has odd width " << gate_up.cols);
+  check_float(out, "swiglu out");
+  check_shape(out, gate_up.rows, gate_up.cols / 2, "swiglu out");
+  if (out.numel() == 0) return;
+  swiglu_forward_kernel<<<blocks_for(out.numel(), kThreads), kThreads, 0, stream_>>>(gate_up, out);
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaCompute::swiglu_backward(Mat gate_up, Mat dout, Mat dgate_up) {
+  check_float(gate_up, "swiglu gate_up");
+  MB_CHECK(gate_up.cols % 2 == 0, "swiglu gate_up has odd width " << gate_up.cols);
+  check_float(dout, "swiglu dout");
+  check_shape(dout, gate_up.rows, gate_up.cols / 2, "swiglu dout");
+  check_float(dgate_up, "swiglu dgate_up");
+  check_shape(dgate_up, gate_up.rows, gate_up.cols, "swiglu dgate_up");
+  if (dout.numel() == 0) return;
+  swiglu_backward_kernel<<<blocks_for(dout.numel(), kThreads), kThreads, 0, stream_>>>(
+      gate_up, dout, dgate_up);
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaCompute::adamw(const AdamWStep& s, Mat param, Mat grad, Mat m, Mat v, Mat master) {
+  check_float(param, "adamw param");
+  check_float(grad, "adamw grad");
+  check_shape(grad, param.rows, param.cols, "adamw grad");
+  check_float(m, "adamw m");
+  check_shape(m, param.rows, param.cols, "adamw m");
+  check_float(v, "adamw v");
+  check_shape(v, param.rows, param.cols, "adamw v");
+  if (master.data != nullptr) {
+    check_dtype(master, DType::f32, "adamw master");
+    check_shape(master, param.rows, param.cols, "adamw master");
+  }
+  MB_CHECK(s.step >= 1, "adamw step " << s.step << " (1-based)");
+  if (param.numel() == 0) return;
+  adamw_kernel<<<blocks_for(param.numel(), kThreads), kThreads, 0, stream_>>>(
+      adamw_coeffs(s), param, grad, m, v, master);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace moebench::cuda

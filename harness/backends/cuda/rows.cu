@@ -1,0 +1,269 @@
+// Routing and row movement on the device: the router's scores and top-k (one thread per token,
+// calling the same route_token the cpu backend calls), and the gathers, scatters and dots of the
+// token permutation. A bad index is skipped and reported through the backend's error word
+// (checked at the next synchronisation), since checking it on the host would need a copy back.
+#include <cub/device/device_radix_sort.cuh>
+
+#include <algorithm>
+#include <climits>
+
+#include "harness/backends/cuda/cuda_backend.hpp"
+#include "harness/backends/cuda/device_mat.cuh"
+#include "workloads/ops/route.hpp"
+
+namespace moebench::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ float* row_f32(const Mat& m, std::int64_t r) {
+  return static_cast<float*>(m.data) + r * m.ld;
+}
+__device__ __forceinline__ std::int32_t* row_i32(const Mat& m, std::int64_t r) {
+  return static_cast<std::int32_t*>(m.data) + r * m.ld;
+}
+
+__global__ void router_forward_kernel(RouterParams p, Mat logits, const float* bias,
+                                      std::int64_t first_token, Mat scores, Mat indices,
+                                      Mat weights) {
+  MB_GRID_LOOP(r, logits.rows) {
+    float* sr = row_f32(scores, r);
+    for (std::int32_t e = 0; e < p.experts; ++e) sr[e] = sigmoid(load(logits, r, e));
+    route_token(p, sr, bias, static_cast<std::uint64_t>(first_token + r), row_i32(indices, r),
+                row_f32(weights, r));
+  }
+}
+
+__global__ void router_backward_kernel(RouterParams p, Mat scores, Mat indices, Mat dweights,
+                                       Mat dlogits) {
+  MB_GRID_LOOP(r, scores.rows) {
+    route_token_backward(p, row_f32(scores, r), row_i32(indices, r), row_f32(dweights, r),
+                         row_f32(dlogits, r));
+  }
+}
+
+// dst[i] = (scale ? scale[i] : 1) * src[index[i]], one thread per element of dst.
+__global__ void gather_kernel(Mat src, Mat index, Mat scale, bool scaled, Mat dst, int* error,
+                              int code) {
+  MB_GRID_LOOP(e, dst.rows * dst.cols) {
+    const std::int64_t i = e / dst.cols;
+    const std::int64_t c = e - i * dst.cols;
+    const std::int32_t s = load_i32(index, i, 0);
+    if (s < 0 || s >= src.rows) {
+      *error = code;
+      continue;
+    }
+    const float v = load(src, s, c);
+    store(dst, i, c, scaled ? load(scale, i, 0) * v : v);
+  }
+}
+
+// out[i] = dot(a[index[i]], b[i]), one warp per row.
+__global__ void gathered_dot_kernel(Mat a, Mat index, Mat b, Mat out, int* error) {
+  const std::int64_t lane = threadIdx.x % 32;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
+  for (std::int64_t i = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+       i < b.rows; i += warps) {
+    const std::int32_t s = load_i32(index, i, 0);
+    if (s < 0 || s >= a.rows) {
+      if (lane == 0) *error = kBadDotIndex;
+      continue;  // uniform over the warp
+    }
+    float dot = 0.0f;
+    for (std::int64_t c = lane; c < a.cols; c += 32) dot += load(a, s, c) * load(b, i, c);
+    for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+    if (lane == 0) store(out, i, 0, dot);
+  }
+}
+
+// scatter_add, deterministically: the source rows are sorted by destination (a stable radix
+// sort keeps each destination's sources in ascending order, the cpu backend's order), then one
+// block per destination row sums its sources in FP32 and adds the sum once.
+__global__ void scatter_keys_kernel(Mat index, std::int64_t dst_rows, unsigned* keys, int* order,
+                                    int* error) {
+  MB_GRID_LOOP(i, index.rows) {
+    const std::int32_t d = load_i32(index, i, 0);
+    const bool ok = d >= 0 && d < dst_rows;
+    if (!ok) *error = kBadScatterIndex;
+    keys[i] = ok ? static_cast<unsigned>(d) : static_cast<unsigned>(dst_rows);  // never applied
+    order[i] = static_cast<int>(i);
+  }
+}
+
+__global__ void segment_bounds_kernel(const unsigned* keys, std::int64_t n, std::int64_t dst_rows,
+                                      int* start, int* end) {
+  MB_GRID_LOOP(p, n) {
+    const unsigned k = keys[p];
+    if (k >= dst_rows) continue;
+    if (p == 0 || keys[p - 1] != k) start[k] = static_cast<int>(p);
+    if (p == n - 1 || keys[p + 1] != k) end[k] = static_cast<int>(p + 1);
+  }
+}
+
+__global__ void scatter_rows_kernel(Mat src, Mat scale, bool scaled, const int* order,
+                                    const int* start, const int* end, Mat dst) {
+  for (std::int64_t d = blockIdx.x; d < dst.rows; d += gridDim.x) {
+    const int first = start[d], last = end[d];
+    if (first == last) continue;  // no source row goes here (uniform over the block)
+    for (std::int64_t c = threadIdx.x; c < dst.cols; c += blockDim.x) {
+      float acc = 0.0f;
+      for (int p = first; p < last; ++p) {
+        const int i = order[p];
+        acc += (scaled ? load(scale, i, 0) : 1.0f) * load(src, i, c);
+      }
+      store(dst, d, c, load(dst, d, c) + acc);
+    }
+  }
+}
+
+void check_index(const Mat& index, std::int64_t n, const char* what) {
+  check_dtype(index, DType::i32, what);
+  check_shape(index, n, 1, what);
+}
+
+}  // namespace
+
+void CudaCompute::router_forward(const RouterParams& p, Mat logits, Mat bias,
+                                 std::int64_t first_token, Mat scores, Mat indices, Mat weights) {
+  MB_CHECK(p.experts > 0 && p.experts <= kMaxExperts && p.top_k > 0 && p.top_k <= kMaxTopK &&
+               p.top_k <= p.experts,
+           "router: " << p.experts << " experts (at most " << kMaxExperts << "), top_k " << p.top_k
+                      << " (at most " << kMaxTopK << ")");
+  check_float(logits, "router logits");
+  check_shape(logits, logits.rows, p.experts, "router logits");
+  const std::int64_t tokens = logits.rows;
+  const float* bias_row = nullptr;
+  if (bias.data != nullptr) {
+    check_dtype(bias, DType::f32, "router bias");
+    check_shape(bias, 1, p.experts, "router bias");
+    bias_row = static_cast<const float*>(bias.data);
+  }
+  check_dtype(scores, DType::f32, "router scores");
+  check_shape(scores, tokens, p.experts, "router scores");
+  check_dtype(indices, DType::i32, "router indices");
+  check_shape(indices, tokens, p.top_k, "router indices");
+  check_dtype(weights, DType::f32, "router weights");
+  check_shape(weights, tokens, p.top_k, "router weights");
+  if (tokens == 0) return;
+  constexpr int threads = 128;  // a thread per token; its top-k scratch lives in local memory
+  router_forward_kernel<<<blocks_for(tokens, threads), threads, 0, stream_>>>(
+      p, logits, bias_row, first_token, scores, indices, weights);
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaCompute::router_backward(const RouterParams& p, Mat scores, Mat indices, Mat dweights,
+                                  Mat dlogits) {
+  MB_CHECK(p.experts > 0 && p.experts <= kMaxExperts && p.top_k > 0 && p.top_k <= kMaxTopK,
+           "router: " << p.experts << " experts, top_k " << p.top_k);
+  check_dtype(scores, DType::f32, "router scores");
+  check_shape(scores, scores.rows, p.experts, "router scores");
+  check_dtype(indices, DType::i32, "router indices");
+  check_shape(indices, scores.rows, p.top_k, "router indices");
+  check_dtype(dweights, DType::f32, "router dweights");
+  check_shape(dweights, scores.rows, p.top_k, "router dweights");
+  check_dtype(dlogits, DType::f32, "router dlogits");
+  check_shape(dlogits, scores.rows, p.experts, "router dlogits");
+  if (scores.rows == 0) return;
+  constexpr int threads = 128;
+  router_backward_kernel<<<blocks_for(scores.rows, threads), threads, 0, stream_>>>(
+      p, scores, indices, dweights, dlogits);
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaCompute::gather_rows(Mat src, Mat index, Mat dst) {
+  check_float(src, "gather_rows src");
+  check_float(dst, "gather_rows dst");
+  check_shape(dst, dst.rows, src.cols, "gather_rows dst");
+  check_index(index, dst.rows, "gather_rows index");
+  if (dst.numel() == 0) return;
+  gather_kernel<<<blocks_for(dst.numel(), kThreads), kThreads, 0, stream_>>>(
+      src, index, Mat{}, false, dst, error_device_, kBadGatherIndex);
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaCompute::gather_rows_scaled(Mat src, Mat index, Mat scale, Mat dst) {
+  check_float(src, "gather_rows_scaled src");
+  check_float(dst, "gather_rows_scaled dst");
+  check_shape(dst, dst.rows, src.cols, "gather_rows_scaled dst");
+  check_index(index, dst.rows, "gather_rows_scaled index");
+  check_float(scale, "gather_rows_scaled scale");
+  check_shape(scale, dst.rows, 1, "gather_rows_scaled scale");
+  if (dst.numel() == 0) return;
+  gather_kernel<<<blocks_for(dst.numel(), kThreads), kThreads, 0, stream_>>>(
+      src, index, scale, true, dst, error_device_, kBadGatherScaledIndex);
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaCompute::gathered_row_dot(Mat a, Mat index, Mat b, Mat out) {
+  check_float(a, "gathered_row_dot a");
+  check_float(b, "gathered_row_dot b");
+  check_shape(b, b.rows, a.cols, "gathered_row_dot b");
+  check_index(index, b.rows, "gathered_row_dot index");
+  check_float(out, "gathered_row_dot out");
+  check_shape(out, b.rows, 1, "gathered_row_dot out");
+  if (b.rows == 0) return;
+  gathered_dot_kernel<<<blocks_for(b.rows * 32, kThreads), kThreads, 0, stream_>>>(a, index, b, out,
+                                                                                   error_device_);
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaCompute::scatter_add_rows(Mat src, Mat index, Mat scale, Mat dst) {
+  check_float(src, "scatter_add_rows src");
+  check_float(dst, "scatter_add_rows dst");
+  check_shape(dst, dst.rows, src.cols, "scatter_add_rows dst");
+  check_index(index, src.rows, "scatter_add_rows index");
+  const bool scaled = scale.data != nullptr;
+  if (scaled) {
+    check_float(scale, "scatter_add_rows scale");
+    check_shape(scale, src.rows, 1, "scatter_add_rows scale");
+  }
+  const std::int64_t n = src.rows;
+  if (n == 0 || src.cols == 0 || dst.rows == 0) {
+    if (n > 0 && dst.rows == 0) {
+      // Every index is out of range; report it the way the kernels would.
+      *error_host_ = kBadScatterIndex;
+    }
+    return;
+  }
+  MB_CHECK(n < INT_MAX && dst.rows < INT_MAX,
+           "scatter_add_rows of " << n << " rows into " << dst.rows);
+  int bits = 1;  // keys are in [0, dst.rows], dst.rows marking a bad index
+  while (bits < 32 && (std::int64_t{1} << bits) <= dst.rows) ++bits;
+
+  std::size_t sort_bytes = 0;
+  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, static_cast<unsigned*>(nullptr),
+                                             static_cast<unsigned*>(nullptr),
+                                             static_cast<int*>(nullptr), static_cast<int*>(nullptr),
+                                             static_cast<int>(n), 0, bits, stream_));
+  const auto un = static_cast<std::size_t>(n);
+  const auto ud = static_cast<std::size_t>(dst.rows);
+  const std::size_t total = 2 * Carver::round(un * sizeof(unsigned)) +
+                            2 * Carver::round(un * sizeof(int)) +
+                            2 * Carver::round(ud * sizeof(int)) + Carver::round(sort_bytes);
+  Carver carve(scratch_.get(total, stream_));
+  auto* keys_in = carve.take<unsigned>(un);
+  auto* keys_out = carve.take<unsigned>(un);
+  auto* order_in = carve.take<int>(un);
+  auto* order_out = carve.take<int>(un);
+  auto* start = carve.take<int>(ud);
+  auto* end = carve.take<int>(ud);
+  void* sort_temp = carve.take<char>(sort_bytes);
+
+  scatter_keys_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream_>>>(index, dst.rows, keys_in,
+                                                                         order_in, error_device_);
+  CUDA_CHECK_LAUNCH();
+  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(sort_temp, sort_bytes, keys_in, keys_out, order_in,
+                                             order_out, static_cast<int>(n), 0, bits, stream_));
+  CUDA_CHECK(cudaMemsetAsync(start, 0, ud * sizeof(int), stream_));
+  CUDA_CHECK(cudaMemsetAsync(end, 0, ud * sizeof(int), stream_));
+  segment_bounds_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream_>>>(keys_out, n, dst.rows,
+                                                                           start, end);
+  CUDA_CHECK_LAUNCH();
+  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(dst.rows, 65535));
+  scatter_rows_kernel<<<blocks, kThreads, 0, stream_>>>(src, scale, scaled, order_out, start, end,
+                                                        dst);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace moebench::cuda

@@ -1,0 +1,614 @@
+// The nccl communication backend. Every NCCL communicator is non-blocking, so no NCCL call can
+// hang the host: setup, enqueueing and completion are all polled against the timeout, and a
+// dead or stuck peer ends in ncclCommAbort and an error naming the collective.
+//
+// Ordering: two communication streams, one per CommLane. The critical lane (the dispatch and
+// combine all-to-alls, every blocking call) has the device's highest stream priority; the
+// background lane (gradient buckets) the lowest, the compute stream's own, so buckets in flight
+// never take the GPU from the all-to-all the next layer waits for. A collective records an event
+// on the compute stream that its lane waits for, then a timing event, the NCCL calls and an end
+// event on the lane; wait() makes the compute stream wait for the end event (no host wait), and
+// a blocking call is a start and a wait in one (without a request number). busy_time_s() is the
+// time between the two events. Events come from a pool kept across steps.
+//
+// Two lanes mean NCCL kernels of different communicators (or of one, on two streams) may be
+// in flight at once. NCCL kernels block while waiting for their peers, so that is only safe
+// when every rank issues all of its collectives, over all groups and both lanes, in the same
+// order: then whatever one rank's GPU runs first, its peers' GPUs have it too. The training step
+// guarantees that (every rank runs the same schedule); callers must keep it.
+//
+// Hang detection: nothing here waits on the host without polling. synchronize() polls both
+// lanes, barrier() the critical lane and the compute stream (which may be waiting for either
+// lane), each with cudaStreamQuery and ncclCommGetAsyncError against the --timeout deadline; a
+// timeout aborts the communicators and names the oldest collective still running, from the list
+// each lane keeps of what it has in flight. A host wait on the compute stream made elsewhere (a
+// download, Compute::synchronize) while a collective is in flight is not polled: callers
+// synchronize() or barrier() here first, so that a hung peer is reported rather than waited for.
+#include "harness/backends/nccl/nccl_communicator.hpp"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <initializer_list>
+#include <span>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness/backends/cuda/cuda_compute.hpp"
+#include "harness/backends/mpi/mpi_check.hpp"
+#include "harness/backends/mpi/mpi_communicator.hpp"
+#include "harness/backends/nccl/in_flight_log.hpp"
+#include "harness/core/error.hpp"
+
+namespace moebench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string processor_name() {
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int len = 0;
+  if (MPI_Get_processor_name(name, &len) != MPI_SUCCESS) return "?";
+  return std::string(name, static_cast<std::size_t>(len));
+}
+
+const char* bytes_of(const Mat& m) {
+  return static_cast<const char*>(m.data);
+}
+
+std::int64_t byte_size(const Mat& m) {
+  return m.numel() * static_cast<std::int64_t>(dtype_size(m.dtype));
+}
+
+ncclDataType_t nccl_type(const Mat& m, const char* op, const char* which) {
+  MB_CHECK(m.contiguous(), op << ": " << which << " is strided (ld " << m.ld << ", cols " << m.cols
+                              << "); the nccl backend needs contiguous rows");
+  switch (m.dtype) {
+    case DType::f32:
+      return ncclFloat32;
+    case DType::bf16:
+      return ncclBfloat16;
+    case DType::i32:
+      break;
+  }
+  MB_CHECK(false, op << ": " << which << " is " << dtype_name(m.dtype)
+                     << "; the nccl backend moves f32 and bf16");
+  return ncclFloat32;
+}
+
+std::size_t count(std::int64_t n) {
+  return static_cast<std::size_t>(n);
+}
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(MPI_Comm world, const Topology& topo, CudaComputeApi& compute, double timeout_s)
+      : timeout_s_(timeout_s), uncaught_(std::uncaught_exceptions()) {
+    try {
+      setup(world, topo, compute);
+    } catch (...) {
+      abort_all();  // a throwing constructor runs no destructor
+      release_cuda();
+      throw;
+    }
+  }
+
+  ~NcclCommunicator() override {
+    (void)cudaSetDevice(device_);
+    // Unwinding from an error: peers may be stuck in a collective, so never wait for them.
+    if (std::uncaught_exceptions() > uncaught_ || !finalize_all()) abort_all();
+    release_cuda();
+  }
+
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  std::string name() const override { return "nccl"; }
+  GroupInfo info(Group g) const override { return host_->info(g); }
+
+  // Counts are host values: they travel over the matching MPI groups, not through the device.
+  std::vector<std::int64_t> alltoall_counts(Group g, std::span<const std::int64_t> send) override {
+    return host_->alltoall_counts(g, send);
+  }
+
+  void alltoallv(Group g, Mat send, std::span<const std::int64_t> send_rows,
+                 std::span<const std::int64_t> send_offsets, Mat recv,
+                 std::span<const std::int64_t> recv_rows,
+                 std::span<const std::int64_t> recv_offsets) override {
+    enqueue_alltoallv(g, send, send_rows, send_offsets, recv, recv_rows, recv_offsets,
+                      CommLane::critical, false);
+  }
+  void allreduce_sum(Group g, Mat buf) override {
+    enqueue_allreduce_sum(g, buf, CommLane::critical, false);
+  }
+  void reduce_scatter_sum(Group g, Mat buf, Mat shard) override {
+    enqueue_reduce_scatter_sum(g, buf, shard, CommLane::critical, false);
+  }
+  void allgather(Group g, Mat shard, Mat buf) override {
+    enqueue_allgather(g, shard, buf, CommLane::critical, false);
+  }
+
+  CommRequest start_alltoallv(Group g, Mat send, std::span<const std::int64_t> send_rows,
+                              std::span<const std::int64_t> send_offsets, Mat recv,
+                              std::span<const std::int64_t> recv_rows,
+                              std::span<const std::int64_t> recv_offsets, CommLane lane) override {
+    return enqueue_alltoallv(g, send, send_rows, send_offsets, recv, recv_rows, recv_offsets, lane,
+                             true);
+  }
+  CommRequest start_allreduce_sum(Group g, Mat buf, CommLane lane) override {
+    return enqueue_allreduce_sum(g, buf, lane, true);
+  }
+  CommRequest start_reduce_scatter_sum(Group g, Mat buf, Mat shard, CommLane lane) override {
+    return enqueue_reduce_scatter_sum(g, buf, shard, lane, true);
+  }
+  CommRequest start_allgather(Group g, Mat shard, Mat buf, CommLane lane) override {
+    return enqueue_allgather(g, shard, buf, lane, true);
+  }
+
+  void wait(CommRequest r) override {
+    const auto end = static_cast<cudaEvent_t>(log_.end_event(r, "wait"));
+    usable();
+    if (!log_.mark_waited(r)) return;
+    check_cuda(cudaStreamWaitEvent(compute_stream_, end, 0), "cudaStreamWaitEvent");
+  }
+
+  double busy_time_s(CommRequest r) override {
+    const auto start = static_cast<cudaEvent_t>(log_.start_event(r, "busy_time_s"));
+    const auto end = static_cast<cudaEvent_t>(log_.end_event(r, "busy_time_s"));
+    float ms = 0;
+    const cudaError_t e = cudaEventElapsedTime(&ms, start, end);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      const std::string& what = log_.description(r, "busy_time_s");
+      MB_CHECK(e != cudaErrorNotReady, "busy_time_s of communication request "
+                                           << r << " (" << what
+                                           << ") before it completed: synchronize() first");
+      MB_CHECK(false, "busy_time_s of communication request "
+                          << r << " (" << what
+                          << "): cudaEventElapsedTime failed: " << cudaGetErrorString(e));
+    }
+    return ms * 1e-3;
+  }
+
+  void clear_requests() override { log_.clear_requests(); }
+
+  // Waits for the critical lane and the compute stream (which may wait for either lane), not
+  // for gradient buckets still flowing on the background lane, then for the group's members.
+  void barrier(Group g) override {
+    poll_until_idle(
+        {streams_[0], compute_stream_},
+        std::string("the compute work before the barrier in the ") + group_name(g) + " group");
+    prune(0);
+    host_->barrier(g);
+  }
+
+  void synchronize() override {
+    for (int i = 0; i < kLanes; ++i) prune(i);
+    if (log_.idle()) {
+      if (!aborted_) poll_async_errors();
+      return;
+    }
+    poll_until_idle({streams_[0], streams_[1]}, "communication");
+    for (int i = 0; i < kLanes; ++i) prune(i);
+  }
+
+ private:
+  static bool ok(ncclResult_t r) { return r == ncclSuccess || r == ncclInProgress; }
+
+  void setup(MPI_Comm world, const Topology& topo, CudaComputeApi& compute) {
+    MB_CHECK(timeout_s_ > 0, "nccl communicator timeout " << timeout_s_ << " s");
+    host_ = make_mpi_communicator(world, topo);  // the MPI groups, and the topology's checks
+    host_name_ = processor_name();
+    rank_ = topo.rank;
+    device_ = compute.device();
+    compute_stream_ = static_cast<cudaStream_t>(compute.stream_handle());
+    check_cuda(cudaSetDevice(device_), "cudaSetDevice");
+    check_one_gpu_per_rank(world, compute.device_info()->pci_bus_id);
+
+    int priority_low = 0;
+    int priority_high = 0;
+    check_cuda(cudaDeviceGetStreamPriorityRange(&priority_low, &priority_high),
+               "cudaDeviceGetStreamPriorityRange");
+    // The critical lane first when streams have work ready: a late all-to-all delays the peers
+    // and the next layer. The background lane has the compute stream's (default, lowest)
+    // priority: gradient buckets fill the gaps without pushing the critical path aside.
+    check_cuda(cudaStreamCreateWithPriority(&streams_[0], cudaStreamNonBlocking, priority_high),
+               "cudaStreamCreateWithPriority");
+    check_cuda(cudaStreamCreateWithPriority(&streams_[1], cudaStreamNonBlocking, priority_low),
+               "cudaStreamCreateWithPriority");
+    check_cuda(cudaEventCreateWithFlags(&compute_done_, cudaEventDisableTiming), "cudaEventCreate");
+
+    // Rank 0 sends its status with the id, so a failure there cannot leave the others waiting.
+    struct {
+      int ok;
+      ncclUniqueId id;
+    } hello{};
+    ncclResult_t id_status = ncclSuccess;
+    if (rank_ == 0) {
+      id_status = ncclGetUniqueId(&hello.id);
+      hello.ok = id_status == ncclSuccess ? 1 : 0;
+    }
+    check_mpi(MPI_Bcast(&hello, sizeof hello, MPI_BYTE, 0, world), "MPI_Bcast");
+    if (!hello.ok) {
+      throw RuntimeError(
+          "nccl: ncclGetUniqueId failed on rank 0" +
+          (rank_ == 0 ? std::string(": ") + ncclGetErrorString(id_status) : std::string()));
+    }
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    config.commName = "moebench.world";
+    last_op_ = "communicator setup (ncclCommInitRankConfig)";
+    ncclComm_t& w = comms_[index(Group::world)];
+    check(ncclCommInitRankConfig(&w, topo.world, hello.id, rank_, &config),
+          "ncclCommInitRankConfig", w);
+    wait_ready(w);
+    // expert: consecutive ranks sharing ep_group; expert_data: ranks with the same ep_rank; in
+    // world-rank order, as the MPI groups are.
+    split(Group::expert, topo.ep_group, "moebench.expert");
+    split(Group::expert_data, topo.ep_rank, "moebench.expert_data");
+    for (Group g : {Group::world, Group::expert, Group::expert_data}) {
+      int n = 0;
+      int r = 0;
+      check(ncclCommCount(comm(g), &n), "ncclCommCount", comm(g));
+      check(ncclCommUserRank(comm(g), &r), "ncclCommUserRank", comm(g));
+      MB_CHECK(n == info(g).size && r == info(g).rank,
+               "nccl " << group_name(g) << " group is rank " << r << " of " << n
+                       << ", the MPI one rank " << info(g).rank << " of " << info(g).size);
+    }
+    last_op_ = "no collective yet";
+  }
+
+  void split(Group g, int color, const char* name) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    config.commName = name;
+    last_op_ = std::string("communicator setup (ncclCommSplit of the ") + group_name(g) + " group)";
+    ncclComm_t parent = comms_[index(Group::world)];
+    check(ncclCommSplit(parent, color, rank_, &comms_[index(g)], &config), "ncclCommSplit", parent);
+    wait_ready(parent);
+    wait_ready(comms_[index(g)]);
+  }
+
+  // NCCL hangs or fails when two ranks of a communicator drive one GPU: refuse it up front,
+  // with the same verdict on every rank, said once.
+  void check_one_gpu_per_rank(MPI_Comm world, const std::string& bus_id) {
+    constexpr int kHost = 256;
+    constexpr int kBus = 64;
+    std::array<char, kHost + kBus> mine{};
+    std::memcpy(mine.data(), host_name_.data(),
+                std::min<std::size_t>(host_name_.size(), kHost - 1));
+    std::memcpy(mine.data() + kHost, bus_id.data(), std::min<std::size_t>(bus_id.size(), kBus - 1));
+    const int world_size = host_->info(Group::world).size;
+    std::vector<char> all(static_cast<std::size_t>(world_size) * mine.size());
+    check_mpi(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, all.data(),
+                            static_cast<int>(mine.size()), MPI_CHAR, world),
+              "MPI_Allgather");
+    std::vector<RankGpu> gpus;
+    for (int r = 0; r < world_size; ++r) {
+      const char* p = all.data() + static_cast<std::size_t>(r) * mine.size();
+      gpus.push_back(RankGpu{std::string(p), std::string(p + kHost)});
+    }
+    const std::string problem = shared_gpu_problem(gpus);
+    if (problem.empty()) return;
+    if (rank_ == 0) throw UsageError(problem);
+    throw Error(ExitCode::usage, "");  // quiet: rank 0 says why
+  }
+
+  // The collectives: every check first (nothing may throw between ncclGroupStart and
+  // ncclGroupEnd), then run() orders them on their lane. `keep` makes a request of it (start_*);
+  // otherwise the compute stream waits for it at once (the blocking forms).
+  CommRequest enqueue_alltoallv(Group g, Mat send, std::span<const std::int64_t> send_rows,
+                                std::span<const std::int64_t> send_offsets, Mat recv,
+                                std::span<const std::int64_t> recv_rows,
+                                std::span<const std::int64_t> recv_offsets, CommLane lane,
+                                bool keep) {
+    const ncclDataType_t type = nccl_type(send, "alltoallv", "send");
+    MB_CHECK(
+        nccl_type(recv, "alltoallv", "recv") == type,
+        "alltoallv: send is " << dtype_name(send.dtype) << ", recv " << dtype_name(recv.dtype));
+    check_alltoallv_layout(g, info(g).size, send, send_rows, send_offsets, recv, recv_rows,
+                           recv_offsets);
+    const auto n_ranks = static_cast<std::size_t>(info(g).size);
+    const std::int64_t row_bytes = send.cols * static_cast<std::int64_t>(dtype_size(send.dtype));
+    return run("alltoallv", g, lane, keep, [&](ncclComm_t c, cudaStream_t stream) {
+      // A peer with no rows is skipped on both sides (the counts exchange made them agree).
+      ncclResult_t first_error = ncclGroupStart();
+      for (std::size_t i = 0; i < n_ranks && first_error == ncclSuccess; ++i) {
+        const int peer = static_cast<int>(i);
+        ncclResult_t r = ncclSuccess;
+        if (send_rows[i] > 0) {
+          r = ncclSend(bytes_of(send) + send_offsets[i] * row_bytes,
+                       count(send_rows[i] * send.cols), type, peer, c, stream);
+        }
+        if (ok(r) && recv_rows[i] > 0) {
+          r = ncclRecv(static_cast<char*>(recv.data) + recv_offsets[i] * row_bytes,
+                       count(recv_rows[i] * recv.cols), type, peer, c, stream);
+        }
+        if (!ok(r)) first_error = r;
+      }
+      const ncclResult_t end = ncclGroupEnd();
+      check(ok(first_error) ? end : first_error, "ncclSend/ncclRecv group", c);
+    });
+  }
+
+  CommRequest enqueue_allreduce_sum(Group g, Mat buf, CommLane lane, bool keep) {
+    const ncclDataType_t type = nccl_type(buf, "allreduce_sum", "buf");
+    return run("allreduce_sum", g, lane, keep, [&](ncclComm_t c, cudaStream_t stream) {
+      check(ncclAllReduce(buf.data, buf.data, count(buf.numel()), type, ncclSum, c, stream),
+            "ncclAllReduce", c);
+    });
+  }
+
+  CommRequest enqueue_reduce_scatter_sum(Group g, Mat buf, Mat shard, CommLane lane, bool keep) {
+    const ncclDataType_t type = nccl_type(buf, "reduce_scatter_sum", "buf");
+    MB_CHECK(nccl_type(shard, "reduce_scatter_sum", "shard") == type,
+             "reduce_scatter_sum: buf is " << dtype_name(buf.dtype) << ", shard "
+                                           << dtype_name(shard.dtype));
+    const GroupInfo gi = info(g);
+    MB_CHECK(buf.numel() % gi.size == 0 && shard.numel() == buf.numel() / gi.size,
+             "reduce_scatter_sum in " << group_name(g) << ": buffer of " << buf.numel()
+                                      << " elements, shard of " << shard.numel() << ", " << gi.size
+                                      << " ranks");
+    // NCCL's in-place form is the shard at this rank's place in buf; any other overlap is not.
+    const char* own_place = bytes_of(buf) + gi.rank * byte_size(shard);
+    MB_CHECK(bytes_of(shard) == own_place || !spans_overlap(buf, shard),
+             "reduce_scatter_sum: shard overlaps the input buffer away from this rank's place");
+    return run("reduce_scatter_sum", g, lane, keep, [&](ncclComm_t c, cudaStream_t stream) {
+      check(ncclReduceScatter(buf.data, shard.data, count(shard.numel()), type, ncclSum, c, stream),
+            "ncclReduceScatter", c);
+    });
+  }
+
+  CommRequest enqueue_allgather(Group g, Mat shard, Mat buf, CommLane lane, bool keep) {
+    const ncclDataType_t type = nccl_type(buf, "allgather", "buf");
+    MB_CHECK(
+        nccl_type(shard, "allgather", "shard") == type,
+        "allgather: buf is " << dtype_name(buf.dtype) << ", shard " << dtype_name(shard.dtype));
+    const GroupInfo gi = info(g);
+    MB_CHECK(shard.numel() * gi.size == buf.numel(),
+             "allgather in " << group_name(g) << ": shard of " << shard.numel()
+                             << " elements, buffer of " << buf.numel() << ", " << gi.size
+                             << " ranks");
+    const char* own_place = bytes_of(buf) + gi.rank * byte_size(shard);
+    MB_CHECK(bytes_of(shard) == own_place || !spans_overlap(shard, buf),
+             "allgather: shard overlaps the output buffer away from this rank's place");
+    return run("allgather", g, lane, keep, [&](ncclComm_t c, cudaStream_t stream) {
+      check(ncclAllGather(shard.data, buf.data, count(shard.numel()), type, c, stream),
+            "ncclAllGather", c);
+    });
+  }
+
+  // Orders `nccl_calls` on the lane after the compute stream's work so far, between a timing
+  // event and an end event, and logs it as in flight for hang reports.
+  template <typename F>
+  CommRequest run(const char* op, Group g, CommLane which, bool keep, F&& nccl_calls) {
+    usable();
+    const int lane = InFlightLog::lane_index(which);
+    cudaStream_t stream = streams_[lane];
+    prune(lane);  // keeps the log short on a lane nobody synchronizes
+    last_op_ = std::string(op) + " in the " + group_name(g) + " group";
+    check_cuda(cudaEventRecord(compute_done_, compute_stream_), "cudaEventRecord");
+    check_cuda(cudaStreamWaitEvent(stream, compute_done_, 0), "cudaStreamWaitEvent");
+    cudaEvent_t start = keep ? take_event() : nullptr;
+    cudaEvent_t end = take_event();
+    if (keep) check_cuda(cudaEventRecord(start, stream), "cudaEventRecord");
+    nccl_calls(comm(g), stream);
+    wait_ready(comm(g));  // non-blocking: the operation may still be being enqueued
+    check_cuda(cudaEventRecord(end, stream), "cudaEventRecord");
+    if (!keep) check_cuda(cudaStreamWaitEvent(compute_stream_, end, 0), "cudaStreamWaitEvent");
+    return log_.add(lane, last_op_ + " (" + InFlightLog::lane_name(lane) + " lane)", start, end,
+                    keep);
+  }
+
+  // Drops the lane's completed collectives from the log; a device error fails.
+  void prune(int lane) {
+    log_.prune(lane, [this](InFlightLog::Event e) {
+      const cudaError_t r = cudaEventQuery(static_cast<cudaEvent_t>(e));
+      if (r == cudaSuccess) return true;
+      (void)cudaGetLastError();
+      if (r != cudaErrorNotReady) {
+        fail(culprit(last_op_) + " failed on the device: " + cudaGetErrorName(r) + " (" +
+             cudaGetErrorString(r) + ")");
+      }
+      return false;
+    });
+  }
+
+  // The collective a timeout or device error is blamed on: the oldest one still in flight,
+  // else `otherwise`.
+  std::string culprit(const std::string& otherwise) const {
+    const std::string oldest = log_.oldest_running([](InFlightLog::Event e) {
+      const cudaError_t r = cudaEventQuery(static_cast<cudaEvent_t>(e));
+      if (r != cudaSuccess) (void)cudaGetLastError();
+      return r == cudaSuccess;
+    });
+    return oldest.empty() ? otherwise : oldest;
+  }
+
+  // Polls until every stream has drained, each poll also checking NCCL's asynchronous errors,
+  // against the timeout.
+  void poll_until_idle(std::initializer_list<cudaStream_t> streams, const std::string& what) {
+    usable();
+    const Clock::time_point deadline = deadline_from_now();
+    for (;;) {
+      bool idle = true;
+      for (cudaStream_t s : streams) {
+        const cudaError_t e = cudaStreamQuery(s);
+        if (e == cudaSuccess) continue;
+        (void)cudaGetLastError();
+        if (e != cudaErrorNotReady) {
+          fail(culprit(what) + " failed on the device: " + cudaGetErrorName(e) + " (" +
+               cudaGetErrorString(e) + ")");
+        }
+        idle = false;
+      }
+      if (idle) break;
+      poll_async_errors();
+      if (Clock::now() > deadline) fail(culprit(what) + " " + timed_out());
+      std::this_thread::yield();
+    }
+    poll_async_errors();
+  }
+
+  cudaEvent_t take_event() {
+    if (auto e = static_cast<cudaEvent_t>(log_.take_free())) return e;
+    cudaEvent_t e = nullptr;
+    check_cuda(cudaEventCreate(&e), "cudaEventCreate");
+    all_events_.push_back(e);
+    return e;
+  }
+
+  // Polls a communicator until its pending setup or enqueue has finished.
+  void wait_ready(ncclComm_t c) {
+    const Clock::time_point deadline = deadline_from_now();
+    for (;;) {
+      ncclResult_t state = ncclSuccess;
+      check(ncclCommGetAsyncError(c, &state), "ncclCommGetAsyncError", c);
+      if (state == ncclSuccess) return;
+      if (state != ncclInProgress) fail(last_op_ + " failed: " + describe(state, c));
+      if (Clock::now() > deadline) fail(last_op_ + " " + timed_out());
+      std::this_thread::yield();
+    }
+  }
+
+  void poll_async_errors() {
+    for (ncclComm_t c : comms_) {
+      if (c == nullptr) continue;
+      ncclResult_t state = ncclSuccess;
+      check(ncclCommGetAsyncError(c, &state), "ncclCommGetAsyncError", c);
+      if (!ok(state)) fail(culprit(last_op_) + " failed: " + describe(state, c));
+    }
+  }
+
+  void check(ncclResult_t r, const char* call, ncclComm_t c) {
+    if (!ok(r)) fail(last_op_ + ": " + call + " failed: " + describe(r, c));
+  }
+
+  void check_cuda(cudaError_t e, const char* call) {
+    if (e == cudaSuccess) return;
+    (void)cudaGetLastError();
+    fail(last_op_ + ": " + call + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) +
+         ")");
+  }
+
+  static std::string describe(ncclResult_t r, ncclComm_t c) {
+    std::string s = ncclGetErrorString(r);
+    const char* last = ncclGetLastError(c);
+    if (last != nullptr && *last != '\0') s += std::string(" (") + last + ")";
+    return s;
+  }
+
+  std::string timed_out() const {
+    std::ostringstream os;
+    os << "did not complete within " << timeout_s_
+       << " s (--timeout): a peer may have died or hung; the NCCL communicators were aborted";
+    return os.str();
+  }
+
+  [[noreturn]] void fail(const std::string& what) {
+    abort_all();
+    throw RuntimeError("nccl on rank " + std::to_string(rank_) + " (host " + host_name_ +
+                       "): " + what);
+  }
+
+  void usable() const {
+    if (aborted_) {
+      throw RuntimeError("nccl on rank " + std::to_string(rank_) + " (host " + host_name_ +
+                         "): the communicators were aborted after " + last_op_ + " failed");
+    }
+  }
+
+  Clock::time_point deadline_from_now() const {
+    return Clock::now() +
+           std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
+  }
+
+  // Children before the parent. Abort also ends NCCL kernels still waiting for peers, so the
+  // streams drain.
+  void abort_all() {
+    for (int i = 2; i >= 0; --i) {
+      if (comms_[i] != nullptr) (void)ncclCommAbort(comms_[i]);
+      comms_[i] = nullptr;
+    }
+    aborted_ = true;
+  }
+
+  // The orderly end: wait for the stream, then finalize (a collective step with the peers) and
+  // destroy, each bounded by the timeout. False when any of it fails; the caller then aborts.
+  bool finalize_all() {
+    if (aborted_) return true;
+    try {
+      synchronize();
+      for (int i = 2; i >= 0; --i) {
+        if (comms_[i] == nullptr) continue;
+        check(ncclCommFinalize(comms_[i]), "ncclCommFinalize", comms_[i]);
+        wait_ready(comms_[i]);
+      }
+      for (int i = 2; i >= 0; --i) {
+        if (comms_[i] != nullptr) (void)ncclCommDestroy(comms_[i]);
+        comms_[i] = nullptr;
+      }
+      return true;
+    } catch (const std::exception&) {
+      return false;  // a destructor cannot throw; fail() already aborted
+    }
+  }
+
+  void release_cuda() {
+    for (cudaStream_t& s : streams_) {
+      if (s != nullptr) (void)cudaStreamDestroy(s);
+      s = nullptr;
+    }
+    if (compute_done_ != nullptr) (void)cudaEventDestroy(compute_done_);
+    compute_done_ = nullptr;
+    for (cudaEvent_t e : all_events_) (void)cudaEventDestroy(e);
+    all_events_.clear();
+    log_.reset();
+  }
+
+  static int index(Group g) { return static_cast<int>(g); }
+  ncclComm_t comm(Group g) const { return comms_[index(g)]; }
+
+  double timeout_s_;
+  int uncaught_;
+  std::unique_ptr<Communicator> host_;  // the MPI groups: counts, and the topology's checks
+  std::string host_name_;
+  int rank_ = 0;
+  int device_ = 0;
+  cudaStream_t compute_stream_ = nullptr;
+  static constexpr int kLanes = InFlightLog::kLanes;
+  cudaStream_t streams_[kLanes] = {nullptr, nullptr};  // indexed by InFlightLog::lane_index()
+  cudaEvent_t compute_done_ = nullptr;   // recorded and waited for at once: one serves all
+  std::vector<cudaEvent_t> all_events_;  // the pool, reused across steps
+  InFlightLog log_;                      // what runs on each lane, the requests, free events
+  ncclComm_t comms_[3] = {nullptr, nullptr, nullptr};  // indexed by Group
+  std::string last_op_ = "communicator setup";         // the one being set up or enqueued
+  bool aborted_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm world, const Topology& topo,
+                                                     CudaComputeApi& compute, double timeout_s) {
+  return std::make_unique<NcclCommunicator>(world, topo, compute, timeout_s);
+}
+
+std::string nccl_version() {
+  int v = 0;
+  if (ncclGetVersion(&v) != ncclSuccess) return "unknown";
+  // NCCL_VERSION(): X*1000 + Y*100 + Z up to 2.8, X*10000 + Y*100 + Z after.
+  const bool wide = v >= 10000;
+  const int major = wide ? v / 10000 : v / 1000;
+  const int minor = wide ? (v / 100) % 100 : (v / 100) % 10;
+  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(v % 100);
+}
+
+}  // namespace moebench

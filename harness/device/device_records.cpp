@@ -1,0 +1,99 @@
+#include "harness/device/device_records.hpp"
+
+#include <dlfcn.h>
+
+#include "harness/backends/registry/registry.hpp"
+
+namespace moebench {
+
+std::string nvidia_driver_version() {
+  // NVML's C API, declared here so that no header of it is needed: 0 is NVML_SUCCESS, and 80
+  // bytes is NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE.
+  using InitFn = int (*)();
+  using VersionFn = int (*)(char*, unsigned int);
+  void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) return "";
+  std::string version;
+  auto init = reinterpret_cast<InitFn>(dlsym(lib, "nvmlInit_v2"));
+  auto get = reinterpret_cast<VersionFn>(dlsym(lib, "nvmlSystemGetDriverVersion"));
+  auto shutdown = reinterpret_cast<InitFn>(dlsym(lib, "nvmlShutdown"));
+  if (init != nullptr && get != nullptr && init() == 0) {
+    char buf[96] = {};
+    if (get(buf, sizeof buf - 1) == 0) version = buf;
+    if (shutdown != nullptr) shutdown();
+  }
+  dlclose(lib);
+  return version;
+}
+
+std::optional<DeviceRecord> local_device_record(const Compute& compute, int rank,
+                                                const std::string& host) {
+  const std::optional<DeviceInfo> info = compute.device_info();
+  if (!info) return std::nullopt;
+  DeviceRecord d;
+  d.rank = rank;
+  d.host = host;
+  d.info = *info;
+  d.driver_version = nvidia_driver_version();
+  d.nccl_version = nccl_library_version();
+  return d;
+}
+
+std::vector<DeviceRecord> gather_device_records(const MpiRuntime& rt, const Compute& compute) {
+  const std::optional<DeviceRecord> mine = local_device_record(compute, rt.rank(), rt.host());
+  if (!mine) return {};
+  std::vector<DeviceRecord> records;
+  for (const std::string& text : rt.gather_strings_to_root(to_json(*mine).dump())) {
+    records.push_back(device_record_from_json(nlohmann::json::parse(text)));
+  }
+  return records;
+}
+
+nlohmann::ordered_json to_json(const DeviceRecord& d) {
+  const DeviceInfo& i = d.info;
+  nlohmann::ordered_json j{{"rank", d.rank},
+                           {"host", d.host},
+                           {"name", i.name},
+                           {"uuid", i.uuid},
+                           {"pci_bus_id", i.pci_bus_id},
+                           {"memory_bytes", i.total_memory_bytes},
+                           {"compute_capability", std::to_string(i.compute_capability_major) + "." +
+                                                      std::to_string(i.compute_capability_minor)},
+                           {"cuda_driver_version", i.driver_cuda_version},
+                           {"cuda_runtime_version", i.runtime_version}};
+  if (!d.driver_version.empty()) j["driver_version"] = d.driver_version;
+  if (!d.nccl_version.empty()) j["nccl_version"] = d.nccl_version;
+  j["ordinal"] = i.ordinal;
+  j["visible_devices"] = i.visible_devices;
+  j["multiprocessors"] = i.multiprocessors;
+  j["l2_cache_bytes"] = i.l2_cache_bytes;
+  j["cublas_version"] = i.cublas_version;
+  return j;
+}
+
+DeviceRecord device_record_from_json(const nlohmann::json& j) {
+  DeviceRecord d;
+  DeviceInfo& i = d.info;
+  d.rank = j.at("rank").get<int>();
+  d.host = j.at("host").get<std::string>();
+  i.name = j.at("name").get<std::string>();
+  i.uuid = j.at("uuid").get<std::string>();
+  i.pci_bus_id = j.at("pci_bus_id").get<std::string>();
+  i.total_memory_bytes = j.at("memory_bytes").get<std::int64_t>();
+  const std::string cc = j.at("compute_capability").get<std::string>();
+  const std::size_t dot = cc.find('.');
+  i.compute_capability_major = std::stoi(cc.substr(0, dot));
+  i.compute_capability_minor = dot == std::string::npos ? 0 : std::stoi(cc.substr(dot + 1));
+  i.driver_cuda_version = j.at("cuda_driver_version").get<std::string>();
+  i.runtime_version = j.at("cuda_runtime_version").get<std::string>();
+  d.driver_version = j.value("driver_version", "");
+  d.nccl_version = j.value("nccl_version", "");
+  i.ordinal = j.at("ordinal").get<int>();
+  i.visible_devices = j.at("visible_devices").get<int>();
+  i.multiprocessors = j.at("multiprocessors").get<int>();
+  i.l2_cache_bytes = j.at("l2_cache_bytes").get<std::int64_t>();
+  i.cublas_version = j.at("cublas_version").get<std::string>();
+  return d;
+}
+
+}  // namespace moebench

@@ -1,0 +1,42 @@
+// Routing arithmetic for one token, written once for both backends (MB_HD).
+//
+// Scores are sigmoid(logits). Selection:
+//  - router:   DeepSeek-V3's noaux_tc group-limited top-k: each of n_group groups is scored by the
+//              sum of its two highest (score + bias); the topk_group best groups are kept; the
+//              top_k experts by (score + bias) inside them are chosen.
+//  - balanced: token g takes experts j * (E / k) + (g mod (E / k)), j < k (when k divides E;
+//              otherwise (g * k + j) mod E), so any k * T / E-divisible run of consecutive tokens
+//              gives every expert exactly T * k / E assignments, spread over all EP ranks.
+//  - zipf:     k distinct experts drawn (seeded by token) with probability proportional to
+//              1 / (popularity_rank + 1)^S, popularity ranks a fixed permutation of the experts.
+// Weights, in every mode: the chosen experts' scores (without bias), normalised to sum 1, times
+// routed_scaling_factor. Indices are in ascending order of expert id within a token.
+#pragma once
+
+#include <cstdint>
+
+#include "workloads/ops/hd.hpp"
+#include "workloads/ops/params.hpp"
+
+namespace moebench {
+
+constexpr int kMaxExperts = 1024;
+constexpr int kMaxGroups = 64;
+constexpr int kMaxTopK = 32;
+
+enum : std::int32_t { kRouteRouter = 0, kRouteBalanced = 1, kRouteZipf = 2 };
+
+MB_HD float sigmoid(float x);
+
+// scores: E sigmoid scores; bias: E selection biases (may be null for zero bias).
+// idx, w: top_k outputs.
+MB_HD void route_token(const RouterParams& p, const float* scores, const float* bias,
+                       std::uint64_t global_token, std::int32_t* idx, float* w);
+
+// d loss / d logits (E values, zero for unchosen experts) from d loss / d weights (top_k).
+MB_HD void route_token_backward(const RouterParams& p, const float* scores, const std::int32_t* idx,
+                                const float* dw, float* dlogits);
+
+}  // namespace moebench
+
+#include "workloads/ops/route_impl.hpp"
