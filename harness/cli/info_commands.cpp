@@ -41,22 +41,18 @@ nlohmann::ordered_json plan_json(const RunConfig& c) {
   j["config"]["model"] = to_json(c.model);
   j["config"]["workload"] = to_json(c.workload);
   j["parallel"] = to_json(c.layout);
-  const double tokens = static_cast<double>(c.layout.world) * c.workload.tokens_per_rank();
+  const double tokens = static_cast<double>(c.layout.dp()) * c.workload.tokens_per_rank();
   j["accounting"]["full_model"] = to_json(account_full_model(c.model, c.workload.seq_len, tokens));
   j["accounting"]["instantiated"] = to_json(account_instantiated(c));
   const CollectiveBytes b = collective_bytes(c, 2);
-  j["accounting"]["collective_bytes_bf16"] = {{"dispatch", b.dispatch},
-                                              {"combine", b.combine},
-                                              {"dense_grad_reduce", b.dense_grad_reduce},
-                                              {"expert_grad_reduce", b.expert_grad_reduce},
-                                              {"param_allgather", b.param_allgather}};
+  j["accounting"]["collective_bytes_bf16"] = to_json(b);
   j["memory_estimate_per_rank"]["bf16"] = to_json(estimate_memory(c, 2));
   j["memory_estimate_per_rank"]["fp32"] = to_json(estimate_memory(c, 4));
   return j;
 }
 
 void print_plan(const RunConfig& c, std::ostream& os) {
-  const double tokens = static_cast<double>(c.layout.world) * c.workload.tokens_per_rank();
+  const double tokens = static_cast<double>(c.layout.dp()) * c.workload.tokens_per_rank();
   const StackAccounting full = account_full_model(c.model, c.workload.seq_len, tokens);
   const StackAccounting inst = account_instantiated(c);
   os << "# model " << c.model.name << ", seq " << c.workload.seq_len << ", micro-batch "

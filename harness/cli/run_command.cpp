@@ -32,7 +32,7 @@ struct Setup {
 Setup prepare(const CliOptions& o, MpiRuntime& rt) {
   Setup s;
   s.config = resolve_run_config(o, rt.size());
-  s.topo = rt.topology(s.config.layout.ep, s.config.layout.ranks_per_node);
+  s.topo = rt.topology(s.config.layout.grid(), s.config.layout.ranks_per_node);
   s.compute = make_compute(s.config.backend, s.topo.local_rank, s.config.blas_threads);
   if (s.config.precision == "fp8") {
     // UsageError where the device has no FP8 tensor cores.
@@ -170,7 +170,7 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
   record.topology = s.topo;
   record.full_model = account_full_model(
       c.model, c.workload.seq_len,
-      static_cast<double>(c.layout.world) * static_cast<double>(c.workload.tokens_per_rank()));
+      static_cast<double>(c.layout.dp()) * static_cast<double>(c.workload.tokens_per_rank()));
   record.instantiated = account_instantiated(c);
   record.collective_bytes = collective_bytes(c, dtype_size(compute.activation_dtype()));
   record.memory = s.memory;

@@ -87,18 +87,14 @@ ojson parallel_json(const RunRecord& r) {
                {"edp", l.edp()},
                {"nodes", r.topology.nodes},
                {"ranks_per_node", r.topology.ranks_per_node},
-               {"emulated_nodes", l.ranks_per_node > 0}};
+               {"emulated_nodes", l.ranks_per_node > 0},
+               {"grid", ojson(to_json(l.grid()))}};
 }
 
 ojson accounting_json(const RunRecord& r) {
-  const CollectiveBytes& b = r.collective_bytes;
   return ojson{{"full_model", ojson(to_json(r.full_model))},
                {"instantiated", ojson(to_json(r.instantiated))},
-               {"collective_bytes", ojson{{"dispatch", b.dispatch},
-                                          {"combine", b.combine},
-                                          {"dense_grad_reduce", b.dense_grad_reduce},
-                                          {"expert_grad_reduce", b.expert_grad_reduce},
-                                          {"param_allgather", b.param_allgather}}},
+               {"collective_bytes", ojson(to_json(r.collective_bytes))},
                {"memory_estimate", ojson(to_json(r.memory))}};
 }
 

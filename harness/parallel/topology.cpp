@@ -5,8 +5,6 @@
 #include <string>
 #include <utility>
 
-#include <nlohmann/json.hpp>
-
 #include "harness/core/error.hpp"
 
 namespace moebench {
@@ -23,24 +21,15 @@ std::string divisors_of(int n) {
 
 }  // namespace
 
-Topology make_topology(int world, int rank, int ep, int node, int nodes, int local_rank,
+Topology make_topology(const ParallelGrid& grid, int rank, int node, int nodes, int local_rank,
                        int ranks_per_node) {
-  MB_CHECK(world >= 1 && rank >= 0 && rank < world, "rank " << rank << " of " << world);
+  MB_CHECK(rank >= 0 && rank < grid.world(), "rank " << rank << " of " << grid.world());
   MB_CHECK(nodes >= 1 && node >= 0 && node < nodes, "node " << node << " of " << nodes);
   MB_CHECK(ranks_per_node >= 1 && local_rank >= 0 && local_rank < ranks_per_node,
            "local rank " << local_rank << " of " << ranks_per_node);
-  if (ep < 1 || world % ep != 0) {
-    throw UsageError("--ep " + std::to_string(ep) + " does not divide the " +
-                     std::to_string(world) + " ranks; valid: " + divisors_of(world));
-  }
   Topology t;
-  t.world = world;
+  t.grid = grid;
   t.rank = rank;
-  t.ep = ep;
-  t.ep_rank = rank % ep;
-  t.ep_group = rank / ep;
-  t.edp = world / ep;
-  t.edp_rank = rank / ep;
   t.nodes = nodes;
   t.node = node;
   t.ranks_per_node = ranks_per_node;
@@ -48,27 +37,14 @@ Topology make_topology(int world, int rank, int ep, int node, int nodes, int loc
   return t;
 }
 
-Topology make_topology_emulated(int world, int rank, int ep, int ranks_per_node_override) {
+Topology make_topology_emulated(const ParallelGrid& grid, int rank, int ranks_per_node_override) {
   const int k = ranks_per_node_override;
+  const int world = grid.world();
   if (k < 1 || world % k != 0) {
     throw UsageError("--ranks-per-node " + std::to_string(k) + " does not divide the " +
                      std::to_string(world) + " ranks; valid: " + divisors_of(world));
   }
-  return make_topology(world, rank, ep, rank / k, world / k, rank % k, k);
-}
-
-nlohmann::json to_json(const Topology& t) {
-  return nlohmann::json{{"world", t.world},
-                        {"rank", t.rank},
-                        {"ep", t.ep},
-                        {"ep_rank", t.ep_rank},
-                        {"ep_group", t.ep_group},
-                        {"edp", t.edp},
-                        {"edp_rank", t.edp_rank},
-                        {"nodes", t.nodes},
-                        {"node", t.node},
-                        {"ranks_per_node", t.ranks_per_node},
-                        {"local_rank", t.local_rank}};
+  return make_topology(grid, rank, rank / k, world / k, rank % k, k);
 }
 
 std::string shared_gpu_problem(const std::vector<RankGpu>& ranks) {

@@ -1,46 +1,44 @@
-// Where a rank sits: its groups and its node. A pure function of (world, rank, ep, node layout),
-// so it is unit-tested without MPI.
+// Where a rank sits: its place in the parallel grid and its node. A pure function of (grid, rank,
+// node layout), so it is unit-tested without MPI.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
+#include "harness/parallel/grid.hpp"
 
 namespace moebench {
 
 struct Topology {
-  int world = 1;
+  ParallelGrid grid;
   int rank = 0;
-  int ep = 1;        // expert-parallel group size
-  int ep_rank = 0;   // rank inside the expert-parallel group (rank % ep)
-  int ep_group = 0;  // which expert-parallel group (rank / ep)
-  int edp = 1;       // expert-data-parallel group size (world / ep)
-  int edp_rank = 0;  // rank inside it (rank / ep)
   int nodes = 1;
   int node = 0;
   int ranks_per_node = 1;  // ranks on this rank's node
   int local_rank = 0;
 
-  int local_experts(int experts) const { return experts / ep; }
-  int first_local_expert(int experts) const { return ep_rank * local_experts(experts); }
+  int world() const { return grid.world(); }
+  GroupInfo group(Group g) const { return grid.info(g, rank); }
+  // The routed experts this rank holds: a contiguous block, by its place in the expert group.
+  int local_experts(int experts) const { return experts / grid.ep(); }
+  int first_local_expert(int experts) const {
+    return group(Group::expert).rank * local_experts(experts);
+  }
 };
 
-// Checks world % ep == 0 (UsageError naming valid EP values otherwise) and builds the topology.
 // node/local_rank/ranks_per_node/nodes come from the caller (MPI shared-memory split or
 // --ranks-per-node).
-Topology make_topology(int world, int rank, int ep, int node, int nodes, int local_rank,
+Topology make_topology(const ParallelGrid& grid, int rank, int node, int nodes, int local_rank,
                        int ranks_per_node);
 
-// Emulated nodes: with K ranks per node, rank r is on node r / K (world % K == 0 required).
-Topology make_topology_emulated(int world, int rank, int ep, int ranks_per_node_override);
+// Emulated nodes: with K ranks per node, rank r is on node r / K (world % K == 0 required, a
+// UsageError naming the valid K otherwise).
+Topology make_topology_emulated(const ParallelGrid& grid, int rank, int ranks_per_node_override);
 
 // One process holding everything (the --verify reference, the probe, tests).
 inline Topology single_process_topology() {
   return Topology{};
 }
-
-nlohmann::json to_json(const Topology& t);
 
 // One rank's GPU as NCCL identifies it.
 struct RankGpu {

@@ -43,9 +43,11 @@ MpiRuntime::~MpiRuntime() {
   if (!finalized) MPI_Finalize();
 }
 
-Topology MpiRuntime::topology(int ep, int ranks_per_node_override) const {
+Topology MpiRuntime::topology(const ParallelGrid& grid, int ranks_per_node_override) const {
+  MB_CHECK(grid.world() == size_,
+           "a parallel grid of " << grid.world() << " ranks in a world of " << size_);
   if (ranks_per_node_override > 0) {
-    return make_topology_emulated(size_, rank_, ep, ranks_per_node_override);
+    return make_topology_emulated(grid, rank_, ranks_per_node_override);
   }
   MPI_Comm node_comm = MPI_COMM_NULL;
   check_mpi(
@@ -69,7 +71,7 @@ Topology MpiRuntime::topology(int ep, int ranks_per_node_override) const {
   const int rc = MPI_Bcast(node_info, 2, MPI_INT, 0, node_comm);
   MPI_Comm_free(&node_comm);
   check_mpi(rc, "MPI_Bcast");
-  return make_topology(size_, rank_, ep, node_info[0], node_info[1], local_rank, local_size);
+  return make_topology(grid, rank_, node_info[0], node_info[1], local_rank, local_size);
 }
 
 std::vector<std::string> MpiRuntime::all_hosts() const {

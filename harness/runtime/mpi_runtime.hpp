@@ -26,8 +26,9 @@ class MpiRuntime {
   const std::string& host() const { return host_; }
   MPI_Comm world() const { return MPI_COMM_WORLD; }
 
-  // The node layout from MPI_Comm_split_type(SHARED), or emulated with K ranks per node.
-  Topology topology(int ep, int ranks_per_node_override) const;
+  // This rank's place in `grid` (of this world's size), with the node layout from
+  // MPI_Comm_split_type(SHARED), or emulated with K ranks per node.
+  Topology topology(const ParallelGrid& grid, int ranks_per_node_override) const;
 
   // Host names of every rank, in rank order (on every rank).
   std::vector<std::string> all_hosts() const;

@@ -21,7 +21,7 @@ struct Reference {
 };
 
 Reference run_reference(const RunConfig& config, Compute& compute) {
-  const RunConfig ref = reference_config(config);
+  const RunConfig ref = single_process_reference(config);
   const Topology one = single_process_topology();
   // One process: every collective is local, so the mpi backend serves (staged on a device).
   auto comm = make_communicator("mpi", MPI_COMM_SELF, one, compute, kDefaultCommTimeoutS);
@@ -43,7 +43,8 @@ std::vector<float> expected_expert_range(const RunConfig& config, const Topology
                                          const std::vector<float>& ref_grads, std::int64_t first,
                                          std::int64_t count) {
   const ParamLayout local = make_param_layout(config, topo);
-  const ParamLayout ref = make_param_layout(reference_config(config), single_process_topology());
+  const ParamLayout ref =
+      make_param_layout(single_process_reference(config), single_process_topology());
   std::map<std::tuple<int, int, int>, std::int64_t> ref_offset;
   for (const ParamInfo& p : ref.infos) {
     if (p.group == ParamGroup::expert) {
@@ -64,18 +65,6 @@ std::vector<float> expected_expert_range(const RunConfig& config, const Topology
   return out;
 }
 }  // namespace
-
-RunConfig reference_config(const RunConfig& distributed) {
-  RunConfig ref = distributed;
-  ref.workload.micro_batch = distributed.workload.micro_batch * distributed.layout.world;
-  ref.layout.world = 1;
-  ref.layout.ep = 1;
-  ref.layout.ranks_per_node = 0;
-  ref.grad_reduce = GradReduce::allreduce;
-  ref.optimizer = Optimizer::none;
-  ref.test_corrupt_dispatch_rank = -1;
-  return ref;
-}
 
 VerificationResult verify_step(const RunConfig& config, const Topology& topo,
                                const MpiRuntime& runtime, Compute& compute,
@@ -104,7 +93,7 @@ VerificationResult verify_step(const RunConfig& config, const Topology& topo,
   result.reference = "single process on rank 0 (world 1, ep 1, all " +
                      std::to_string(config.model.n_routed_experts) +
                      " experts, the global batch of " +
-                     std::to_string(config.layout.world * config.workload.micro_batch) +
+                     std::to_string(config.layout.dp() * config.workload.micro_batch) +
                      " sequences), same compute backend";
   const VerifyTolerance tol =
       verify_tolerance(compute.activation_dtype(), compute.linear_precision());
@@ -113,7 +102,8 @@ VerificationResult verify_step(const RunConfig& config, const Topology& topo,
   result.tolerance_reason = tol.reason;
 
   const std::int64_t n = step.tokens() * config.model.hidden_size;
-  const std::size_t first_row = static_cast<std::size_t>(topo.rank * n);
+  // This rank's sequences in the global batch: its data-parallel rank's.
+  const std::size_t first_row = static_cast<std::size_t>(topo.group(Group::data).rank * n);
   auto slice = [&](const std::vector<float>& v, std::size_t first, std::size_t count) {
     return std::span<const float>(v).subspan(first, count);
   };

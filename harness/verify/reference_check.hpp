@@ -10,9 +10,6 @@
 
 namespace moebench {
 
-// The configuration of the single-process reference for a distributed run.
-RunConfig reference_config(const RunConfig& distributed);
-
 // Collective over all ranks; call after `step.run()` of the step to check.
 VerificationResult verify_step(const RunConfig& config, const Topology& topo,
                                const MpiRuntime& runtime, Compute& compute,

@@ -103,18 +103,19 @@ Routing recompute_routing(const RunConfig& c, const Topology& topo, MPI_Comm exp
   const std::vector<float> scores(static_cast<std::size_t>(rp.experts), 0.5f);
   std::vector<std::int32_t> idx(static_cast<std::size_t>(n * rp.top_k));
   std::vector<float> weights(static_cast<std::size_t>(rp.top_k));
-  const std::int64_t first_token = static_cast<std::int64_t>(topo.rank) * n;  // as the step's
+  // As the step's: the tokens of this rank's place in the data-parallel group.
+  const std::int64_t first_token = static_cast<std::int64_t>(topo.group(Group::data).rank) * n;
   for (std::int64_t t = 0; t < n; ++t) {
     route_token(rp, scores.data(), nullptr, static_cast<std::uint64_t>(first_token + t),
                 idx.data() + t * rp.top_k, weights.data());
   }
   Routing r;
-  r.plan = make_dispatch_plan(idx, n, rp.top_k, rp.experts, topo.ep);
+  r.plan = make_dispatch_plan(idx, n, rp.top_k, rp.experts, topo.grid.ep());
   std::vector<std::int64_t> recv(r.plan.send_expert_rows.size());
   check_mpi(MPI_Alltoall(r.plan.send_expert_rows.data(), local_experts, MPI_INT64_T, recv.data(),
                          local_experts, MPI_INT64_T, expert_comm),
             "MPI_Alltoall");
-  r.layout = make_expert_layout(recv, topo.ep, local_experts);
+  r.layout = make_expert_layout(recv, topo.grid.ep(), local_experts);
   return r;
 }
 
@@ -447,14 +448,16 @@ void check_close(double phase, double replay, const char* what) {
 
 void run_bench(const PhaseBenchOptions& b, MpiRuntime& rt) {
   const RunConfig c = make_config(b, rt.size());
-  const Topology topo = rt.topology(c.layout.ep, 0);
+  const Topology topo = rt.topology(c.layout.grid(), 0);
   CpuCompute compute(c.blas_threads);
   auto comm = make_mpi_communicator(rt.world(), topo);
   TrainingStep step(c, topo, compute, *comm);
   step.initialize();
 
   MPI_Comm expert_comm = MPI_COMM_NULL;
-  check_mpi(MPI_Comm_split(rt.world(), topo.ep_group, topo.rank, &expert_comm), "MPI_Comm_split");
+  check_mpi(MPI_Comm_split(rt.world(), topo.grid.group_index(Group::expert, topo.rank),
+                           topo.group(Group::expert).rank, &expert_comm),
+            "MPI_Comm_split");
   const int local_experts = topo.local_experts(static_cast<int>(c.model.n_routed_experts));
   const Routing routing = recompute_routing(c, topo, expert_comm, local_experts);
   ExpertsReplay experts(compute, c, routing.layout);
@@ -528,7 +531,7 @@ void run_bench(const PhaseBenchOptions& b, MpiRuntime& rt) {
   std::printf(
       "# world %d, ep %d, %d local experts; rank 0: %lld expert rows (%lld for expert 0), "
       "%lld rows sent; attention %s, routing %s, BLAS threads %d\n",
-      topo.world, topo.ep, local_experts, static_cast<long long>(lay.total_rows),
+      topo.world(), topo.grid.ep(), local_experts, static_cast<long long>(lay.total_rows),
       static_cast<long long>(lay.expert_rows.empty() ? 0 : lay.expert_rows[0]),
       static_cast<long long>(routing.plan.row_token.size()), c.workload.attention ? "on" : "off",
       to_string(c.workload.routing).c_str(), c.blas_threads);

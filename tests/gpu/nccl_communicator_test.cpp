@@ -207,7 +207,7 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "nccl";
   const int ep = argc > 2 ? std::atoi(argv[2]) : 1;
   try {
-    const mb::Topology topo = rt.topology(ep, 0);
+    const mb::Topology topo = rt.topology(mb::ParallelGrid(rt.size(), {1, 1, ep, 1}), 0);
     auto compute = mb::make_compute("cuda", topo.local_rank, 1);
     if (mode == "shared-gpu") {
       std::string message = "(none)";
@@ -232,9 +232,11 @@ int main(int argc, char** argv) {
         }
       }
       for (mb::DType type : {mb::DType::bf16, mb::DType::f32}) {
-        for (mb::CommLane lane : {mb::CommLane::critical, mb::CommLane::background}) {
+        for (mb::CommLane lane :
+             {mb::CommLane::critical, mb::CommLane::background, mb::CommLane::pipeline}) {
           for (mb::Group g : {mb::Group::world, mb::Group::expert, mb::Group::expert_data}) {
             mb::test::test_started_forms(*comm, *compute, g, topo, type, lane, ck);
+            mb::test::test_p2p(*comm, *compute, g, type, lane, ck);
           }
         }
         mb::test::test_in_flight(*comm, *compute, type, ck);

@@ -26,18 +26,42 @@ struct Checker {
   }
 };
 
-// World ranks of the members of this rank's group, in group-rank order.
+// World ranks of the members of this rank's group, in group-rank order, from the layout's rules
+// written out here (tp = cp = 1; pipeline stages of world / pp consecutive ranks, EP consecutive
+// ranks inside a stage), not from the grid under test. Empty where the rank is in none.
 inline std::vector<int> members(Group g, const Topology& t) {
+  const int world = t.world(), pp = t.grid.pp(), ep = t.grid.ep(), r = t.rank;
+  const int stage_size = world / pp, stage = r / stage_size, local = r % stage_size;
   std::vector<int> m;
   switch (g) {
     case Group::world:
-      for (int r = 0; r < t.world; ++r) m.push_back(r);
+      for (int j = 0; j < world; ++j) m.push_back(j);
+      break;
+    case Group::tensor:
+    case Group::context:
+      m.push_back(r);
+      break;
+    case Group::data:
+      for (int j = 0; j < stage_size; ++j) m.push_back(stage * stage_size + j);
+      break;
+    case Group::pipeline:
+      for (int k = 0; k < pp; ++k) m.push_back(local + k * stage_size);
+      break;
+    case Group::embedding:
+      if (pp == 1) {
+        m.push_back(r);
+      } else if (stage == 0 || stage == pp - 1) {
+        m = {local, local + (pp - 1) * stage_size};
+      }
       break;
     case Group::expert:
-      for (int j = 0; j < t.ep; ++j) m.push_back(t.ep_group * t.ep + j);
+      for (int j = 0; j < ep; ++j) m.push_back(stage * stage_size + local / ep * ep + j);
       break;
     case Group::expert_data:
-      for (int j = 0; j < t.edp; ++j) m.push_back(t.ep_rank + j * t.ep);
+      for (int j = 0; j < stage_size / ep; ++j)
+        m.push_back(stage * stage_size + local % ep + j * ep);
+      break;
+    case Group::count:
       break;
   }
   return m;

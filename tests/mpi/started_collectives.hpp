@@ -1,5 +1,6 @@
-// The non-blocking collectives (Communicator::start_*), checked the same way on every backend:
-// the mpi test runs them on cpu-backend (host) tensors, the nccl test on cuda-backend tensors.
+// The non-blocking collectives (Communicator::start_*) and the batched point-to-point transfers,
+// checked the same way on every backend: the mpi test runs them on cpu-backend (host) tensors,
+// the nccl test on cuda-backend tensors.
 // Buffers go through the compute backend's alloc/upload/download, so one body serves both.
 // Values are integers below 256 whose sums stay below 256 for up to 8 ranks, exact in BF16 and
 // FP32, so every check is ==.
@@ -17,10 +18,6 @@
 #include "tests/mpi/comm_test_support.hpp"
 
 namespace moebench::test {
-
-inline const char* lane_name(CommLane lane) {
-  return lane == CommLane::critical ? "critical" : "background";
-}
 
 // Rows and values of one all-to-all in group g, seen from group rank `me` of n: send blocks
 // packed from row 0, receive blocks each after a gap row that must stay untouched.
@@ -247,6 +244,58 @@ inline void test_in_flight(Communicator& comm, Compute& compute, DType type, Che
   ck.check(throws_runtime_error([&] { (void)comm.busy_time_s(world_sum); }),
            name + "a request is forgotten by clear_requests");
   comm.clear_requests();  // nothing to forget: harmless
+}
+
+// Batched point-to-point in group g, blocking and started on `lane`: each rank sends two blocks
+// of different sizes to the next group rank and receives two from the previous one (with two
+// ranks, both to and from the same peer), so the transfers must match in list order.
+inline void test_p2p(Communicator& comm, Compute& compute, Group g, DType type, CommLane lane,
+                     Checker& ck) {
+  const std::string name = std::string("batch_p2p ") + group_name(g) + " " + dtype_name(type) +
+                           " " + lane_name(lane) + ": ";
+  const GroupInfo gi = comm.info(g);
+  const int n = gi.size, me = gi.rank;
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
+  Buffers dev(compute, type);
+  // Block b (rows b + 1... of 3 columns) from group rank s, in round k.
+  auto block = [](int s, int b, int k) {
+    std::vector<float> v(static_cast<std::size_t>((2 - b) * 3));
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      v[i] = static_cast<float>((s * 31 + b * 17 + k * 7 + static_cast<int>(i)) % 251);
+    }
+    return v;
+  };
+  comm.clear_requests();
+  CommRequest started = -1;
+  for (int k = 0; k < 2; ++k) {
+    Tensor a = dev.put(block(me, 0, k), 2, 3);
+    Tensor b = dev.put(block(me, 1, k), 1, 3);
+    Tensor x = dev.put(std::vector<float>(6, -1.0f), 2, 3);
+    Tensor y = dev.put(std::vector<float>(3, -1.0f), 1, 3);
+    const std::vector<P2POp> ops = {{P2POp::Kind::send, next, a},
+                                    {P2POp::Kind::recv, prev, x},
+                                    {P2POp::Kind::send, next, b},
+                                    {P2POp::Kind::recv, prev, y}};
+    if (k == 0) {
+      comm.batch_p2p(g, ops);
+    } else {
+      started = comm.start_batch_p2p(g, ops, lane);
+      comm.wait(started);
+      comm.synchronize();
+    }
+    const char* form = k == 0 ? "blocking" : "started";
+    ck.check(dev.get(x) == block(prev, 0, k) && dev.get(y) == block(prev, 1, k),
+             name + form + " transfers land, matched in list order");
+  }
+  ck.check(started == 0 && busy_ok(comm, started), name + "busy_time_s finite and >= 0");
+  comm.clear_requests();
+  Tensor t = dev.put(std::vector<float>(3, 0.0f), 1, 3);
+  const std::vector<P2POp> bad = {{P2POp::Kind::send, n, t}};
+  ck.check(throws_runtime_error([&] { comm.batch_p2p(g, bad); }),
+           name + "a peer outside the group is refused");
+  const std::vector<P2POp> overlap = {{P2POp::Kind::recv, prev, t}, {P2POp::Kind::send, next, t}};
+  ck.check(throws_runtime_error([&] { comm.batch_p2p(g, overlap); }),
+           name + "a receive overlapping another buffer is refused");
 }
 
 }  // namespace moebench::test

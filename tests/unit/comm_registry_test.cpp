@@ -1,5 +1,5 @@
-// Which communication backend serves which compute backend, the refusal of a shared GPU under
-// nccl, and the factory's choice between the direct and the staged mpi path.
+// Which communication backend serves which compute backend, and the factory's choice between the
+// direct and the staged mpi path.
 #include "harness/backends/registry/registry.hpp"
 
 #include <doctest/doctest.h>
@@ -31,18 +31,6 @@ TEST_CASE("check_comm_backend: mpi serves every backend, nccl only cuda, others 
     CHECK_THROWS_WITH_AS(check_comm_backend("nccl", "cpu"),
                          doctest::Contains("not built into this binary"), UsageError);
   }
-}
-
-TEST_CASE("shared_gpu_problem names the first two ranks on one GPU of one host") {
-  CHECK(shared_gpu_problem({}).empty());
-  // The same bus id on two hosts is two GPUs.
-  CHECK(shared_gpu_problem({{"a", "0000:19:00.0"}, {"b", "0000:19:00.0"}, {"a", "0000:3b:00.0"}})
-            .empty());
-  const std::string m = shared_gpu_problem(
-      {{"a", "0000:19:00.0"}, {"a", "0000:3b:00.0"}, {"b", "0000:19:00.0"}, {"a", "0000:3b:00.0"}});
-  CHECK(m ==
-        "--comm nccl needs one GPU per rank: ranks 1 and 3 on host a share GPU 0000:3b:00.0; use "
-        "--comm mpi to share a GPU (staged through host memory)");
 }
 
 // A cpu backend that says its memory is not host memory: the factory must stage it.

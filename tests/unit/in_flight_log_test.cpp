@@ -30,7 +30,9 @@ constexpr int kBackground = 1;
 TEST_CASE("in-flight log: lanes and names") {
   CHECK(InFlightLog::lane_index(CommLane::critical) == kCritical);
   CHECK(InFlightLog::lane_index(CommLane::background) == kBackground);
+  CHECK(InFlightLog::lane_index(CommLane::pipeline) == 2);
   CHECK(std::string(InFlightLog::lane_name(kBackground)) == "background");
+  CHECK(std::string(InFlightLog::lane_name(2)) == "pipeline");
 }
 
 TEST_CASE("in-flight log: requests are numbered from 0, blocking calls get none") {
@@ -43,7 +45,7 @@ TEST_CASE("in-flight log: requests are numbered from 0, blocking calls get none"
   CHECK(log.description(0, "t") == "allreduce_sum in the world group");
   CHECK_THROWS_AS(log.end_event(2, "wait"), RuntimeError);
   CHECK_THROWS_AS(log.end_event(-1, "wait"), RuntimeError);
-  CHECK_THROWS_AS(log.add(2, "x", nullptr, ev(6), false), RuntimeError);
+  CHECK_THROWS_AS(log.add(InFlightLog::kLanes, "x", nullptr, ev(6), false), RuntimeError);
 }
 
 TEST_CASE("in-flight log: the oldest running collective over both lanes is blamed") {

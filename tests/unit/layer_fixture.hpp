@@ -74,6 +74,11 @@ inline Topology one_rank() {
   return single_process_topology();
 }
 
+// Rank `rank` of a world of `world` ranks on one node, with EP `ep` and `pp` pipeline stages.
+inline Topology rank_of(int world, int rank, int ep, int pp = 1) {
+  return make_topology(ParallelGrid(world, GridShape{1, 1, ep, pp}), rank, 0, 1, rank, world);
+}
+
 // Everything a layer needs, for one process. Weights are initialised from the config's seed.
 struct Harness {
   explicit Harness(const RunConfig& c)

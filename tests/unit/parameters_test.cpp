@@ -94,7 +94,7 @@ TEST_CASE("make_param_layout: q_lora_rank null, attention off, no shared expert"
 TEST_CASE("make_param_layout: with EP the expert group holds only the local experts") {
   const RunConfig c = tiny_run(2, 1);
   // World 4, EP 2: rank 1 is EP rank 1 and holds experts 4..7.
-  const Topology t = make_topology(4, 1, 2, 0, 1, 1, 4);
+  const Topology t = rank_of(4, 1, 2);
   const ParamLayout l = make_param_layout(c, t);
   CHECK(l.numel[0] == kDenseLayer + kMoeLayerDense);  // dense parameters are replicated
   CHECK(l.numel[1] == 4 * kExpert);
@@ -113,7 +113,7 @@ TEST_CASE("ParamStore pads each flat buffer to a multiple of its reducing group"
   auto compute = make_compute("cpu", 0, 1);
   {
     // World 10, EP 2: dense reduced over 10 ranks, experts over EDP 5.
-    const Topology t = make_topology(10, 3, 2, 0, 1, 3, 10);
+    const Topology t = rank_of(10, 3, 2);
     ParamStore s(*compute, c, t);
     CHECK(s.numel(ParamGroup::dense) == 2332);
     CHECK(s.padded_numel(ParamGroup::dense) == 2340);
@@ -131,6 +131,17 @@ TEST_CASE("ParamStore pads each flat buffer to a multiple of its reducing group"
     std::vector<float> e(1540);
     compute->download(s.flat_params(ParamGroup::expert), e.data());
     for (std::size_t i = 1536; i < e.size(); ++i) CHECK(e[i] == 0.0f);
+  }
+  {
+    // World 12 in 2 pipeline stages, EP 2: dense reduced over the 6 data-parallel ranks of a
+    // stage, experts over EDP 3, not over the world.
+    const Topology t = rank_of(12, 7, 2, 2);
+    REQUIRE(t.group(Group::data).size == 6);
+    REQUIRE(t.group(Group::expert_data).size == 3);
+    ParamStore s(*compute, c, t);
+    CHECK(s.padded_numel(ParamGroup::dense) == 2334);   // 2332 -> a multiple of 6
+    CHECK(s.padded_numel(ParamGroup::expert) == 1536);  // already a multiple of 3
+    CHECK(s.first_expert() == 4);                       // expert rank 1 of its group
   }
   {
     // A dense-only stack still has a (padded, non-empty) expert buffer.
@@ -231,7 +242,7 @@ TEST_CASE("An expert's weights are the same on a 1-rank and an EP-2 layout") {
   const RunConfig c = tiny_run(2, 1);
   auto compute = make_compute("cpu", 0, 1);
   ParamStore whole(*compute, c, one_rank());
-  ParamStore part(*compute, c, make_topology(4, 1, 2, 0, 1, 1, 4));  // experts 4..7
+  ParamStore part(*compute, c, rank_of(4, 1, 2));  // experts 4..7
   whole.initialize(3);
   part.initialize(3);
   REQUIRE(part.first_expert() == 4);

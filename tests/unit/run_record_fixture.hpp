@@ -49,9 +49,7 @@ inline RunRecord sample_run_record() {
   r.config.workload.dense_layers = 1;
   r.config.layout.world = 4;
   r.config.layout.ep = 2;
-  r.topology.world = 4;
-  r.topology.ep = 2;
-  r.topology.edp = 2;
+  r.topology.grid = ParallelGrid(4, GridShape{1, 1, 2, 1});
   r.topology.ranks_per_node = 4;
 
   r.full_model.scope = "full_model";

@@ -96,15 +96,18 @@ bool row_is(const Mat& m, std::int64_t r, float base) {
 // what this one sends), recording what it was handed.
 class TwoRankHost final : public Communicator {
  public:
+  TwoRankHost()
+      : Communicator(make_topology(ParallelGrid(2, GridShape{1, 1, 2, 1}), 0, 0, 1, 0, 2)) {}
   std::string name() const override { return "two-rank"; }
-  GroupInfo info(Group) const override { return GroupInfo{0, 2}; }
-  std::vector<std::int64_t> alltoall_counts(Group, std::span<const std::int64_t> send) override {
+
+ protected:
+  std::vector<std::int64_t> do_alltoall_counts(Group, std::span<const std::int64_t> send) override {
     return {send.begin(), send.end()};
   }
-  void alltoallv(Group, Mat send, std::span<const std::int64_t> send_rows,
-                 std::span<const std::int64_t> send_offsets, Mat recv,
-                 std::span<const std::int64_t> recv_rows,
-                 std::span<const std::int64_t> recv_offsets) override {
+  void do_alltoallv(Group, Mat send, std::span<const std::int64_t> send_rows,
+                    std::span<const std::int64_t> send_offsets, Mat recv,
+                    std::span<const std::int64_t> recv_rows,
+                    std::span<const std::int64_t> recv_offsets) override {
     host_views_ok = send.dtype == DType::f32 && recv.dtype == DType::f32 && send.contiguous() &&
                     recv.contiguous();
     for (int peer = 0; peer < 2; ++peer) {
@@ -116,20 +119,37 @@ class TwoRankHost final : public Communicator {
       }
     }
   }
-  void allreduce_sum(Group, Mat buf) override {
+  void do_allreduce_sum(Group, Mat buf) override {
     host_views_ok = buf.dtype == DType::f32 && buf.contiguous();
     for (std::int64_t i = 0; i < buf.numel(); ++i) buf.as<float>()[i] *= 2.0f;
   }
-  void reduce_scatter_sum(Group, Mat buf, Mat shard) override {
+  void do_reduce_scatter_sum(Group, Mat buf, Mat shard) override {
     for (std::int64_t i = 0; i < shard.numel(); ++i) shard.as<float>()[i] = 2 * buf.as<float>()[i];
   }
-  void allgather(Group, Mat shard, Mat buf) override {
+  void do_allgather(Group, Mat shard, Mat buf) override {
     for (std::int64_t i = 0; i < buf.numel(); ++i) {
       buf.as<float>()[i] = shard.as<float>()[i % shard.numel()];
     }
   }
-  void barrier(Group) override { ++barriers; }
-  void synchronize() override { ++syncs; }
+  // The peer sends back what it receives, plus 100.
+  void do_batch_p2p(Group, std::span<const P2POp> ops) override {
+    const P2POp* send = nullptr;
+    for (const P2POp& op : ops) {
+      host_views_ok = op.buf.dtype == DType::f32 && op.buf.contiguous();
+      if (op.kind == P2POp::Kind::send) send = &op;
+    }
+    for (const P2POp& op : ops) {
+      if (op.kind != P2POp::Kind::recv) continue;
+      REQUIRE(send != nullptr);
+      for (std::int64_t i = 0; i < op.buf.numel(); ++i) {
+        op.buf.as<float>()[i] = send->buf.as<float>()[i] + 100.0f;
+      }
+    }
+  }
+  void do_barrier(Group) override { ++barriers; }
+  void do_synchronize() override { ++syncs; }
+
+ public:
   int barriers = 0;
   bool host_views_ok = false;
   int syncs = 0;
@@ -158,11 +178,16 @@ TEST_CASE("staged alltoallv on MPI_COMM_SELF moves the rows and leaves the other
   FakeDevice dev;
   Tensor send = dev.alloc(4, 3);
   fill_rows(send, 0.0f);
-  // A strided receive view (ld 5 of a 6 x 5 tensor): the host side is contiguous regardless.
-  Tensor recv_storage = dev.alloc(6, 5);
-  const Mat recv = recv_storage.view().col_slice(0, 3);
+  Tensor recv_storage = dev.alloc(6, 3);
+  const Mat recv = recv_storage.view();
   fill_rows(recv, 100.0f);
   auto staged = make_staged_communicator(make_mpi_communicator(MPI_COMM_SELF, kOne), dev);
+  // A strided view is refused by the interface, whatever the backend would do with it.
+  Tensor wide = dev.alloc(6, 5);
+  const std::vector<std::int64_t> none = {0};
+  CHECK_THROWS_WITH_AS(
+      staged->alltoallv(Group::expert, send, none, none, wide.view().col_slice(0, 3), none, none),
+      doctest::Contains("is strided"), RuntimeError);
   const std::vector<std::int64_t> rows = {2}, send_off = {1}, recv_off = {3};
   staged->alltoallv(Group::expert, send, rows, send_off, recv, rows, recv_off);
   CHECK(row_is(recv, 3, 10.0f));  // send row 1
@@ -227,6 +252,18 @@ TEST_CASE("staged results come back from the host communicator, merged ranges in
   CHECK(row_is(recv, 0, 60.0f));
   CHECK(row_is(recv, 5, 10.0f));
   for (std::int64_t r : {2, 3, 4}) CHECK(row_is(recv, r, 150.0f + 10.0f * r));
+
+  // Point-to-point: the send goes down staged, the receive comes back up.
+  Tensor out = dev.alloc(2, 2);
+  fill_rows(out, 1.0f);
+  Tensor in = dev.alloc(2, 2);
+  fill_rows(in, 0.0f);
+  h->host_views_ok = false;
+  const std::vector<P2POp> ops = {{P2POp::Kind::send, 1, out}, {P2POp::Kind::recv, 1, in}};
+  staged->batch_p2p(Group::world, ops);
+  CHECK(h->host_views_ok);
+  CHECK(row_is(in, 0, 101.0f));
+  CHECK(row_is(in, 1, 111.0f));
 
   staged->synchronize();
   CHECK(h->syncs == 1);

@@ -169,7 +169,7 @@ StackAccounting account_instantiated(const RunConfig& c) {
   a.flops_per_token_torchtitan =
       6.0 * static_cast<double>(a.active_params) +
       (w.attention ? torchtitan_attention_flops(m, w.layers, w.seq_len) : 0.0);
-  a.tokens_per_step = static_cast<double>(c.layout.world) * static_cast<double>(w.micro_batch) *
+  a.tokens_per_step = static_cast<double>(c.layout.dp()) * static_cast<double>(w.micro_batch) *
                       static_cast<double>(w.seq_len);
   a.flops_per_step = a.flops_per_token * a.tokens_per_step;
   return a;
@@ -221,7 +221,7 @@ MemoryEstimate estimate_memory(const RunConfig& c, std::size_t bytes_per_element
     // ZeRO-1 shards them over the ranks that reduce each part.
     const double per_param = 2.0 * 4.0 + (bytes_per_element < 4 ? 4.0 : 0.0);
     const bool zero1 = c.grad_reduce == GradReduce::reduce_scatter;
-    const double dense_shard = zero1 ? static_cast<double>(c.layout.world) : 1.0;
+    const double dense_shard = zero1 ? static_cast<double>(c.layout.dp()) : 1.0;
     const double expert_shard = zero1 ? static_cast<double>(c.layout.edp()) : 1.0;
     e.optimizer = per_param * (static_cast<double>(sp.dense) / dense_shard +
                                static_cast<double>(sp.local_experts) / expert_shard);
@@ -266,11 +266,15 @@ MemoryEstimate estimate_memory(const RunConfig& c, std::size_t bytes_per_element
 }
 
 MemoryEstimate estimate_reference_memory(const RunConfig& c, std::size_t bytes_per_element) {
-  RunConfig ref = c;
-  ref.workload.micro_batch = c.workload.micro_batch * c.layout.world;
-  ref.layout.world = 1;
-  ref.layout.ep = 1;
-  return estimate_memory(ref, bytes_per_element);
+  return estimate_memory(single_process_reference(c), bytes_per_element);
+}
+
+nlohmann::json to_json(const CollectiveBytes& b) {
+  return nlohmann::json{{"dispatch", b.dispatch},
+                        {"combine", b.combine},
+                        {"dense_grad_reduce", b.dense_grad_reduce},
+                        {"expert_grad_reduce", b.expert_grad_reduce},
+                        {"param_allgather", b.param_allgather}};
 }
 
 nlohmann::json to_json(const StackAccounting& a) {

@@ -81,6 +81,7 @@ MemoryEstimate estimate_memory(const RunConfig& c, std::size_t bytes_per_element
 MemoryEstimate estimate_reference_memory(const RunConfig& c, std::size_t bytes_per_element);
 
 nlohmann::json to_json(const StackAccounting& a);
+nlohmann::json to_json(const CollectiveBytes& b);
 nlohmann::json to_json(const MemoryEstimate& m);
 
 }  // namespace moebench

@@ -87,6 +87,16 @@ std::int64_t default_dense_layers(const ModelConfig& m, std::int64_t layers) {
                       static_cast<double>(m.num_hidden_layers));
 }
 
+RunConfig single_process_reference(const RunConfig& distributed) {
+  RunConfig ref = distributed;
+  ref.workload.micro_batch = distributed.workload.micro_batch * distributed.layout.dp();
+  ref.layout = ParallelLayout{};
+  ref.grad_reduce = GradReduce::allreduce;
+  ref.optimizer = Optimizer::none;
+  ref.test_corrupt_dispatch_rank = -1;
+  return ref;
+}
+
 void validate(const RunConfig& c) {
   validate(c.model, c.model.name);
   const Workload& w = c.workload;
@@ -118,17 +128,13 @@ void validate(const RunConfig& c) {
   }
 
   if (p.world < 1) throw UsageError("the world size must be >= 1 (mpirun -np), got " + s(p.world));
-  if (p.ep < 1) throw UsageError("--ep must be >= 1, got " + s(p.ep));
-  if (p.world % p.ep != 0) {
-    throw UsageError("--ep " + s(p.ep) + " does not divide the " + s(p.world) +
-                     (p.world == 1 ? " rank" : " ranks") +
-                     "; valid: " + join(common_divisors(p.world, {p.world})));
-  }
+  const ParallelGrid grid = p.grid();  // UsageError when a size does not fit the world
   const std::int64_t experts = c.model.n_routed_experts;
   if (experts % p.ep != 0) {
-    throw UsageError("--ep " + s(p.ep) + " does not divide the " + s(experts) +
-                     " routed experts of " + c.model.name + "; valid with " + s(p.world) +
-                     " ranks: " + join(common_divisors(p.world, {p.world, experts})));
+    throw UsageError(
+        "--ep " + s(p.ep) + " does not divide the " + s(experts) + " routed experts of " +
+        c.model.name + "; valid with " + s(p.world) +
+        " ranks: " + join(common_divisors(p.world / grid.pp(), {p.world / grid.pp(), experts})));
   }
   if (c.test_corrupt_dispatch_rank >= p.world) {
     throw UsageError("--test-corrupt-dispatch " + s(c.test_corrupt_dispatch_rank) +
@@ -182,7 +188,9 @@ nlohmann::json to_json(const ParallelLayout& p) {
   j["ep"] = p.ep;
   j["dp"] = p.dp();
   j["edp"] = p.edp();
+  j["pp"] = p.pp;
   j["ranks_per_node"] = p.ranks_per_node;
+  j["grid"] = to_json(p.grid());
   return j;
 }
 

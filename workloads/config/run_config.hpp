@@ -7,6 +7,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "harness/parallel/grid.hpp"
 #include "workloads/config/model_config.hpp"
 
 namespace moebench {
@@ -47,13 +48,17 @@ struct Workload {
   std::int64_t moe_layers() const { return layers - dense_layers; }
 };
 
+// The layout as the flags give it; grid() is the parallel grid it makes (harness/parallel).
 struct ParallelLayout {
   int world = 1;
   int ep = 1;              // expert-parallel group size (consecutive ranks)
+  int pp = 1;              // pipeline stages (1 until pipeline parallelism runs)
   int ranks_per_node = 0;  // 0: from the MPI shared-memory split
 
-  int dp() const { return world; }        // every rank holds a data-parallel replica
-  int edp() const { return world / ep; }  // ranks holding the same experts
+  // UsageError when the sizes do not fit the world (validate() says so first).
+  ParallelGrid grid() const { return ParallelGrid(world, GridShape{1, 1, ep, pp}); }
+  int dp() const { return grid().dp(); }    // ranks holding the same dense parameters
+  int edp() const { return grid().edp(); }  // ranks holding the same experts
 };
 
 struct RunConfig {
@@ -96,6 +101,10 @@ struct RunConfig {
 // The default instantiated stack for a model: all layers, with dense layers in the model's
 // proportion (rounded), so a 4-layer slice of DeepSeek-V3 is 4 MoE layers.
 std::int64_t default_dense_layers(const ModelConfig& m, std::int64_t layers);
+
+// The --verify reference of a distributed run: one process holding the whole global batch (the
+// micro-batches of every data-parallel rank) and every expert, without the optimizer step.
+RunConfig single_process_reference(const RunConfig& distributed);
 
 // Checks the workload and the layout against the model: UsageError with what would be valid.
 void validate(const RunConfig& c);

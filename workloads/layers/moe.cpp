@@ -41,7 +41,7 @@ CommRequest MoeBlock::start_alltoall(LayerContext& ctx, Phase phase, Mat send,
   const CommRequest r =
       ctx.track(phase, ctx.comm.start_alltoallv(Group::expert, send, send_rows, send_offsets, recv,
                                                 recv_rows, recv_offsets, CommLane::critical));
-  const int ep = ctx.topo.ep;
+  const int ep = ctx.comm.info(Group::expert).size;
   ctx.add_bytes(phase, static_cast<double>(send.rows) * send.cols * dtype_size(send.dtype),
                 bus_bandwidth_factor(CollectiveKind::alltoall, ep), ep);
   return r;
@@ -73,7 +73,8 @@ void MoeBlock::forward(LayerContext& ctx, int layer, Mat xn, Mat y) {
     ctx.comm.synchronize();
     std::vector<std::int32_t> idx(static_cast<std::size_t>(n * k));
     c.download_i32(indices_.view().row_slice(0, n), idx.data());
-    plan_ = make_dispatch_plan(idx, n, static_cast<int>(k), static_cast<int>(E), ctx.topo.ep);
+    plan_ = make_dispatch_plan(idx, n, static_cast<int>(k), static_cast<int>(E),
+                               ctx.comm.info(Group::expert).size);
   }
 
   {
@@ -92,7 +93,8 @@ void MoeBlock::forward(LayerContext& ctx, int layer, Mat xn, Mat y) {
     recv_expert_rows = ctx.comm.alltoall_counts(Group::expert, plan_.send_expert_rows);
     ctx.sample.busy_s[static_cast<std::size_t>(Phase::dispatch)] += seconds_since(start);
   }
-  layout_ = make_expert_layout(recv_expert_rows, ctx.topo.ep, ctx.params.local_experts());
+  layout_ = make_expert_layout(recv_expert_rows, ctx.comm.info(Group::expert).size,
+                               ctx.params.local_experts());
   const std::int64_t r = layout_.total_rows;
   Mat recv = ensure_rows(c, recv_, r, h);
   const CommRequest dispatch =

@@ -121,7 +121,9 @@ ParamStore::ParamStore(Compute& compute, const RunConfig& config, const Topology
     }
   }
 
-  const std::int64_t group_size[2] = {topo.world, topo.edp};
+  // Padded to the size of the group each buffer is reduced over, so ZeRO-1 shards are equal.
+  const std::int64_t group_size[2] = {topo.group(Group::data).size,
+                                      topo.group(Group::expert_data).size};
   for (int g = 0; g < 2; ++g) {
     numel_[g] = layout.numel[g];
     padded_[g] = round_up(std::max<std::int64_t>(numel_[g], 1), group_size[g]);

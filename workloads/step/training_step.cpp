@@ -18,7 +18,7 @@ std::uint64_t output_grad_stream(std::uint64_t sequence) {
 }
 
 Group reduce_group(ParamGroup g) {
-  return g == ParamGroup::dense ? Group::world : Group::expert_data;
+  return g == ParamGroup::dense ? Group::data : Group::expert_data;
 }
 }  // namespace
 
@@ -73,9 +73,9 @@ TrainingStep::TrainingStep(const RunConfig& config, const Topology& topo, Comput
 void TrainingStep::initialize() {
   params_.initialize(config_.seed);
   const std::int64_t seq = config_.workload.seq_len;
-  // Sequence s of the global batch: rank r holds sequences [r * mb, (r + 1) * mb).
+  // Sequence s of the global batch: data-parallel rank d holds sequences [d * mb, (d + 1) * mb).
   const std::int64_t first_seq =
-      static_cast<std::int64_t>(topo_.rank) * config_.workload.micro_batch;
+      static_cast<std::int64_t>(topo_.group(Group::data).rank) * config_.workload.micro_batch;
   for (std::int64_t b = 0; b < config_.workload.micro_batch; ++b) {
     const auto s = static_cast<std::uint64_t>(first_seq + b);
     compute_.fill_random(acts_[0].view().row_slice(b * seq, seq), config_.seed, input_stream(s),
@@ -113,7 +113,7 @@ StepSample TrainingStep::run(bool corrupt_dispatch) {
   bucket_requests_.clear();
   LayerContext ctx{compute_, comm_, timer_, sample, config_, topo_, params_};
   ctx.tokens = tokens_;
-  ctx.first_token = static_cast<std::int64_t>(topo_.rank) * tokens_;
+  ctx.first_token = static_cast<std::int64_t>(topo_.group(Group::data).rank) * tokens_;
 
   const Clock::time_point start = Clock::now();
   {
@@ -191,7 +191,8 @@ void TrainingStep::optimizer_step(LayerContext& ctx) {
   s.beta2 = static_cast<float>(config_.adamw.beta2);
   s.eps = static_cast<float>(config_.adamw.eps);
   s.weight_decay = static_cast<float>(config_.adamw.weight_decay);
-  s.grad_scale = 1.0f / static_cast<float>(topo_.world);  // the mean over the global batch
+  // The mean over the global batch: the data-parallel replicas' sum, divided by their number.
+  s.grad_scale = 1.0f / static_cast<float>(topo_.group(Group::data).size);
   s.step = optimizer_steps_;
   const bool zero1 = config_.grad_reduce == GradReduce::reduce_scatter;
   for (ParamGroup g : {ParamGroup::dense, ParamGroup::expert}) {

@@ -17,6 +17,13 @@ CommRequest InFlightLog::add(int lane, const std::string& what, Event start, Eve
   return r;
 }
 
+bool InFlightLog::idle() const {
+  for (const std::deque<Entry>& list : lanes_) {
+    if (!list.empty()) return false;
+  }
+  return true;
+}
+
 void InFlightLog::prune(int lane, const IsDone& is_done) {
   std::deque<Entry>& list = lanes_[lane];
   while (!list.empty() && is_done(list.front().end)) {

@@ -1,5 +1,5 @@
 // The bookkeeping of a communicator whose collectives run on device streams, one per CommLane
-// (nccl): per lane, the collectives in flight in issue order, for hang reports; the started
+// (nccl): per lane, the operations in flight in issue order, for hang reports; the started
 // ones' requests; and which event handles are free for the next collective. Events are opaque
 // handles here and the caller says whether one has completed, so this is plain host code,
 // tested without a GPU.
@@ -20,9 +20,11 @@ class InFlightLog {
   using Event = void*;
   // Whether the work before an event has completed; throws on a device error.
   using IsDone = std::function<bool(Event)>;
-  static constexpr int kLanes = 2;
-  static int lane_index(CommLane lane) { return lane == CommLane::critical ? 0 : 1; }
-  static const char* lane_name(int lane) { return lane == 0 ? "critical" : "background"; }
+  static constexpr int kLanes = kCommLanes;
+  static int lane_index(CommLane lane) { return static_cast<int>(lane); }
+  static const char* lane_name(int lane) {
+    return moebench::lane_name(static_cast<CommLane>(lane));
+  }
 
   // A collective just enqueued on `lane` between `start` (null: not timed) and `end`. Returns
   // its CommRequest when `keep` (a start_* form), else -1 and its events come back to the free
@@ -31,7 +33,7 @@ class InFlightLog {
 
   // Drops the lane's completed collectives, oldest first, up to the first still running.
   void prune(int lane, const IsDone& is_done);
-  bool idle() const { return lanes_[0].empty() && lanes_[1].empty(); }
+  bool idle() const;
   // What the oldest collective still running on either lane was, "" if none: every later one
   // on its lane waits behind it.
   std::string oldest_running(const IsDone& is_done) const;

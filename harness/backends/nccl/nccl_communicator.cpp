@@ -1,29 +1,32 @@
 // The nccl communication backend. Every NCCL communicator is non-blocking, so no NCCL call can
 // hang the host: setup, enqueueing and completion are all polled against the timeout, and a
-// dead or stuck peer ends in ncclCommAbort and an error naming the collective.
+// dead or stuck peer ends in ncclCommAbort and an error naming the operation. There is one NCCL
+// communicator per group of the parallel grid, split from the world one with the grid's colours
+// and keys.
 //
-// Ordering: two communication streams, one per CommLane. The critical lane (the dispatch and
-// combine all-to-alls, every blocking call) has the device's highest stream priority; the
-// background lane (gradient buckets) the lowest, the compute stream's own, so buckets in flight
-// never take the GPU from the all-to-all the next layer waits for. A collective records an event
-// on the compute stream that its lane waits for, then a timing event, the NCCL calls and an end
-// event on the lane; wait() makes the compute stream wait for the end event (no host wait), and
-// a blocking call is a start and a wait in one (without a request number). busy_time_s() is the
-// time between the two events. Events come from a pool kept across steps.
+// Ordering: three communication streams, one per CommLane. The critical lane (the dispatch and
+// combine all-to-alls, every blocking collective) and the pipeline lane (point-to-point
+// transfers between stages) have the device's highest stream priority; the background lane
+// (gradient buckets) the lowest, the compute stream's own, so buckets in flight never take the
+// GPU from the transfer the next layer or stage waits for. An operation records an event on the
+// compute stream that its lane waits for, then a timing event, the NCCL calls and an end event on
+// the lane; wait() makes the compute stream wait for the end event (no host wait), and a blocking
+// call is a start and a wait in one (without a request number). busy_time_s() is the time between
+// the two events. Events come from a pool kept across steps.
 //
-// Two lanes mean NCCL kernels of different communicators (or of one, on two streams) may be
+// Several lanes mean NCCL kernels of different communicators (or of one, on two streams) may be
 // in flight at once. NCCL kernels block while waiting for their peers, so that is only safe
-// when every rank issues all of its collectives, over all groups and both lanes, in the same
+// when every rank issues all of its operations, over all groups and every lane, in the same
 // order: then whatever one rank's GPU runs first, its peers' GPUs have it too. The training step
 // guarantees that (every rank runs the same schedule); callers must keep it.
 //
-// Hang detection: nothing here waits on the host without polling. synchronize() polls both
-// lanes, barrier() the critical lane and the compute stream (which may be waiting for either
-// lane), each with cudaStreamQuery and ncclCommGetAsyncError against the --timeout deadline; a
-// timeout aborts the communicators and names the oldest collective still running, from the list
-// each lane keeps of what it has in flight. A host wait on the compute stream made elsewhere (a
-// download, Compute::synchronize) while a collective is in flight is not polled: callers
-// synchronize() or barrier() here first, so that a hung peer is reported rather than waited for.
+// Hang detection: nothing here waits on the host without polling. synchronize() polls every
+// lane, barrier() the critical lane and the compute stream (which may be waiting for any lane),
+// each with cudaStreamQuery and ncclCommGetAsyncError against the --timeout deadline; a timeout
+// aborts the communicators and names the oldest collective still running, from the list each lane
+// keeps of what it has in flight. A host wait on the compute stream made elsewhere (a download,
+// Compute::synchronize) while a collective is in flight is not polled: callers synchronize() or
+// barrier() here first, so that a hung peer is reported rather than waited for.
 #include "harness/backends/nccl/nccl_communicator.hpp"
 
 #include <cuda_runtime_api.h>
@@ -46,6 +49,7 @@
 #include "harness/backends/mpi/mpi_communicator.hpp"
 #include "harness/backends/nccl/in_flight_log.hpp"
 #include "harness/core/error.hpp"
+#include "harness/core/host.hpp"
 
 namespace moebench {
 
@@ -53,19 +57,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string processor_name() {
-  char name[MPI_MAX_PROCESSOR_NAME] = {};
-  int len = 0;
-  if (MPI_Get_processor_name(name, &len) != MPI_SUCCESS) return "?";
-  return std::string(name, static_cast<std::size_t>(len));
-}
-
 const char* bytes_of(const Mat& m) {
   return static_cast<const char*>(m.data);
-}
-
-std::int64_t byte_size(const Mat& m) {
-  return m.numel() * static_cast<std::int64_t>(dtype_size(m.dtype));
 }
 
 ncclDataType_t nccl_type(const Mat& m, const char* op, const char* which) {
@@ -91,7 +84,7 @@ std::size_t count(std::int64_t n) {
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(MPI_Comm world, const Topology& topo, CudaComputeApi& compute, double timeout_s)
-      : timeout_s_(timeout_s), uncaught_(std::uncaught_exceptions()) {
+      : Communicator(topo), timeout_s_(timeout_s), uncaught_(std::uncaught_exceptions()) {
     try {
       setup(world, topo, compute);
     } catch (...) {
@@ -108,59 +101,64 @@ class NcclCommunicator final : public Communicator {
     release_cuda();
   }
 
-  NcclCommunicator(const NcclCommunicator&) = delete;
-  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
-
   std::string name() const override { return "nccl"; }
-  GroupInfo info(Group g) const override { return host_->info(g); }
 
+ protected:
   // Counts are host values: they travel over the matching MPI groups, not through the device.
-  std::vector<std::int64_t> alltoall_counts(Group g, std::span<const std::int64_t> send) override {
+  std::vector<std::int64_t> do_alltoall_counts(Group g,
+                                               std::span<const std::int64_t> send) override {
     return host_->alltoall_counts(g, send);
   }
 
-  void alltoallv(Group g, Mat send, std::span<const std::int64_t> send_rows,
-                 std::span<const std::int64_t> send_offsets, Mat recv,
-                 std::span<const std::int64_t> recv_rows,
-                 std::span<const std::int64_t> recv_offsets) override {
+  void do_alltoallv(Group g, Mat send, std::span<const std::int64_t> send_rows,
+                    std::span<const std::int64_t> send_offsets, Mat recv,
+                    std::span<const std::int64_t> recv_rows,
+                    std::span<const std::int64_t> recv_offsets) override {
     enqueue_alltoallv(g, send, send_rows, send_offsets, recv, recv_rows, recv_offsets,
                       CommLane::critical, false);
   }
-  void allreduce_sum(Group g, Mat buf) override {
+  void do_allreduce_sum(Group g, Mat buf) override {
     enqueue_allreduce_sum(g, buf, CommLane::critical, false);
   }
-  void reduce_scatter_sum(Group g, Mat buf, Mat shard) override {
+  void do_reduce_scatter_sum(Group g, Mat buf, Mat shard) override {
     enqueue_reduce_scatter_sum(g, buf, shard, CommLane::critical, false);
   }
-  void allgather(Group g, Mat shard, Mat buf) override {
+  void do_allgather(Group g, Mat shard, Mat buf) override {
     enqueue_allgather(g, shard, buf, CommLane::critical, false);
   }
+  void do_batch_p2p(Group g, std::span<const P2POp> ops) override {
+    enqueue_batch_p2p(g, ops, CommLane::pipeline, false);
+  }
 
-  CommRequest start_alltoallv(Group g, Mat send, std::span<const std::int64_t> send_rows,
-                              std::span<const std::int64_t> send_offsets, Mat recv,
-                              std::span<const std::int64_t> recv_rows,
-                              std::span<const std::int64_t> recv_offsets, CommLane lane) override {
+  CommRequest do_start_alltoallv(Group g, Mat send, std::span<const std::int64_t> send_rows,
+                                 std::span<const std::int64_t> send_offsets, Mat recv,
+                                 std::span<const std::int64_t> recv_rows,
+                                 std::span<const std::int64_t> recv_offsets,
+                                 CommLane lane) override {
     return enqueue_alltoallv(g, send, send_rows, send_offsets, recv, recv_rows, recv_offsets, lane,
                              true);
   }
-  CommRequest start_allreduce_sum(Group g, Mat buf, CommLane lane) override {
+  CommRequest do_start_allreduce_sum(Group g, Mat buf, CommLane lane) override {
     return enqueue_allreduce_sum(g, buf, lane, true);
   }
-  CommRequest start_reduce_scatter_sum(Group g, Mat buf, Mat shard, CommLane lane) override {
+  CommRequest do_start_reduce_scatter_sum(Group g, Mat buf, Mat shard, CommLane lane) override {
     return enqueue_reduce_scatter_sum(g, buf, shard, lane, true);
   }
-  CommRequest start_allgather(Group g, Mat shard, Mat buf, CommLane lane) override {
+  CommRequest do_start_allgather(Group g, Mat shard, Mat buf, CommLane lane) override {
     return enqueue_allgather(g, shard, buf, lane, true);
   }
+  CommRequest do_start_batch_p2p(Group g, std::span<const P2POp> ops, CommLane lane) override {
+    return enqueue_batch_p2p(g, ops, lane, true);
+  }
 
-  void wait(CommRequest r) override {
+  void do_wait(CommRequest r) override {
     const auto end = static_cast<cudaEvent_t>(log_.end_event(r, "wait"));
     usable();
     if (!log_.mark_waited(r)) return;
     check_cuda(cudaStreamWaitEvent(compute_stream_, end, 0), "cudaStreamWaitEvent");
   }
 
-  double busy_time_s(CommRequest r) override {
+  double do_busy_time_s(CommRequest r) override {
     const auto start = static_cast<cudaEvent_t>(log_.start_event(r, "busy_time_s"));
     const auto end = static_cast<cudaEvent_t>(log_.end_event(r, "busy_time_s"));
     float ms = 0;
@@ -178,11 +176,11 @@ class NcclCommunicator final : public Communicator {
     return ms * 1e-3;
   }
 
-  void clear_requests() override { log_.clear_requests(); }
+  void do_clear_requests() override { log_.clear_requests(); }
 
   // Waits for the critical lane and the compute stream (which may wait for either lane), not
   // for gradient buckets still flowing on the background lane, then for the group's members.
-  void barrier(Group g) override {
+  void do_barrier(Group g) override {
     poll_until_idle(
         {streams_[0], compute_stream_},
         std::string("the compute work before the barrier in the ") + group_name(g) + " group");
@@ -190,13 +188,13 @@ class NcclCommunicator final : public Communicator {
     host_->barrier(g);
   }
 
-  void synchronize() override {
+  void do_synchronize() override {
     for (int i = 0; i < kLanes; ++i) prune(i);
     if (log_.idle()) {
       if (!aborted_) poll_async_errors();
       return;
     }
-    poll_until_idle({streams_[0], streams_[1]}, "communication");
+    poll_until_idle({streams_[0], streams_[1], streams_[2]}, "communication");
     for (int i = 0; i < kLanes; ++i) prune(i);
   }
 
@@ -206,7 +204,7 @@ class NcclCommunicator final : public Communicator {
   void setup(MPI_Comm world, const Topology& topo, CudaComputeApi& compute) {
     MB_CHECK(timeout_s_ > 0, "nccl communicator timeout " << timeout_s_ << " s");
     host_ = make_mpi_communicator(world, topo);  // the MPI groups, and the topology's checks
-    host_name_ = processor_name();
+    host_name_ = host_name();
     rank_ = topo.rank;
     device_ = compute.device();
     compute_stream_ = static_cast<cudaStream_t>(compute.stream_handle());
@@ -223,6 +221,9 @@ class NcclCommunicator final : public Communicator {
     check_cuda(cudaStreamCreateWithPriority(&streams_[0], cudaStreamNonBlocking, priority_high),
                "cudaStreamCreateWithPriority");
     check_cuda(cudaStreamCreateWithPriority(&streams_[1], cudaStreamNonBlocking, priority_low),
+               "cudaStreamCreateWithPriority");
+    // Pipeline transfers: the next stage waits for them, as the next layer does for an all-to-all.
+    check_cuda(cudaStreamCreateWithPriority(&streams_[2], cudaStreamNonBlocking, priority_high),
                "cudaStreamCreateWithPriority");
     check_cuda(cudaEventCreateWithFlags(&compute_done_, cudaEventDisableTiming), "cudaEventCreate");
 
@@ -247,34 +248,40 @@ class NcclCommunicator final : public Communicator {
     config.commName = "moebench.world";
     last_op_ = "communicator setup (ncclCommInitRankConfig)";
     ncclComm_t& w = comms_[index(Group::world)];
-    check(ncclCommInitRankConfig(&w, topo.world, hello.id, rank_, &config),
+    check(ncclCommInitRankConfig(&w, topo.world(), hello.id, rank_, &config),
           "ncclCommInitRankConfig", w);
     wait_ready(w);
-    // expert: consecutive ranks sharing ep_group; expert_data: ranks with the same ep_rank; in
-    // world-rank order, as the MPI groups are.
-    split(Group::expert, topo.ep_group, "moebench.expert");
-    split(Group::expert_data, topo.ep_rank, "moebench.expert_data");
-    for (Group g : {Group::world, Group::expert, Group::expert_data}) {
+    // Every other group of the grid, split from the world one with the grid's colours and keys,
+    // so NCCL's ranks are the grid's (and the MPI groups'). A rank in no group of a kind (a
+    // middle pipeline stage and the embedding group) gets none.
+    for (Group g : kGroups) {
+      if (g == Group::world) continue;
+      const int color = topo.grid.group_index(g, rank_);
+      split(g, color < 0 ? NCCL_SPLIT_NOCOLOR : color, topo.group(g).rank);
+    }
+    for (Group g : kGroups) {
+      if (!info(g).member()) continue;
       int n = 0;
       int r = 0;
       check(ncclCommCount(comm(g), &n), "ncclCommCount", comm(g));
       check(ncclCommUserRank(comm(g), &r), "ncclCommUserRank", comm(g));
       MB_CHECK(n == info(g).size && r == info(g).rank,
                "nccl " << group_name(g) << " group is rank " << r << " of " << n
-                       << ", the MPI one rank " << info(g).rank << " of " << info(g).size);
+                       << ", the grid's rank " << info(g).rank << " of " << info(g).size);
     }
     last_op_ = "no collective yet";
   }
 
-  void split(Group g, int color, const char* name) {
+  void split(Group g, int color, int key) {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
-    config.commName = name;
+    names_[index(g)] = std::string("moebench.") + group_name(g);
+    config.commName = names_[index(g)].c_str();
     last_op_ = std::string("communicator setup (ncclCommSplit of the ") + group_name(g) + " group)";
     ncclComm_t parent = comms_[index(Group::world)];
-    check(ncclCommSplit(parent, color, rank_, &comms_[index(g)], &config), "ncclCommSplit", parent);
+    check(ncclCommSplit(parent, color, key, &comms_[index(g)], &config), "ncclCommSplit", parent);
     wait_ready(parent);
-    wait_ready(comms_[index(g)]);
+    if (comms_[index(g)] != nullptr) wait_ready(comms_[index(g)]);
   }
 
   // NCCL hangs or fails when two ranks of a communicator drive one GPU: refuse it up front,
@@ -302,20 +309,16 @@ class NcclCommunicator final : public Communicator {
     throw Error(ExitCode::usage, "");  // quiet: rank 0 says why
   }
 
-  // The collectives: every check first (nothing may throw between ncclGroupStart and
-  // ncclGroupEnd), then run() orders them on their lane. `keep` makes a request of it (start_*);
-  // otherwise the compute stream waits for it at once (the blocking forms).
+  // The operations: the interface checked shapes, sizes and overlaps; the data types are checked
+  // here first (nothing may throw between ncclGroupStart and ncclGroupEnd), then run() orders
+  // them on their lane. `keep` makes a request of it (start_*); otherwise the compute stream
+  // waits for it at once (the blocking forms).
   CommRequest enqueue_alltoallv(Group g, Mat send, std::span<const std::int64_t> send_rows,
                                 std::span<const std::int64_t> send_offsets, Mat recv,
                                 std::span<const std::int64_t> recv_rows,
                                 std::span<const std::int64_t> recv_offsets, CommLane lane,
                                 bool keep) {
     const ncclDataType_t type = nccl_type(send, "alltoallv", "send");
-    MB_CHECK(
-        nccl_type(recv, "alltoallv", "recv") == type,
-        "alltoallv: send is " << dtype_name(send.dtype) << ", recv " << dtype_name(recv.dtype));
-    check_alltoallv_layout(g, info(g).size, send, send_rows, send_offsets, recv, recv_rows,
-                           recv_offsets);
     const auto n_ranks = static_cast<std::size_t>(info(g).size);
     const std::int64_t row_bytes = send.cols * static_cast<std::int64_t>(dtype_size(send.dtype));
     return run("alltoallv", g, lane, keep, [&](ncclComm_t c, cudaStream_t stream) {
@@ -349,18 +352,6 @@ class NcclCommunicator final : public Communicator {
 
   CommRequest enqueue_reduce_scatter_sum(Group g, Mat buf, Mat shard, CommLane lane, bool keep) {
     const ncclDataType_t type = nccl_type(buf, "reduce_scatter_sum", "buf");
-    MB_CHECK(nccl_type(shard, "reduce_scatter_sum", "shard") == type,
-             "reduce_scatter_sum: buf is " << dtype_name(buf.dtype) << ", shard "
-                                           << dtype_name(shard.dtype));
-    const GroupInfo gi = info(g);
-    MB_CHECK(buf.numel() % gi.size == 0 && shard.numel() == buf.numel() / gi.size,
-             "reduce_scatter_sum in " << group_name(g) << ": buffer of " << buf.numel()
-                                      << " elements, shard of " << shard.numel() << ", " << gi.size
-                                      << " ranks");
-    // NCCL's in-place form is the shard at this rank's place in buf; any other overlap is not.
-    const char* own_place = bytes_of(buf) + gi.rank * byte_size(shard);
-    MB_CHECK(bytes_of(shard) == own_place || !spans_overlap(buf, shard),
-             "reduce_scatter_sum: shard overlaps the input buffer away from this rank's place");
     return run("reduce_scatter_sum", g, lane, keep, [&](ncclComm_t c, cudaStream_t stream) {
       check(ncclReduceScatter(buf.data, shard.data, count(shard.numel()), type, ncclSum, c, stream),
             "ncclReduceScatter", c);
@@ -369,20 +360,29 @@ class NcclCommunicator final : public Communicator {
 
   CommRequest enqueue_allgather(Group g, Mat shard, Mat buf, CommLane lane, bool keep) {
     const ncclDataType_t type = nccl_type(buf, "allgather", "buf");
-    MB_CHECK(
-        nccl_type(shard, "allgather", "shard") == type,
-        "allgather: buf is " << dtype_name(buf.dtype) << ", shard " << dtype_name(shard.dtype));
-    const GroupInfo gi = info(g);
-    MB_CHECK(shard.numel() * gi.size == buf.numel(),
-             "allgather in " << group_name(g) << ": shard of " << shard.numel()
-                             << " elements, buffer of " << buf.numel() << ", " << gi.size
-                             << " ranks");
-    const char* own_place = bytes_of(buf) + gi.rank * byte_size(shard);
-    MB_CHECK(bytes_of(shard) == own_place || !spans_overlap(shard, buf),
-             "allgather: shard overlaps the output buffer away from this rank's place");
     return run("allgather", g, lane, keep, [&](ncclComm_t c, cudaStream_t stream) {
       check(ncclAllGather(shard.data, buf.data, count(shard.numel()), type, c, stream),
             "ncclAllGather", c);
+    });
+  }
+
+  // Megatron's batch_isend_irecv: every ncclSend and ncclRecv inside one group call.
+  CommRequest enqueue_batch_p2p(Group g, std::span<const P2POp> ops, CommLane lane, bool keep) {
+    std::vector<ncclDataType_t> types;
+    for (const P2POp& op : ops) types.push_back(nccl_type(op.buf, "batch_p2p", "a buffer"));
+    return run("batch_p2p", g, lane, keep, [&](ncclComm_t c, cudaStream_t stream) {
+      ncclResult_t first_error = ncclGroupStart();
+      for (std::size_t i = 0; i < ops.size() && first_error == ncclSuccess; ++i) {
+        const P2POp& op = ops[i];
+        if (op.buf.numel() == 0) continue;  // both sides skip an empty transfer
+        const ncclResult_t r =
+            op.kind == P2POp::Kind::send
+                ? ncclSend(op.buf.data, count(op.buf.numel()), types[i], op.peer, c, stream)
+                : ncclRecv(op.buf.data, count(op.buf.numel()), types[i], op.peer, c, stream);
+        if (!ok(r)) first_error = r;
+      }
+      const ncclResult_t end = ncclGroupEnd();
+      check(ok(first_error) ? end : first_error, "ncclSend/ncclRecv group", c);
     });
   }
 
@@ -534,7 +534,7 @@ class NcclCommunicator final : public Communicator {
   // Children before the parent. Abort also ends NCCL kernels still waiting for peers, so the
   // streams drain.
   void abort_all() {
-    for (int i = 2; i >= 0; --i) {
+    for (int i = static_cast<int>(kGroupCount) - 1; i >= 0; --i) {
       if (comms_[i] != nullptr) (void)ncclCommAbort(comms_[i]);
       comms_[i] = nullptr;
     }
@@ -547,12 +547,12 @@ class NcclCommunicator final : public Communicator {
     if (aborted_) return true;
     try {
       synchronize();
-      for (int i = 2; i >= 0; --i) {
+      for (int i = static_cast<int>(kGroupCount) - 1; i >= 0; --i) {
         if (comms_[i] == nullptr) continue;
         check(ncclCommFinalize(comms_[i]), "ncclCommFinalize", comms_[i]);
         wait_ready(comms_[i]);
       }
-      for (int i = 2; i >= 0; --i) {
+      for (int i = static_cast<int>(kGroupCount) - 1; i >= 0; --i) {
         if (comms_[i] != nullptr) (void)ncclCommDestroy(comms_[i]);
         comms_[i] = nullptr;
       }
@@ -574,7 +574,7 @@ class NcclCommunicator final : public Communicator {
     log_.reset();
   }
 
-  static int index(Group g) { return static_cast<int>(g); }
+  static std::size_t index(Group g) { return static_cast<std::size_t>(g); }
   ncclComm_t comm(Group g) const { return comms_[index(g)]; }
 
   double timeout_s_;
@@ -585,12 +585,13 @@ class NcclCommunicator final : public Communicator {
   int device_ = 0;
   cudaStream_t compute_stream_ = nullptr;
   static constexpr int kLanes = InFlightLog::kLanes;
-  cudaStream_t streams_[kLanes] = {nullptr, nullptr};  // indexed by InFlightLog::lane_index()
-  cudaEvent_t compute_done_ = nullptr;   // recorded and waited for at once: one serves all
-  std::vector<cudaEvent_t> all_events_;  // the pool, reused across steps
-  InFlightLog log_;                      // what runs on each lane, the requests, free events
-  ncclComm_t comms_[3] = {nullptr, nullptr, nullptr};  // indexed by Group
-  std::string last_op_ = "communicator setup";         // the one being set up or enqueued
+  cudaStream_t streams_[kLanes] = {};           // indexed by InFlightLog::lane_index()
+  cudaEvent_t compute_done_ = nullptr;          // recorded and waited for at once: one serves all
+  std::vector<cudaEvent_t> all_events_;         // the pool, reused across steps
+  InFlightLog log_;                             // what runs on each lane, the requests, free events
+  ncclComm_t comms_[kGroupCount] = {};          // indexed by Group; null where not a member
+  std::string names_[kGroupCount];              // their commName strings
+  std::string last_op_ = "communicator setup";  // the one being set up or enqueued
   bool aborted_ = false;
 };
 

@@ -22,21 +22,20 @@ Mat host_mat(std::vector<float>& storage, const Mat& like) {
 class StagedCommunicator final : public Communicator {
  public:
   StagedCommunicator(std::unique_ptr<Communicator> host, Compute& compute)
-      : host_(std::move(host)), compute_(compute) {
-    MB_CHECK(host_ != nullptr, "staged communicator without a host communicator");
-  }
+      : Communicator(checked(host).topology()), host_(std::move(host)), compute_(compute) {}
 
   std::string name() const override { return host_->name(); }
-  GroupInfo info(Group g) const override { return host_->info(g); }
 
-  std::vector<std::int64_t> alltoall_counts(Group g, std::span<const std::int64_t> send) override {
+ protected:
+  std::vector<std::int64_t> do_alltoall_counts(Group g,
+                                               std::span<const std::int64_t> send) override {
     return host_->alltoall_counts(g, send);  // counts are host values already
   }
 
-  void alltoallv(Group g, Mat send, std::span<const std::int64_t> send_rows,
-                 std::span<const std::int64_t> send_offsets, Mat recv,
-                 std::span<const std::int64_t> recv_rows,
-                 std::span<const std::int64_t> recv_offsets) override {
+  void do_alltoallv(Group g, Mat send, std::span<const std::int64_t> send_rows,
+                    std::span<const std::int64_t> send_offsets, Mat recv,
+                    std::span<const std::int64_t> recv_rows,
+                    std::span<const std::int64_t> recv_offsets) override {
     const Mat hs = to_host(send, a_);
     const Mat hr = host_mat(b_, recv);
     host_->alltoallv(g, hs, send_rows, send_offsets, hr, recv_rows, recv_offsets);
@@ -60,20 +59,20 @@ class StagedCommunicator final : public Communicator {
     compute_.synchronize();
   }
 
-  void allreduce_sum(Group g, Mat buf) override {
+  void do_allreduce_sum(Group g, Mat buf) override {
     const Mat h = to_host(buf, a_);
     host_->allreduce_sum(g, h);
     back(h, buf);
   }
 
-  void reduce_scatter_sum(Group g, Mat buf, Mat shard) override {
+  void do_reduce_scatter_sum(Group g, Mat buf, Mat shard) override {
     const Mat hb = to_host(buf, a_);
     const Mat hs = host_mat(b_, shard);
     host_->reduce_scatter_sum(g, hb, hs);
     back(hs, shard);
   }
 
-  void allgather(Group g, Mat shard, Mat buf) override {
+  void do_allgather(Group g, Mat shard, Mat buf) override {
     // The shard may sit inside buf (ZeRO-1): it is read before buf is written, so that is fine.
     const Mat hs = to_host(shard, a_);
     const Mat hb = host_mat(b_, buf);
@@ -81,13 +80,37 @@ class StagedCommunicator final : public Communicator {
     back(hb, buf);
   }
 
-  void barrier(Group g) override {
+  // Every send staged in a buffer of its own, every receive landing in one, uploaded after.
+  void do_batch_p2p(Group g, std::span<const P2POp> ops) override {
+    staged_p2p_.resize(ops.size());
+    std::vector<P2POp> host_ops;
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const P2POp& op = ops[i];
+      const Mat h = op.kind == P2POp::Kind::send ? to_host(op.buf, staged_p2p_[i])
+                                                 : host_mat(staged_p2p_[i], op.buf);
+      host_ops.push_back(P2POp{op.kind, op.peer, h});
+    }
+    host_->batch_p2p(g, host_ops);
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].kind == P2POp::Kind::recv && ops[i].buf.numel() > 0) {
+        compute_.upload(host_ops[i].buf.as<float>(), ops[i].buf);
+      }
+    }
+    compute_.synchronize();
+  }
+
+  void do_barrier(Group g) override {
     compute_.synchronize();
     host_->barrier(g);
   }
-  void synchronize() override { host_->synchronize(); }
+  void do_synchronize() override { host_->synchronize(); }
 
  private:
+  static const Communicator& checked(const std::unique_ptr<Communicator>& host) {
+    MB_CHECK(host != nullptr, "staged communicator without a host communicator");
+    return *host;
+  }
+
   Mat to_host(const Mat& device, std::vector<float>& storage) {
     const Mat h = host_mat(storage, device);
     if (device.numel() > 0) compute_.download(device, storage.data());  // synchronises
@@ -103,8 +126,9 @@ class StagedCommunicator final : public Communicator {
 
   std::unique_ptr<Communicator> host_;
   Compute& compute_;
-  std::vector<float> a_;  // staged inputs
-  std::vector<float> b_;  // staged outputs
+  std::vector<float> a_;                        // staged inputs
+  std::vector<float> b_;                        // staged outputs
+  std::vector<std::vector<float>> staged_p2p_;  // one per transfer of a batch
 };
 
 }  // namespace
