@@ -171,6 +171,8 @@ moebench_module(mpi LAYER backends DIRS harness/backends/mpi DEPS comm LIBS MPI:
 moebench_module(staged LAYER backends DIRS harness/backends/staged DEPS comm compute)
 moebench_module(local LAYER backends DIRS harness/backends/local DEPS comm compute)
 moebench_module(fault LAYER backends DIRS harness/backends/fault DEPS comm compute)
+# What a device-stream backend keeps in flight per lane: host bookkeeping, tested without a GPU.
+moebench_module(in_flight LAYER backends DIRS harness/backends/in_flight DEPS comm)
 moebench_module(cuda LAYER backends DIRS harness/backends/cuda DEPS compute ops CUDA
                 BUILD MOEBENCH_HAVE_CUDA LIBS CUDA::cudart CUDA::cublasLt CUDA::cublas)
 if(MOEBENCH_HAVE_CUDA)
@@ -179,7 +181,7 @@ if(MOEBENCH_HAVE_CUDA)
   # -lineinfo: source lines in profiles at no run-time cost.
   target_compile_options(mb_cuda PRIVATE -lineinfo -Xcompiler=-Wall)
 endif()
-moebench_module(nccl LAYER backends DIRS harness/backends/nccl DEPS cuda mpi
+moebench_module(nccl LAYER backends DIRS harness/backends/nccl DEPS cuda mpi in_flight
                 BUILD MOEBENCH_HAVE_NCCL LIBS ${NCCL_LIBRARY} CUDA::cudart)
 if(MOEBENCH_HAVE_NCCL)
   target_include_directories(mb_nccl PRIVATE ${NCCL_INCLUDE_DIR})
@@ -214,3 +216,11 @@ moebench_module(cli LAYER driver DIRS harness/cli DEPS verify scaling bench loca
                 EXCLUDE "/harness/cli/main\\.cpp$" LIBS CLI11::CLI11)
 
 moebench_write_layer_manifest()
+
+# Every module that is built, for the tests (which may use any of them).
+add_library(mb_all INTERFACE)
+foreach(name ${MOEBENCH_MODULES})
+  if(TARGET mb_${name})
+    target_link_libraries(mb_all INTERFACE mb_${name})
+  endif()
+endforeach()

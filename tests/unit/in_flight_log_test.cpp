@@ -1,5 +1,5 @@
 // The nccl backend's bookkeeping, with fake events: integers whose completion the test decides.
-#include "harness/backends/nccl/in_flight_log.hpp"
+#include "harness/backends/in_flight/in_flight_log.hpp"
 
 #include <doctest/doctest.h>
 

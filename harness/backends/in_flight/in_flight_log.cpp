@@ -1,4 +1,4 @@
-#include "harness/backends/nccl/in_flight_log.hpp"
+#include "harness/backends/in_flight/in_flight_log.hpp"
 
 #include "harness/core/error.hpp"
 
