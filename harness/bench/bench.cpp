@@ -48,9 +48,8 @@ ModelConfig emulated_rank_model(const ModelConfig& m, int ep) {
 }
 
 RunConfig bench_run_config(const ModelConfig& m, int ep, std::int64_t seq_len, std::int64_t layers,
-                           const std::string& backend, const std::string& precision,
-                           int blas_threads, Optimizer optimizer, std::uint64_t seed, int warmup,
-                           int steps) {
+                           ComputeBackend backend, Precision precision, int blas_threads,
+                           Optimizer optimizer, std::uint64_t seed, int warmup, int steps) {
   expert_share(m, ep, seq_len);  // the flags' errors, in their own words
   RunConfig c;
   c.model = emulated_rank_model(m, ep);
@@ -68,8 +67,8 @@ RunConfig bench_run_config(const ModelConfig& m, int ep, std::int64_t seq_len, s
   c.warmup = warmup;
   c.steps = steps;
   c.backend = backend;
-  c.precision = bench_precision(backend, precision);
-  c.comm = "local";
+  c.precision = precision;
+  c.comm = CommBackend::local;
   c.blas_threads = blas_threads;
   validate(c);
   return c;
@@ -107,14 +106,6 @@ std::optional<double> known_bf16_peak_tflops(const std::string& device_name) {
   if (has("NVL")) return 835.0;
   if (has("PCIe")) return 756.0;
   return 989.0;
-}
-
-std::string bench_precision(const std::string& backend, const std::string& requested) {
-  const std::string native = backend == "cpu" ? "fp32" : "bf16";
-  if (requested.empty() || requested == native) return native;
-  if (requested == "fp8") return requested;
-  throw UsageError("--precision " + requested + " is not available with --backend " + backend +
-                   "; valid: " + native + " or fp8");
 }
 
 std::vector<std::int64_t> parse_layer_list(const std::string& text) {

@@ -44,9 +44,8 @@ ModelConfig emulated_rank_model(const ModelConfig& m, int ep);
 // The run configuration of one probe step: world 1, EP 1, `layers` MoE layers (no dense layer),
 // attention on, balanced routing, one micro-batch of seq_len tokens.
 RunConfig bench_run_config(const ModelConfig& m, int ep, std::int64_t seq_len, std::int64_t layers,
-                           const std::string& backend, const std::string& precision,
-                           int blas_threads, Optimizer optimizer, std::uint64_t seed, int warmup,
-                           int steps);
+                           ComputeBackend backend, Precision precision, int blas_threads,
+                           Optimizer optimizer, std::uint64_t seed, int warmup, int steps);
 
 // One grouped GEMM call of the experts' SwiGLU MLPs, in the training step's layout: `count`
 // problems of C[m x n] = op(A) op(B) with inner dimension k.
@@ -76,11 +75,6 @@ double dense_gemm_flops(std::int64_t n);
 // The dense BF16 tensor-core peak of a known device, in TFLOP/s (H100 and H200: 989), from its
 // name as the driver reports it; nullopt for an unknown device or the cpu backend.
 std::optional<double> known_bf16_peak_tflops(const std::string& device_name);
-
-// The step's arithmetic on `backend` (cpu: fp32, cuda: bf16, or fp8 on either: the linear
-// layers' GEMMs in E4M3, emulated on cpu) for --precision `requested` (empty: the backend's own),
-// as `moebench run` resolves it; UsageError for any other.
-std::string bench_precision(const std::string& backend, const std::string& requested);
 
 // "1,4" -> {1, 4}: positive, strictly increasing. UsageError otherwise.
 std::vector<std::int64_t> parse_layer_list(const std::string& text);

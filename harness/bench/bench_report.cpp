@@ -31,8 +31,8 @@ nlohmann::ordered_json meta_json(const BenchMeta& m) {
   j["argv"] = m.argv;
   j["start_time"] = m.start_time;
   j["host"] = m.host;
-  j["backend"] = m.backend;
-  j["precision"] = m.precision;
+  j["backend"] = to_string(m.backend);
+  j["precision"] = to_string(m.precision);
   j["blas"] = m.blas;
   j["build_type"] = m.build_type;
   j["compiler"] = m.compiler;
@@ -108,7 +108,7 @@ double LayerStackResult::forward_backward_flop_rate() const {
 }
 
 double reference_dense_rate(const BenchRecord& r) {
-  if (r.meta.precision == "fp8" && r.dense_fp8) return r.dense_fp8->flop_rate();
+  if (r.meta.precision == Precision::fp8 && r.dense_fp8) return r.dense_fp8->flop_rate();
   return r.dense.flop_rate();
 }
 
@@ -199,7 +199,8 @@ nlohmann::ordered_json make_bench_report(const BenchRecord& r) {
 std::string format_bench_table(const BenchRecord& r) {
   std::ostringstream os;
   const BenchMeta& m = r.meta;
-  os << "# moebench bench: backend " << m.backend << ", precision " << m.precision;
+  os << "# moebench bench: backend " << to_string(m.backend) << ", precision "
+     << to_string(m.precision);
   if (m.device)
     os << ", device " << m.device->info.name << " (" << m.device->info.pci_bus_id << ")";
   os << "\n";
@@ -229,7 +230,7 @@ std::string format_bench_table(const BenchRecord& r) {
        << "^3 in fp8 (with quantisation): " << fmt("%.3f ms", r.dense_fp8->time_s.median * 1e3)
        << ", " << fmt("%.4g TFLOP/s", fp8_rate / 1e12) << ", "
        << fmt("%.2fx", rate(fp8_rate, dense_rate)) << " the "
-       << (m.backend == "cpu" ? "fp32" : "bf16") << " rate";
+       << to_string(native_precision(m.backend)) << " rate";
   }
   if (r.fp8_counts) {
     os << "\n# fp8 linear GEMMs: " << r.fp8_counts->gemms << " in fp8, " << r.fp8_counts->fallbacks

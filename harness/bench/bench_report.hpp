@@ -27,8 +27,8 @@ struct BenchMeta {
   std::vector<std::string> argv;
   std::string start_time;  // ISO 8601, UTC
   std::string host;
-  std::string backend;
-  std::string precision;  // "bf16" (cuda), "fp32" (cpu) or "fp8" (--precision fp8)
+  ComputeBackend backend = ComputeBackend::cpu;
+  Precision precision = Precision::fp32;
   std::string blas;
   std::string build_type;
   std::string compiler;

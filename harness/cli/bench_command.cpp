@@ -61,6 +61,7 @@ struct BenchPlan {
   ModelConfig model;
   ExpertShare share;
   std::int64_t gemm_n = 0;
+  Precision precision = Precision::fp32;  // --precision resolved against the backend, once
   std::vector<RunConfig> stacks;
 };
 
@@ -68,8 +69,9 @@ BenchPlan plan_bench(const BenchOptions& b) {
   if (!b.preset.empty() && !b.model_config.empty()) {
     throw UsageError("give at most one of --preset NAME or --model-config FILE");
   }
-  const bool cpu = b.backend == "cpu";
+  const bool cpu = b.backend == ComputeBackend::cpu;
   BenchPlan p;
+  p.precision = resolve_precision(b.backend, b.precision);
   std::string preset_name = b.preset;
   if (b.model_config.empty() && preset_name.empty()) {
     preset_name = cpu ? "deepseek-v3-tiny" : "deepseek-v3";  // the cpu backend: seconds, not hours
@@ -93,7 +95,7 @@ BenchPlan plan_bench(const BenchOptions& b) {
   if (b.peak_tflops && !(*b.peak_tflops > 0)) throw UsageError("--peak-tflops must be > 0");
   const Optimizer opt = b.optimizer == "none" ? Optimizer::none : Optimizer::adamw;
   for (std::int64_t layers : parse_layer_list(b.layers)) {
-    p.stacks.push_back(bench_run_config(p.model, ep, seq, layers, b.backend, b.precision,
+    p.stacks.push_back(bench_run_config(p.model, ep, seq, layers, b.backend, p.precision,
                                         b.blas_threads, opt, b.seed, b.warmup, b.iterations));
   }
   return p;
@@ -209,8 +211,8 @@ PeakRate resolve_peak(const BenchOptions& b, const BenchMeta& m) {
   return p;
 }
 
-BenchMeta make_meta(const CliOptions& o, const Compute& c, const std::string& start,
-                    const std::string& host) {
+BenchMeta make_meta(const CliOptions& o, const Compute& c, Precision precision,
+                    const std::string& start, const std::string& host) {
   BenchMeta m;
   m.tool_version = kToolVersion;
   m.git_sha = git_sha();
@@ -218,8 +220,8 @@ BenchMeta make_meta(const CliOptions& o, const Compute& c, const std::string& st
   m.argv = o.argv;
   m.start_time = start;
   m.host = host;
-  m.backend = c.name();
-  m.precision = bench_precision(c.name(), o.bench.precision);
+  m.backend = c.kind();
+  m.precision = precision;
   m.blas = blas_library_name();
   m.build_type = MOEBENCH_BUILD_TYPE;
   m.compiler = std::string("g++ ") + __VERSION__;
@@ -240,11 +242,11 @@ int bench_command(const CliOptions& o) {
   std::unique_ptr<Compute> compute = make_compute(b.backend, 0, b.blas_threads);
   Compute& c = *compute;
   const std::string host = host_name();
-  const bool fp8 = bench_precision(b.backend, b.precision) == "fp8";
+  const bool fp8 = plan.precision == Precision::fp8;
   if (fp8) c.set_linear_precision(LinearPrecision::fp8);  // UsageError without FP8 tensor cores
 
   BenchRecord r;
-  r.meta = make_meta(o, c, start, host);
+  r.meta = make_meta(o, c, plan.precision, start, host);
   r.model = plan.model;
   r.share = plan.share;
   r.warmup = b.warmup;

@@ -5,13 +5,27 @@
 #include <CLI/CLI.hpp>
 
 #include "harness/backends/registry/registry.hpp"
+#include "harness/compute/backend_kind.hpp"
 #include "harness/core/error.hpp"
 
 namespace moebench {
 
 namespace {
 
-void add_workload_flags(CLI::App* app, WorkloadFlags& w) {
+// The flags that name a backend or a precision, as typed; parse_command_line turns them into
+// enums once (harness/compute/backend_kind.hpp, harness/comm/comm_backend.hpp).
+struct NamedFlags {
+  std::string backend = "cpu";
+  std::string comm = "mpi";
+  std::string precision;  // empty: the backend's own
+};
+
+std::optional<Precision> optional_precision(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  return parse_precision(text);
+}
+
+void add_workload_flags(CLI::App* app, WorkloadFlags& w, NamedFlags& n) {
   app->add_option("--preset", w.preset, "built-in model: deepseek-v3, deepseek-v3-tiny");
   app->add_option("--model-config", w.model_config,
                   "Hugging Face config.json of the DeepSeek-V3 family (instead of --preset)");
@@ -33,11 +47,11 @@ void add_workload_flags(CLI::App* app, WorkloadFlags& w) {
   app->add_option("--adam-eps", w.adamw.eps, "AdamW epsilon");
   app->add_option("--weight-decay", w.adamw.weight_decay, "AdamW decoupled weight decay");
   app->add_option("--seed", w.seed, "seed of every weight and input (default 1234)");
-  app->add_option("--backend", w.backend, "compute backend (default cpu)");
-  app->add_option("--comm", w.comm,
+  app->add_option("--backend", n.backend, "compute backend: cpu (default) or cuda");
+  app->add_option("--comm", n.comm,
                   "communication backend: mpi (default; staged through host memory on a GPU "
                   "backend, so ranks may share a GPU) or nccl (--backend cuda, one GPU per rank)");
-  app->add_option("--precision", w.precision,
+  app->add_option("--precision", n.precision,
                   "arithmetic: fp32 (cpu backend), bf16 (cuda backend), or fp8 (the linear "
                   "layers' GEMMs in E4M3; emulated on the cpu backend); default the backend's own");
   app->add_option("--blas-threads", w.blas_threads, "BLAS threads per rank (default 1)");
@@ -52,21 +66,6 @@ void add_workload_flags(CLI::App* app, WorkloadFlags& w) {
                   "with --overlap on: merge whole layers into a gradient bucket until it holds at "
                   "least this many MiB (default 80, Megatron-LM's 40M BF16 elements; 0: one "
                   "bucket per layer)");
-}
-
-// The backend's arithmetic, or fp8 (the linear layers' GEMMs in E4M3; emulated on the cpu
-// backend), or UsageError when --precision asks for another.
-std::string resolve_precision(const std::string& backend, const std::string& requested) {
-  const std::string native = backend == "cpu" ? "fp32" : "bf16";
-  if (requested.empty() || requested == native || requested == "fp8") {
-    return requested.empty() ? native : requested;
-  }
-  if (requested == "fp32" || requested == "bf16") {
-    throw UsageError("--precision " + requested + " is not available with --backend " + backend +
-                     "; valid: " + native + " or fp8");
-  }
-  throw UsageError("--precision " + requested +
-                   ": expected fp32 (--backend cpu), bf16 (--backend cuda) or fp8");
 }
 
 bool on_off(const std::string& flag, const std::string& v) {
@@ -98,8 +97,10 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every command");
 
+  NamedFlags named;
+  NamedFlags bench_named;
   CLI::App* run = app.add_subcommand("run", "run training steps and write a run report");
-  add_workload_flags(run, o.workload);
+  add_workload_flags(run, o.workload, named);
   run->add_option("--warmup", o.warmup, "untimed steps first (default 3)");
   run->add_option("--steps", o.steps, "timed steps (default 10)");
   run->add_flag("--verify", o.verify,
@@ -113,7 +114,7 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
       ->group("");  // hidden
 
   CLI::App* plan = app.add_subcommand("plan", "accounting and per-rank memory, without running");
-  add_workload_flags(plan, o.workload);
+  add_workload_flags(plan, o.workload, named);
   plan->add_option("--world", o.world, "number of ranks (GPUs) to plan for (default 1)");
   plan->add_flag("--json", o.json, "print JSON instead of text");
   plan->add_option("--out", o.out, "also write the JSON here");
@@ -140,14 +141,14 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   CLI::App* bench = app.add_subcommand(
       "bench", "performance probe on one device: GEMM roofline, expert GEMMs, one EP rank's step");
   BenchOptions& b = o.bench;
-  bench->add_option("--backend", b.backend, "compute backend (default cpu)");
+  bench->add_option("--backend", bench_named.backend, "compute backend: cpu (default) or cuda");
   bench->add_option("--preset", b.preset, "model (default deepseek-v3; cpu: deepseek-v3-tiny)");
   bench->add_option("--model-config", b.model_config, "Hugging Face config.json instead");
   bench->add_option("--ep", b.ep, "emulated expert-parallel size (default experts / top-k: 32)");
   bench->add_option("--seq-len", b.seq_len, "tokens per micro-batch (default the preset's)");
   bench->add_option("--gemm-n", b.gemm_n, "dense reference GEMM size (default 8192; cpu 1024)");
   bench->add_option("--layers", b.layers, "layer counts of the step, e.g. 1,4 (default 1,4)");
-  bench->add_option("--precision", b.precision,
+  bench->add_option("--precision", bench_named.precision,
                     "fp32 (cpu), bf16 (cuda) or fp8 (the step's linear GEMMs in E4M3); default the "
                     "backend's");
   bench->add_option("--optimizer", b.optimizer, "adamw|none in the step (default adamw)");
@@ -193,7 +194,14 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
               : name == "report"   ? Command::report
               : name == "bench"    ? Command::bench
                                    : Command::version;
+  if (o.command == Command::bench) {
+    b.backend = parse_compute_backend(bench_named.backend);
+    b.precision = optional_precision(bench_named.precision);
+  }
   if (o.command == Command::run || o.command == Command::plan) {
+    o.workload.backend = parse_compute_backend(named.backend);
+    o.workload.comm = parse_comm_backend(named.comm);
+    o.workload.precision = optional_precision(named.precision);
     if (o.workload.preset.empty() == o.workload.model_config.empty()) {
       throw UsageError(
           "give exactly one of --preset NAME (deepseek-v3, deepseek-v3-tiny) or --model-config "
@@ -260,7 +268,7 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
   c.test_corrupt_dispatch_rank = o.test_corrupt_dispatch_rank;
   validate(c);
   check_comm_backend(c.comm, c.backend);
-  c.precision = resolve_precision(c.backend, w.precision);
+  c.precision = resolve_precision(c.backend, w.precision);  // the one resolution
   if (!(o.timeout_s > 0)) {
     throw UsageError("--timeout " + std::to_string(o.timeout_s) + ": must be > 0 seconds");
   }

@@ -28,9 +28,9 @@ struct WorkloadFlags {
   std::string optimizer = "adamw";
   AdamWParams adamw;
   std::uint64_t seed = 1234;
-  std::string backend = "cpu";
-  std::string comm = "mpi";
-  std::string precision;  // empty: the backend's own (cpu fp32, cuda bf16)
+  ComputeBackend backend = ComputeBackend::cpu;
+  CommBackend comm = CommBackend::mpi;
+  std::optional<Precision> precision;  // none: the backend's own (cpu fp32, cuda bf16)
   int blas_threads = 1;
   std::string comm_barrier = "on";
   std::string overlap = "on";
@@ -55,14 +55,14 @@ struct ReportOptions {
 // `moebench bench`: the performance probe on one device (one process, no MPI). Unset values get
 // the backend's defaults (harness/cli/bench_command.cpp).
 struct BenchOptions {
-  std::string backend = "cpu";
+  ComputeBackend backend = ComputeBackend::cpu;
   std::string preset;  // default: deepseek-v3 (cpu backend: deepseek-v3-tiny)
   std::string model_config;
   std::optional<int> ep;  // the emulated expert-parallel size (default experts / top-k)
   std::optional<std::int64_t> seq_len;
   std::optional<std::int64_t> gemm_n;  // default 8192 (cpu backend: 1024)
   std::string layers = "1,4";
-  std::string precision;  // empty: the backend's own (cpu fp32, cuda bf16)
+  std::optional<Precision> precision;  // none: the backend's own (cpu fp32, cuda bf16)
   std::string optimizer = "adamw";
   std::optional<double> peak_tflops;
   int warmup = 2;

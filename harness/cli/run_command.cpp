@@ -34,11 +34,9 @@ Setup prepare(const CliOptions& o, MpiRuntime& rt) {
   s.config = resolve_run_config(o, rt.size());
   s.topo = rt.topology(s.config.layout.grid(), s.config.layout.ranks_per_node);
   s.compute = make_compute(s.config.backend, s.topo.local_rank, s.config.blas_threads);
-  if (s.config.precision == "fp8") {
+  if (s.config.precision == Precision::fp8) {
     // UsageError where the device has no FP8 tensor cores.
     s.compute->set_linear_precision(LinearPrecision::fp8);
-  } else {
-    s.config.precision = s.compute->activation_dtype() == DType::bf16 ? "bf16" : "fp32";
   }
   const std::size_t bpe = dtype_size(s.compute->activation_dtype());
   s.memory = estimate_memory(s.config, bpe);
@@ -83,8 +81,8 @@ RunMeta make_meta(const CliOptions& o, const RunConfig& c, const MpiRuntime& rt,
     if (std::find(m.hosts.begin(), m.hosts.end(), h) == m.hosts.end()) m.hosts.push_back(h);
   }
   m.mpi_library = MpiRuntime::library_version();
-  m.backend = c.backend;
-  m.comm = c.comm;
+  m.backend = to_string(c.backend);
+  m.comm = to_string(c.comm);
   m.blas = blas_library_name();
   m.build_type = MOEBENCH_BUILD_TYPE;
   m.compiler = std::string("g++ ") + __VERSION__;

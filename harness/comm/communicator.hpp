@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/comm/comm_backend.hpp"
 #include "harness/core/tensor.hpp"
 #include "harness/parallel/topology.hpp"
 

@@ -1,10 +1,16 @@
 // The compute interface: every piece of arithmetic the training step runs, on memory the backend
 // owns. `cpu` implements it with CBLAS and plain loops over the shared element-wise functions in
-// workloads/ops; `cuda` (later) with cuBLASLt and kernels calling those same functions.
+// workloads/ops; `cuda` with cuBLASLt and kernels calling those same functions.
 //
 // Conventions: matrices are row-major `Mat` views; float arguments are FP32; every op is
 // asynchronous with respect to the host on backends that can be, and ordered on one stream;
 // `synchronize()` waits for all of it. Ops that "accumulate" add into their output.
+//
+// The public calls are not virtual: each checks its arguments once for every backend (shapes,
+// dtypes, ranges; RuntimeError naming the op otherwise), then calls the protected do_* that a
+// backend implements (the non-virtual-interface pattern). A "float" tensor is FP32 or the
+// backend's storage type (cpu: FP32 only; cuda: FP32 or BF16). A backend adds only checks of
+// its own (CBLAS's int range, cuBLAS's BF16 operands, index values on the host).
 #pragma once
 
 #include <chrono>
@@ -15,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/compute/backend_kind.hpp"
 #include "harness/compute/device_info.hpp"
 #include "harness/core/tensor.hpp"
 #include "workloads/ops/params.hpp"
@@ -54,7 +61,8 @@ struct Fp8GemmCounts {
 class Compute {
  public:
   virtual ~Compute() = default;
-  virtual std::string name() const = 0;
+  virtual ComputeBackend kind() const = 0;
+  std::string name() const { return to_string(kind()); }
   // The storage type of activations, weights and gradients on this backend.
   virtual DType activation_dtype() const = 0;
 
@@ -64,14 +72,14 @@ class Compute {
   virtual std::string attention_path() const = 0;
 
   // Memory. Contents of a new tensor are unspecified.
-  virtual Tensor alloc(std::int64_t rows, std::int64_t cols, DType dtype) = 0;
+  Tensor alloc(std::int64_t rows, std::int64_t cols, DType dtype);
   Tensor alloc(std::int64_t rows, std::int64_t cols) {
     return alloc(rows, cols, activation_dtype());
   }
-  virtual void upload(const float* host, Mat dst) = 0;  // host FP32 -> dst (converted)
-  virtual void upload_i32(const std::int32_t* host, Mat dst) = 0;
-  virtual void download(Mat src, float* host) = 0;             // src -> host FP32; synchronises
-  virtual void download_i32(Mat src, std::int32_t* host) = 0;  // synchronises
+  void upload(const float* host, Mat dst);  // host FP32 -> dst (converted)
+  void upload_i32(const std::int32_t* host, Mat dst);
+  void download(Mat src, float* host);             // src -> host FP32; synchronises
+  void download_i32(Mat src, std::int32_t* host);  // synchronises
   virtual void synchronize() = 0;
   virtual std::int64_t memory_available_bytes() const = 0;
   // Whether tensors live in host memory that MPI can read and write directly. A device backend
@@ -87,125 +95,158 @@ class Compute {
   virtual std::int64_t reserved_bytes() const { return 0; }
 
   // Element-wise and initialisation.
-  virtual void zero(Mat x) = 0;
-  virtual void copy(Mat src, Mat dst) = 0;
-  // y = alpha * x + beta * y
-  virtual void axpby(float alpha, Mat x, float beta, Mat y) = 0;
+  void zero(Mat x);  // any dtype
+  // Same shape; the same dtype, or float to float (converted).
+  void copy(Mat src, Mat dst);
+  // y = alpha * x + beta * y; beta == 0 does not read y (the BLAS convention).
+  void axpby(float alpha, Mat x, float beta, Mat y);
   // Deterministic pseudo-random fill: element i gets scale * u(seed, stream, i), u uniform in
   // [-1, 1) (workloads/ops/random.hpp), so any backend and any rank produce the same values.
-  virtual void fill_random(Mat x, std::uint64_t seed, std::uint64_t stream, float scale) = 0;
-  virtual void fill(Mat x, float value) = 0;
+  void fill_random(Mat x, std::uint64_t seed, std::uint64_t stream, float scale);
+  void fill(Mat x, float value);
 
   // GEMM: C = alpha * op(A) * op(B) + beta * C, op(X) = X or X^T.
-  virtual void gemm(bool trans_a, bool trans_b, float alpha, Mat a, Mat b, float beta, Mat c) = 0;
+  void gemm(bool trans_a, bool trans_b, float alpha, Mat a, Mat b, float beta, Mat c);
   // Independent GEMMs with the same transposes (the experts' MLPs).
-  virtual void grouped_gemm(bool trans_a, bool trans_b, float alpha, std::span<const GemmProblem> p,
-                            float beta) = 0;
+  void grouped_gemm(bool trans_a, bool trans_b, float alpha, std::span<const GemmProblem> p,
+                    float beta);
 
   // The linear layers' GEMMs (attention projections, dense and shared MLPs, routed experts):
   // as gemm() and grouped_gemm(), in the precision set_linear_precision() chose. The router's
-  // GEMMs and attention's core are not linear layers in this sense and call gemm().
+  // GEMMs and attention's core are not linear layers in this sense and call gemm(). In fp8 each
+  // problem of a grouped call is its own pair of tensors (an expert's weight, its slice of
+  // tokens) with its own two scales.
+  void linear_gemm(bool trans_a, bool trans_b, float alpha, Mat a, Mat b, float beta, Mat c);
+  void linear_grouped_gemm(bool trans_a, bool trans_b, float alpha, std::span<const GemmProblem> p,
+                           float beta);
+  // UsageError where the backend has no FP8 arithmetic (cuda below compute capability 8.9).
   virtual void set_linear_precision(LinearPrecision p);
   LinearPrecision linear_precision() const { return linear_precision_; }
   // Counted since construction.
   virtual Fp8GemmCounts fp8_gemm_counts() const { return {}; }
-  void linear_gemm(bool trans_a, bool trans_b, float alpha, Mat a, Mat b, float beta, Mat c) {
-    if (linear_precision_ == LinearPrecision::fp8) {
-      fp8_gemm(trans_a, trans_b, alpha, a, b, beta, c);
-    } else {
-      gemm(trans_a, trans_b, alpha, a, b, beta, c);
-    }
-  }
-  // In fp8 each problem is its own pair of tensors (an expert's weight, its slice of tokens) with
-  // its own two scales.
-  void linear_grouped_gemm(bool trans_a, bool trans_b, float alpha, std::span<const GemmProblem> p,
-                           float beta) {
-    if (linear_precision_ != LinearPrecision::fp8) {
-      grouped_gemm(trans_a, trans_b, alpha, p, beta);
-      return;
-    }
-    for (const GemmProblem& g : p) fp8_gemm(trans_a, trans_b, alpha, g.a, g.b, beta, g.c);
-  }
 
   // Timing marks, in stream order and without synchronising: mark() records the point the
   // backend's work has reached (host backends: now; cuda: an event on its stream) and returns its
   // index; after synchronize(), mark_times_s() gives every mark since clear_marks() in seconds
   // since the first of them.
-  virtual int mark() {
-    host_marks_.push_back(std::chrono::steady_clock::now());
-    return static_cast<int>(host_marks_.size()) - 1;
-  }
-  virtual std::vector<double> mark_times_s() {
-    std::vector<double> t;
-    for (const auto& m : host_marks_) {
-      t.push_back(std::chrono::duration<double>(m - host_marks_.front()).count());
-    }
-    return t;
-  }
+  virtual int mark();
+  virtual std::vector<double> mark_times_s();
   virtual void clear_marks() { host_marks_.clear(); }
 
   // RMSNorm over each row: y = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps) (saved, rows x 1).
-  virtual void rmsnorm_forward(Mat x, Mat weight, float eps, Mat y, Mat rstd) = 0;
+  void rmsnorm_forward(Mat x, Mat weight, float eps, Mat y, Mat rstd);
   // dx = d/dx (overwritten); dweight accumulates.
-  virtual void rmsnorm_backward(Mat dy, Mat x, Mat weight, Mat rstd, Mat dx, Mat dweight) = 0;
+  void rmsnorm_backward(Mat dy, Mat x, Mat weight, Mat rstd, Mat dx, Mat dweight);
 
   // Rotary embedding in place on x (rows = batch * seq_len tokens, position = row % seq_len):
   // for each of `heads` heads at column head * head_stride + offset, rotate `dim` elements
   // (pairs (i, i + dim/2), the "rotate half" layout). backward applies the inverse rotation.
-  virtual void rope_forward(Mat x, std::int64_t seq_len, std::int64_t heads,
-                            std::int64_t head_stride, std::int64_t offset, std::int64_t dim,
-                            float theta) = 0;
-  virtual void rope_backward(Mat dx, std::int64_t seq_len, std::int64_t heads,
-                             std::int64_t head_stride, std::int64_t offset, std::int64_t dim,
-                             float theta) = 0;
+  void rope_forward(Mat x, std::int64_t seq_len, std::int64_t heads, std::int64_t head_stride,
+                    std::int64_t offset, std::int64_t dim, float theta);
+  void rope_backward(Mat dx, std::int64_t seq_len, std::int64_t heads, std::int64_t head_stride,
+                     std::int64_t offset, std::int64_t dim, float theta);
 
   // SwiGLU: gate_up is rows x 2f ([gate | up]); out = silu(gate) * up (rows x f).
-  virtual void swiglu_forward(Mat gate_up, Mat out) = 0;
-  virtual void swiglu_backward(Mat gate_up, Mat dout, Mat dgate_up) = 0;
+  void swiglu_forward(Mat gate_up, Mat out);
+  void swiglu_backward(Mat gate_up, Mat dout, Mat dgate_up);
 
   // Softmax attention per sequence and head. q: rows x heads*qk_dim, k: rows x heads*qk_dim,
   // v: rows x heads*v_dim, out: rows x heads*v_dim, stats: rows x heads (log-sum-exp, saved for
   // backward). Gradients are overwritten.
-  virtual void attention_forward(const AttentionShape& s, Mat q, Mat k, Mat v, Mat out,
-                                 Mat stats) = 0;
-  virtual void attention_backward(const AttentionShape& s, Mat q, Mat k, Mat v, Mat out, Mat dout,
-                                  Mat stats, Mat dq, Mat dk, Mat dv) = 0;
+  void attention_forward(const AttentionShape& s, Mat q, Mat k, Mat v, Mat out, Mat stats);
+  void attention_backward(const AttentionShape& s, Mat q, Mat k, Mat v, Mat out, Mat dout,
+                          Mat stats, Mat dq, Mat dk, Mat dv);
 
-  // Router: from logits (tokens x experts) and the selection bias (1 x experts), the sigmoid
-  // scores (saved), the chosen experts (tokens x top_k, i32) and their combine weights
-  // (tokens x top_k). first_token is the global index of row 0 (balanced and zipf routing are
-  // functions of it). See workloads/routing/route.hpp.
-  virtual void router_forward(const RouterParams& p, Mat logits, Mat bias, std::int64_t first_token,
-                              Mat scores, Mat indices, Mat weights) = 0;
-  // dlogits (overwritten) from the combine weights' gradient.
-  virtual void router_backward(const RouterParams& p, Mat scores, Mat indices, Mat dweights,
-                               Mat dlogits) = 0;
+  // Router: from logits (tokens x experts) and the selection bias (1 x experts, FP32, or empty),
+  // the sigmoid scores (saved, FP32), the chosen experts (tokens x top_k, i32) and their combine
+  // weights (tokens x top_k, FP32). first_token is the global index of row 0 (balanced and zipf
+  // routing are functions of it). See workloads/ops/route.hpp.
+  void router_forward(const RouterParams& p, Mat logits, Mat bias, std::int64_t first_token,
+                      Mat scores, Mat indices, Mat weights);
+  // dlogits (overwritten, FP32) from the combine weights' gradient.
+  void router_backward(const RouterParams& p, Mat scores, Mat indices, Mat dweights, Mat dlogits);
 
-  // Row movement for the permutation of tokens by expert. index is i32 (n x 1).
+  // Row movement for the permutation of tokens by expert. index is i32 (n x 1); an index outside
+  // its source or destination is a RuntimeError (cuda: at the next synchronisation).
   // gather: dst[i] = src[index[i]].
-  virtual void gather_rows(Mat src, Mat index, Mat dst) = 0;
+  void gather_rows(Mat src, Mat index, Mat dst);
   // scatter_add: dst[index[i]] += (scale ? scale[i] : 1) * src[i]. scale is n x 1 or empty.
-  virtual void scatter_add_rows(Mat src, Mat index, Mat scale, Mat dst) = 0;
+  void scatter_add_rows(Mat src, Mat index, Mat scale, Mat dst);
   // dst[i] = scale[i] * src[index[i]] (the weighted gather of the combine's backward).
-  virtual void gather_rows_scaled(Mat src, Mat index, Mat scale, Mat dst) = 0;
+  void gather_rows_scaled(Mat src, Mat index, Mat scale, Mat dst);
   // out[i] = dot(a[index[i]], b[i]) (the gradient of a combine weight).
-  virtual void gathered_row_dot(Mat a, Mat index, Mat b, Mat out) = 0;
+  void gathered_row_dot(Mat a, Mat index, Mat b, Mat out);
 
   // AdamW on a flat parameter range; m and v are the optimiser's FP32 moments. master, when not
   // empty, is the FP32 master copy of a lower-precision param (as mixed-precision trainers keep
   // one): the update reads and writes master, and param receives its value rounded to storage.
   // Empty: param itself is updated.
-  virtual void adamw(const AdamWStep& s, Mat param, Mat grad, Mat m, Mat v, Mat master) = 0;
+  void adamw(const AdamWStep& s, Mat param, Mat grad, Mat m, Mat v, Mat master);
 
  protected:
+  // The backends' operations, called with checked arguments.
+  virtual Tensor do_alloc(std::int64_t rows, std::int64_t cols, DType dtype) = 0;
+  virtual void do_upload(const float* host, const Mat& dst) = 0;
+  virtual void do_upload_i32(const std::int32_t* host, const Mat& dst) = 0;
+  virtual void do_download(const Mat& src, float* host) = 0;
+  virtual void do_download_i32(const Mat& src, std::int32_t* host) = 0;
+  virtual void do_zero(const Mat& x) = 0;
+  virtual void do_copy(const Mat& src, const Mat& dst) = 0;
+  virtual void do_axpby(float alpha, const Mat& x, float beta, const Mat& y) = 0;
+  virtual void do_fill_random(const Mat& x, std::uint64_t seed, std::uint64_t stream,
+                              float scale) = 0;
+  virtual void do_fill(const Mat& x, float value) = 0;
+  virtual void do_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b,
+                       float beta, const Mat& c) = 0;
+  // The default: one do_gemm per problem, in order.
+  virtual void do_grouped_gemm(bool trans_a, bool trans_b, float alpha,
+                               std::span<const GemmProblem> p, float beta);
   // One linear GEMM with E4M3 inputs (see LinearPrecision); only called once
   // set_linear_precision(fp8) has succeeded, which a backend without it refuses.
-  virtual void fp8_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b,
-                        float beta, const Mat& c);
+  virtual void do_fp8_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b,
+                           float beta, const Mat& c);
+  virtual void do_rmsnorm_forward(const Mat& x, const Mat& weight, float eps, const Mat& y,
+                                  const Mat& rstd) = 0;
+  virtual void do_rmsnorm_backward(const Mat& dy, const Mat& x, const Mat& weight, const Mat& rstd,
+                                   const Mat& dx, const Mat& dweight) = 0;
+  // Both directions of rope: the inverse rotation when `inverse`.
+  virtual void do_rope(const Mat& x, std::int64_t seq_len, std::int64_t heads,
+                       std::int64_t head_stride, std::int64_t offset, std::int64_t dim, float theta,
+                       bool inverse) = 0;
+  virtual void do_swiglu_forward(const Mat& gate_up, const Mat& out) = 0;
+  virtual void do_swiglu_backward(const Mat& gate_up, const Mat& dout, const Mat& dgate_up) = 0;
+  virtual void do_attention_forward(const AttentionShape& s, const Mat& q, const Mat& k,
+                                    const Mat& v, const Mat& out, const Mat& stats) = 0;
+  virtual void do_attention_backward(const AttentionShape& s, const Mat& q, const Mat& k,
+                                     const Mat& v, const Mat& out, const Mat& dout,
+                                     const Mat& stats, const Mat& dq, const Mat& dk,
+                                     const Mat& dv) = 0;
+  virtual void do_router_forward(const RouterParams& p, const Mat& logits, const Mat& bias,
+                                 std::int64_t first_token, const Mat& scores, const Mat& indices,
+                                 const Mat& weights) = 0;
+  virtual void do_router_backward(const RouterParams& p, const Mat& scores, const Mat& indices,
+                                  const Mat& dweights, const Mat& dlogits) = 0;
+  virtual void do_gather_rows(const Mat& src, const Mat& index, const Mat& dst) = 0;
+  virtual void do_scatter_add_rows(const Mat& src, const Mat& index, const Mat& scale,
+                                   const Mat& dst) = 0;
+  virtual void do_gather_rows_scaled(const Mat& src, const Mat& index, const Mat& scale,
+                                     const Mat& dst) = 0;
+  virtual void do_gathered_row_dot(const Mat& a, const Mat& index, const Mat& b,
+                                   const Mat& out) = 0;
+  virtual void do_adamw(const AdamWStep& s, const Mat& param, const Mat& grad, const Mat& m,
+                        const Mat& v, const Mat& master) = 0;
 
   LinearPrecision linear_precision_ = LinearPrecision::standard;
 
  private:
+  // The shared checks: a valid view; float (FP32 or the storage type); a given dtype and shape.
+  void check_float(const Mat& m, const char* what) const;
+  void check_gemm(bool trans_a, bool trans_b, const Mat& a, const Mat& b, const Mat& c) const;
+  void check_rope(const Mat& x, std::int64_t seq_len, std::int64_t heads, std::int64_t head_stride,
+                  std::int64_t offset, std::int64_t dim) const;
+  void check_attention(const AttentionShape& s, const Mat& q, const Mat& k, const Mat& v,
+                       const Mat& out, const Mat& stats) const;
+
   std::vector<std::chrono::steady_clock::time_point> host_marks_;
 };
 

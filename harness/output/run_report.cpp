@@ -8,12 +8,6 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-// The arithmetic precision of the step: the cpu backend computes in f32; GPU backends train in
-// bf16 with f32 accumulation.
-std::string precision_of(const std::string& backend) {
-  return backend == "cpu" ? "fp32" : "bf16";
-}
-
 ojson meta_json(const RunMeta& m) {
   ojson env = ojson::object();
   for (const auto& [key, value] : m.environment) env[key] = value;
@@ -57,15 +51,15 @@ ojson config_json(const RunConfig& c) {
                      {"beta2", c.adamw.beta2},
                      {"eps", c.adamw.eps},
                      {"weight_decay", c.adamw.weight_decay}};
-  j["precision"] = c.precision.empty() ? precision_of(c.backend) : c.precision;
-  if (c.precision == "fp8") {
+  j["precision"] = to_string(c.precision);
+  if (c.precision == Precision::fp8) {
     // What fp8 changes and what it keeps: the linear layers' GEMM inputs, not the storage.
     j["fp8"] = ojson{{"format", "e4m3"},
                      {"scaling", "per-tensor"},
                      {"gemms",
                       "linear layers (attention projections, dense and shared MLPs, "
                       "routed experts); attention's core, norms and the router unchanged"},
-                     {"storage", precision_of(c.backend)},
+                     {"storage", to_string(native_precision(c.backend))},
                      {"emulated", c.fp8_emulated()}};
   }
   j["verify"] = c.verify;

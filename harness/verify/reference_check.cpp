@@ -24,7 +24,8 @@ Reference run_reference(const RunConfig& config, Compute& compute) {
   const RunConfig ref = single_process_reference(config);
   const Topology one = single_process_topology();
   // One process: every collective is local, so the mpi backend serves (staged on a device).
-  auto comm = make_communicator("mpi", MPI_COMM_SELF, one, compute, kDefaultCommTimeoutS);
+  auto comm =
+      make_communicator(CommBackend::mpi, MPI_COMM_SELF, one, compute, kDefaultCommTimeoutS);
   TrainingStep step(ref, one, compute, *comm);
   step.initialize();
   step.run();

@@ -51,10 +51,12 @@ float round_bf16(float x) {
 }
 
 struct Backends {
-  std::unique_ptr<Compute> cpu = make_compute("cpu", 0, 1);
-  std::unique_ptr<Compute> dev = make_compute(
-      std::getenv("MOEBENCH_GPU_TEST_BACKEND") ? std::getenv("MOEBENCH_GPU_TEST_BACKEND") : "cuda",
-      0, 1);
+  std::unique_ptr<Compute> cpu = make_compute(ComputeBackend::cpu, 0, 1);
+  std::unique_ptr<Compute> dev =
+      make_compute(parse_compute_backend(std::getenv("MOEBENCH_GPU_TEST_BACKEND")
+                                             ? std::getenv("MOEBENCH_GPU_TEST_BACKEND")
+                                             : "cuda"),
+                   0, 1);
 };
 
 Backends& backends() {

@@ -146,7 +146,7 @@ void test_group(mb::Communicator& comm, mb::Compute& compute, mb::Group g, const
 // background lane.
 void test_timeout(const mb::MpiRuntime& rt, const mb::Topology& topo, mb::Compute& compute,
                   bool started, Checker& ck) {
-  auto comm = mb::make_communicator("nccl", rt.world(), topo, compute, 5.0);
+  auto comm = mb::make_communicator(mb::CommBackend::nccl, rt.world(), topo, compute, 5.0);
   Device dev(compute);
   mb::Tensor d = dev.put(std::vector<float>(16, 1.0f), 16, 1, mb::DType::f32);
   if (rt.rank() == 0) {
@@ -175,7 +175,7 @@ void test_timeout(const mb::MpiRuntime& rt, const mb::Topology& topo, mb::Comput
 // rank 0 would time out.
 void test_barrier_skips_background(const mb::MpiRuntime& rt, const mb::Topology& topo,
                                    mb::Compute& compute, Checker& ck) {
-  auto comm = mb::make_communicator("nccl", rt.world(), topo, compute, 10.0);
+  auto comm = mb::make_communicator(mb::CommBackend::nccl, rt.world(), topo, compute, 10.0);
   Device dev(compute);
   mb::Tensor d = dev.put(std::vector<float>(16, 1.0f), 16, 1, mb::DType::f32);
   std::string message = "(none)";
@@ -208,12 +208,12 @@ int main(int argc, char** argv) {
   const int ep = argc > 2 ? std::atoi(argv[2]) : 1;
   try {
     const mb::Topology topo = rt.topology(mb::ParallelGrid(rt.size(), {1, 1, ep, 1}), 0);
-    auto compute = mb::make_compute("cuda", topo.local_rank, 1);
+    auto compute = mb::make_compute(mb::ComputeBackend::cuda, topo.local_rank, 1);
     if (mode == "shared-gpu") {
       std::string message = "(none)";
       int code = 0;
       try {
-        mb::make_communicator("nccl", rt.world(), topo, *compute, 60.0);
+        mb::make_communicator(mb::CommBackend::nccl, rt.world(), topo, *compute, 60.0);
       } catch (const mb::Error& e) {
         message = e.what();
         code = static_cast<int>(e.code());
@@ -224,7 +224,8 @@ int main(int argc, char** argv) {
                  "shared GPU: rank 0 says why: '" + message + "'");
       }
     } else {
-      auto comm = mb::make_communicator(mode, rt.world(), topo, *compute, 120.0);
+      auto comm =
+          mb::make_communicator(mb::parse_comm_backend(mode), rt.world(), topo, *compute, 120.0);
       ck.check(comm->name() == (mode == "nccl" ? "nccl" : "mpi"), "name");
       for (mb::DType type : {mb::DType::bf16, mb::DType::f32}) {
         for (mb::Group g : {mb::Group::world, mb::Group::expert, mb::Group::expert_data}) {

@@ -20,8 +20,8 @@ Stats constant(double seconds, std::size_t count = 3) {
 // stack of 10 ms with 8 ms forward+backward.
 BenchRecord sample_record(std::optional<double> peak) {
   BenchRecord r;
-  r.meta.backend = "cuda";
-  r.meta.precision = "bf16";
+  r.meta.backend = ComputeBackend::cuda;
+  r.meta.precision = Precision::bf16;
   r.meta.gemm_path = "cublasLt";
   r.meta.grouped_gemm_path = "cublasLt per expert";
   r.meta.attention_path = "batched GEMM + softmax";
@@ -40,7 +40,8 @@ BenchRecord sample_record(std::optional<double> peak) {
     r.experts.cases.push_back({g, constant(g.flops() / 900e12)});
   }
   LayerStackResult s;
-  s.config = bench_run_config(r.model, 32, 4096, 1, "cuda", "", 1, Optimizer::adamw, 1, 1, 3);
+  s.config = bench_run_config(r.model, 32, 4096, 1, ComputeBackend::cuda, Precision::bf16, 1,
+                              Optimizer::adamw, 1, 1, 3);
   s.accounting.flops_per_step = 5e12;
   s.results.step_time_s = constant(0.010);
   s.results.tflops_per_gpu = 500;  // 5e12 / 10 ms
@@ -103,7 +104,7 @@ TEST_CASE("bench report: the fp8 dense rate beside the bf16 one, and experts aga
   CHECK(j["results"]["fp8_gemms"]["bf16_fallbacks"] == 3);
   const double bf16_ratio = j["results"]["expert_gemms"]["ratio_to_dense"].get<double>();
   // With the probe in fp8 the experts are compared with the fp8 dense rate: half the ratio.
-  r.meta.precision = "fp8";
+  r.meta.precision = Precision::fp8;
   j = make_bench_report(r);
   CHECK(j["results"]["expert_gemms"]["ratio_to_dense"].get<double>() ==
         doctest::Approx(bf16_ratio / 2).epsilon(1e-12));

@@ -40,7 +40,8 @@ TEST_CASE("bench: an EP that leaves fewer than top-k local experts is a usage er
 
 TEST_CASE("bench: the emulated rank does the real rank's expert work and Megatron FLOPs") {
   const ModelConfig m = preset("deepseek-v3");
-  const RunConfig c = bench_run_config(m, 32, 4096, 4, "cpu", "", 1, Optimizer::adamw, 7, 1, 3);
+  const RunConfig c = bench_run_config(m, 32, 4096, 4, ComputeBackend::cpu, Precision::fp32, 1,
+                                       Optimizer::adamw, 7, 1, 3);
   CHECK(c.model.n_routed_experts == 8);
   CHECK(c.model.num_experts_per_tok == 8);
   CHECK(c.model.n_group == 1);
@@ -49,7 +50,8 @@ TEST_CASE("bench: the emulated rank does the real rank's expert work and Megatro
   CHECK(c.workload.routing.mode == RoutingMode::balanced);
   CHECK(c.layout.world == 1);
   CHECK(c.layout.ep == 1);
-  CHECK(c.precision == "fp32");
+  CHECK(c.precision == Precision::fp32);
+  CHECK(c.comm == CommBackend::local);
   // Every token to all 8 local experts: 4096 rows each, as on a real EP=32 rank.
   CHECK(c.workload.tokens_per_rank() * c.model.num_experts_per_tok / c.model.n_routed_experts ==
         4096);
@@ -99,17 +101,6 @@ TEST_CASE("bench: dense GEMM FLOPs and known peaks") {
   CHECK(known_bf16_peak_tflops("NVIDIA H200 NVL").value() == 835.0);
   CHECK_FALSE(known_bf16_peak_tflops("NVIDIA A100-SXM4-80GB").has_value());
   CHECK_FALSE(known_bf16_peak_tflops("").has_value());
-}
-
-TEST_CASE("bench: precision is the backend's own, as for `moebench run`") {
-  CHECK(bench_precision("cpu", "") == "fp32");
-  CHECK(bench_precision("cpu", "fp32") == "fp32");
-  CHECK(bench_precision("cuda", "") == "bf16");
-  CHECK(bench_precision("cuda", "bf16") == "bf16");
-  CHECK_THROWS_AS(bench_precision("cpu", "bf16"), UsageError);
-  CHECK(bench_precision("cuda", "fp8") == "fp8");
-  CHECK(bench_precision("cpu", "fp8") == "fp8");
-  CHECK_THROWS_AS(bench_precision("cuda", "int4"), UsageError);
 }
 
 TEST_CASE("bench: layer lists") {

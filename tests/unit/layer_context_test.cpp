@@ -10,7 +10,7 @@ namespace moebench {
 namespace {
 
 TEST_CASE("ensure_rows allocates, reuses while big enough, and grows with headroom") {
-  auto c = make_compute("cpu", 0, 1);
+  auto c = make_compute(ComputeBackend::cpu, 0, 1);
   Tensor t;
   Mat a = ensure_rows(*c, t, 8, 4);
   CHECK(t.rows() == 8);

@@ -84,7 +84,7 @@ struct Harness {
   explicit Harness(const RunConfig& c)
       : config(c),
         topo(one_rank()),
-        compute(make_compute("cpu", 0, 1)),
+        compute(make_compute(ComputeBackend::cpu, 0, 1)),
         comm(make_mpi_communicator(MPI_COMM_SELF, topo)),
         timer(*compute),
         params(*compute, config, topo),

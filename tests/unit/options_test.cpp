@@ -313,22 +313,24 @@ TEST_CASE("resolve_run_config: --precision per backend, --timeout, --comm agains
     return "";
   };
   RunConfig c = resolve({"--preset", "deepseek-v3-tiny"});
-  CHECK(c.precision == "fp32");  // the cpu backend's own
+  CHECK(c.precision == Precision::fp32);  // the cpu backend's own
   CHECK(c.comm_timeout_s == 600);
-  CHECK(resolve({"--preset", "deepseek-v3-tiny", "--precision", "fp32"}).precision == "fp32");
+  CHECK(resolve({"--preset", "deepseek-v3-tiny", "--precision", "fp32"}).precision ==
+        Precision::fp32);
   CHECK(resolve({"--preset", "deepseek-v3-tiny", "--timeout", "30"}).comm_timeout_s == 30);
-  CHECK(resolve({"--preset", "deepseek-v3-tiny", "--backend", "cuda"}).precision == "bf16");
+  CHECK(resolve({"--preset", "deepseek-v3-tiny", "--backend", "cuda"}).precision ==
+        Precision::bf16);
   CHECK(resolve({"--preset", "deepseek-v3-tiny", "--backend", "cuda", "--precision", "bf16"})
-            .precision == "bf16");
+            .precision == Precision::bf16);
 
   CHECK(!c.fp8_emulated());
   // fp8: emulated on the cpu backend, native (E4M3 tensor cores) on cuda.
   const RunConfig f = resolve({"--preset", "deepseek-v3-tiny", "--precision", "fp8"});
-  CHECK(f.precision == "fp8");
+  CHECK(f.precision == Precision::fp8);
   CHECK(f.fp8_emulated());
   const RunConfig g =
       resolve({"--preset", "deepseek-v3-tiny", "--backend", "cuda", "--precision", "fp8"});
-  CHECK(g.precision == "fp8");
+  CHECK(g.precision == Precision::fp8);
   CHECK(!g.fp8_emulated());
   std::string m = message({"--preset", "deepseek-v3-tiny", "--precision", "bf16"});
   CHECK(contains(m, "--precision bf16 is not available with --backend cpu; valid: fp32 or fp8"));

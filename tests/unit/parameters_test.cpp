@@ -110,7 +110,7 @@ TEST_CASE("make_param_layout: with EP the expert group holds only the local expe
 
 TEST_CASE("ParamStore pads each flat buffer to a multiple of its reducing group") {
   const RunConfig c = tiny_run(2, 1);
-  auto compute = make_compute("cpu", 0, 1);
+  auto compute = make_compute(ComputeBackend::cpu, 0, 1);
   {
     // World 10, EP 2: dense reduced over 10 ranks, experts over EDP 5.
     const Topology t = rank_of(10, 3, 2);
@@ -154,7 +154,7 @@ TEST_CASE("ParamStore pads each flat buffer to a multiple of its reducing group"
 
 TEST_CASE("ParamStore views, lookups and names") {
   const RunConfig c = tiny_run(2, 1);
-  auto compute = make_compute("cpu", 0, 1);
+  auto compute = make_compute(ComputeBackend::cpu, 0, 1);
   ParamStore s(*compute, c, one_rank());
   CHECK(s.layers() == 2);
   CHECK(s.is_dense_layer(0));
@@ -202,7 +202,7 @@ std::vector<float> all(Compute& c, Mat m) {
 
 TEST_CASE("ParamStore::initialize is a pure function of the seed, with the documented scales") {
   const RunConfig c = tiny_run(2, 1);
-  auto compute = make_compute("cpu", 0, 1);
+  auto compute = make_compute(ComputeBackend::cpu, 0, 1);
   ParamStore a(*compute, c, one_rank()), b(*compute, c, one_rank()), other(*compute, c, one_rank());
   a.initialize(9);
   b.initialize(9);
@@ -240,7 +240,7 @@ TEST_CASE("ParamStore::initialize is a pure function of the seed, with the docum
 
 TEST_CASE("An expert's weights are the same on a 1-rank and an EP-2 layout") {
   const RunConfig c = tiny_run(2, 1);
-  auto compute = make_compute("cpu", 0, 1);
+  auto compute = make_compute(ComputeBackend::cpu, 0, 1);
   ParamStore whole(*compute, c, one_rank());
   ParamStore part(*compute, c, rank_of(4, 1, 2));  // experts 4..7
   whole.initialize(3);
@@ -263,7 +263,7 @@ TEST_CASE("An expert's weights are the same on a 1-rank and an EP-2 layout") {
 
 TEST_CASE("ParamStore::zero_grads clears both gradient buffers") {
   const RunConfig c = tiny_run(2, 1);
-  auto compute = make_compute("cpu", 0, 1);
+  auto compute = make_compute(ComputeBackend::cpu, 0, 1);
   ParamStore s(*compute, c, one_rank());
   s.initialize(1);
   compute->fill(s.flat_grads(ParamGroup::dense), 3.0f);

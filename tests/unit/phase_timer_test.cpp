@@ -6,14 +6,16 @@
 
 #include <thread>
 
+#include "harness/backends/cpu/cpu_compute.hpp"
 #include "harness/core/error.hpp"
 
 namespace moebench {
 namespace {
 
-// A Compute whose marks are given times, so intervals are exact.
-class FakeMarks : public Compute {
+// A cpu backend whose marks are given times, so intervals are exact.
+class FakeMarks : public CpuCompute {
  public:
+  FakeMarks() : CpuCompute(1) {}
   std::vector<double> times;
   int next = 0;
   int mark() override { return next++; }
@@ -21,44 +23,6 @@ class FakeMarks : public Compute {
     return std::vector<double>(times.begin(), times.begin() + next);
   }
   void clear_marks() override { next = 0; }
-
-  std::string name() const override { return "fake"; }
-  DType activation_dtype() const override { return DType::f32; }
-  std::string gemm_path() const override { return {}; }
-  std::string grouped_gemm_path() const override { return {}; }
-  std::string attention_path() const override { return {}; }
-  Tensor alloc(std::int64_t, std::int64_t, DType) override { return {}; }
-  void upload(const float*, Mat) override {}
-  void upload_i32(const std::int32_t*, Mat) override {}
-  void download(Mat, float*) override {}
-  void download_i32(Mat, std::int32_t*) override {}
-  void synchronize() override {}
-  std::int64_t memory_available_bytes() const override { return 0; }
-  void zero(Mat) override {}
-  void copy(Mat, Mat) override {}
-  void axpby(float, Mat, float, Mat) override {}
-  void fill_random(Mat, std::uint64_t, std::uint64_t, float) override {}
-  void fill(Mat, float) override {}
-  void gemm(bool, bool, float, Mat, Mat, float, Mat) override {}
-  void grouped_gemm(bool, bool, float, std::span<const GemmProblem>, float) override {}
-  void rmsnorm_forward(Mat, Mat, float, Mat, Mat) override {}
-  void rmsnorm_backward(Mat, Mat, Mat, Mat, Mat, Mat) override {}
-  void rope_forward(Mat, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
-                    float) override {}
-  void rope_backward(Mat, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
-                     float) override {}
-  void swiglu_forward(Mat, Mat) override {}
-  void swiglu_backward(Mat, Mat, Mat) override {}
-  void attention_forward(const AttentionShape&, Mat, Mat, Mat, Mat, Mat) override {}
-  void attention_backward(const AttentionShape&, Mat, Mat, Mat, Mat, Mat, Mat, Mat, Mat,
-                          Mat) override {}
-  void router_forward(const RouterParams&, Mat, Mat, std::int64_t, Mat, Mat, Mat) override {}
-  void router_backward(const RouterParams&, Mat, Mat, Mat, Mat) override {}
-  void gather_rows(Mat, Mat, Mat) override {}
-  void scatter_add_rows(Mat, Mat, Mat, Mat) override {}
-  void gather_rows_scaled(Mat, Mat, Mat, Mat) override {}
-  void gathered_row_dot(Mat, Mat, Mat, Mat) override {}
-  void adamw(const AdamWStep&, Mat, Mat, Mat, Mat, Mat) override {}
 };
 
 constexpr auto at(Phase p) {

@@ -93,8 +93,8 @@ TEST_CASE("run report: the schema rejects a missing key, a wrong type and a wron
 TEST_CASE("run report: fp8 runs say so, with the emulation; other runs have no fp8 block") {
   RunRecord r = testing::sample_run_record();
   CHECK(!nlohmann::json(make_run_report(r)).at("config").contains("fp8"));
-  r.config.precision = "fp8";
-  r.config.backend = "cpu";  // fp8 is emulated there
+  r.config.precision = Precision::fp8;
+  r.config.backend = ComputeBackend::cpu;  // fp8 is emulated there
   nlohmann::json j = nlohmann::json(make_run_report(r));
   auto errors = schema_errors(j, run_schema());
   for (const auto& e : errors) MESSAGE(e);
@@ -103,7 +103,7 @@ TEST_CASE("run report: fp8 runs say so, with the emulation; other runs have no f
   CHECK(j.at("config").at("fp8").at("emulated") == true);
   CHECK(j.at("config").at("fp8").at("storage") == "fp32");
   CHECK(j.at("config").at("fp8").at("scaling") == "per-tensor");
-  r.config.backend = "cuda";
+  r.config.backend = ComputeBackend::cuda;
   j = nlohmann::json(make_run_report(r));
   CHECK(schema_errors(j, run_schema()).empty());
   CHECK(j.at("config").at("fp8").at("emulated") == false);
@@ -115,9 +115,9 @@ TEST_CASE("run report: fp8 runs say so, with the emulation; other runs have no f
 
 TEST_CASE("run report: a GPU run's devices and precision are written and validate") {
   RunRecord r = testing::sample_run_record();
-  r.config.backend = "cuda";
-  r.config.comm = "nccl";
-  r.config.precision = "bf16";
+  r.config.backend = ComputeBackend::cuda;
+  r.config.comm = CommBackend::nccl;
+  r.config.precision = Precision::bf16;
   const DeviceRecord d = testing::sample_device_record();
   r.meta.devices = {d, d};
   r.meta.devices[1].rank = 1;

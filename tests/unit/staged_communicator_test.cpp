@@ -37,23 +37,20 @@ float from_bf16(std::uint16_t h) {
 class FakeDevice final : public CpuCompute {
  public:
   FakeDevice() : CpuCompute(1) {}
-  std::string name() const override { return "fake-device"; }
   DType activation_dtype() const override { return DType::bf16; }
   bool memory_is_host() const override { return false; }
 
-  Tensor alloc(std::int64_t rows, std::int64_t cols, DType dtype) override {
+  Tensor do_alloc(std::int64_t rows, std::int64_t cols, DType dtype) override {
     const std::size_t bytes = static_cast<std::size_t>(rows * cols) * dtype_size(dtype);
     return Tensor(std::shared_ptr<void>(std::calloc(bytes + 16, 1), std::free), rows, cols, dtype);
   }
-  using Compute::alloc;
-
-  void upload(const float* host, Mat dst) override {
+  void do_upload(const float* host, const Mat& dst) override {
     ++uploads;
     for (std::int64_t r = 0; r < dst.rows; ++r) {
       for (std::int64_t c = 0; c < dst.cols; ++c) set(dst, r, c, host[r * dst.cols + c]);
     }
   }
-  void download(Mat src, float* host) override {
+  void do_download(const Mat& src, float* host) override {
     ++downloads;
     for (std::int64_t r = 0; r < src.rows; ++r) {
       for (std::int64_t c = 0; c < src.cols; ++c) host[r * src.cols + c] = get(src, r, c);

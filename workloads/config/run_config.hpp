@@ -7,6 +7,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "harness/comm/comm_backend.hpp"
+#include "harness/compute/backend_kind.hpp"
 #include "harness/parallel/grid.hpp"
 #include "workloads/config/model_config.hpp"
 
@@ -72,15 +74,16 @@ struct RunConfig {
   int warmup = 3;
   int steps = 10;
   bool verify = false;
-  std::string backend = "cpu";  // compute backend
-  std::string comm = "mpi";     // communication backend
-  // The step's arithmetic: "fp32" (cpu), "bf16" (cuda: BF16 storage, FP32 accumulation), or
-  // "fp8" (--precision fp8: the linear layers' GEMMs in E4M3 with per-tensor scales, storage and
-  // everything else the backend's own); empty until resolved against the backend.
-  std::string precision;
+  ComputeBackend backend = ComputeBackend::cpu;
+  CommBackend comm = CommBackend::mpi;
+  // The step's arithmetic (harness/compute/backend_kind.hpp), resolved against the backend once,
+  // by resolve_precision().
+  Precision precision = Precision::fp32;
   // fp8 on a backend without FP8 arithmetic (cpu): E4M3-rounded values in FP32 GEMMs, the
   // numerics of FP8 without its speed.
-  bool fp8_emulated() const { return precision == "fp8" && backend == "cpu"; }
+  bool fp8_emulated() const {
+    return precision == Precision::fp8 && backend == ComputeBackend::cpu;
+  }
   double comm_timeout_s = 600;  // --timeout: the longest wait for a collective or setup
   int blas_threads = 1;
   // Collectives start after a barrier of their group, timed as comm_wait

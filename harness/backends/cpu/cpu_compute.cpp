@@ -32,21 +32,6 @@ namespace {
 
 constexpr std::size_t kAlignment = 64;
 
-void check_mat(const Mat& m, DType dtype, const char* what) {
-  MB_CHECK(m.dtype == dtype, what << " is " << dtype_name(m.dtype) << ", the cpu backend expects "
-                                  << dtype_name(dtype));
-  MB_CHECK(m.rows >= 0 && m.cols >= 0 && m.ld >= m.cols,
-           what << " has shape " << m.rows << "x" << m.cols << " with ld " << m.ld);
-  MB_CHECK(m.data != nullptr || m.numel() == 0, what << " has no data");
-}
-
-void check_shape(const Mat& m, std::int64_t rows, std::int64_t cols, DType dtype,
-                 const char* what) {
-  check_mat(m, dtype, what);
-  MB_CHECK(m.rows == rows && m.cols == cols,
-           what << " is " << m.rows << "x" << m.cols << ", expected " << rows << "x" << cols);
-}
-
 float* row_f32(const Mat& m, std::int64_t r) {
   return m.as<float>() + r * m.ld;
 }
@@ -68,9 +53,6 @@ void for_rows(const Mat& m, F&& f) {
 // One C = alpha op(A) op(B) + beta C straight on the callers' views.
 void sgemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b, float beta,
            const Mat& c) {
-  check_mat(a, DType::f32, "gemm A");
-  check_mat(b, DType::f32, "gemm B");
-  check_mat(c, DType::f32, "gemm C");
   const auto [m, n, k] = gemm_shape(trans_a, trans_b, a, b, c);
   if (m == 0 || n == 0) return;
   if (k == 0) {
@@ -104,10 +86,10 @@ float quantize_fp8(const Mat& m, std::vector<float>& out) {
   return fp8_descale(scale);
 }
 
-// Index column of a row-movement op: n x 1 i32, every entry in [0, bound).
+// Index column of a row-movement op (n x 1 i32, as the interface checked): every entry in
+// [0, bound), checked here on the host where the values are.
 const std::int32_t* checked_index(const Mat& index, std::int64_t n, std::int64_t bound,
                                   const char* op) {
-  check_shape(index, n, 1, DType::i32, op);
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int32_t v = *row_i32(index, i);
     MB_CHECK(v >= 0 && v < bound,
@@ -124,8 +106,7 @@ CpuCompute::CpuCompute([[maybe_unused]] int blas_threads) {
 #endif
 }
 
-Tensor CpuCompute::alloc(std::int64_t rows, std::int64_t cols, DType dtype) {
-  MB_CHECK(rows >= 0 && cols >= 0, "alloc of " << rows << "x" << cols);
+Tensor CpuCompute::do_alloc(std::int64_t rows, std::int64_t cols, DType dtype) {
   MB_CHECK(dtype == DType::f32 || dtype == DType::i32,
            "the cpu backend stores f32 and i32, not " << dtype_name(dtype));
   const std::size_t bytes = static_cast<std::size_t>(rows * cols) * dtype_size(dtype);
@@ -142,28 +123,24 @@ Tensor CpuCompute::alloc(std::int64_t rows, std::int64_t cols, DType dtype) {
   return Tensor(std::shared_ptr<void>(p, std::free), rows, cols, dtype);
 }
 
-void CpuCompute::upload(const float* host, Mat dst) {
-  check_mat(dst, DType::f32, "upload destination");
+void CpuCompute::do_upload(const float* host, const Mat& dst) {
   for_rows(dst, [&](float* row, std::int64_t r) {
     std::memcpy(row, host + r * dst.cols, dst.cols * sizeof(float));
   });
 }
 
-void CpuCompute::upload_i32(const std::int32_t* host, Mat dst) {
-  check_mat(dst, DType::i32, "upload_i32 destination");
+void CpuCompute::do_upload_i32(const std::int32_t* host, const Mat& dst) {
   for (std::int64_t r = 0; r < dst.rows; ++r)
     std::memcpy(row_i32(dst, r), host + r * dst.cols, dst.cols * sizeof(std::int32_t));
 }
 
-void CpuCompute::download(Mat src, float* host) {
-  check_mat(src, DType::f32, "download source");
+void CpuCompute::do_download(const Mat& src, float* host) {
   for_rows(src, [&](float* row, std::int64_t r) {
     std::memcpy(host + r * src.cols, row, src.cols * sizeof(float));
   });
 }
 
-void CpuCompute::download_i32(Mat src, std::int32_t* host) {
-  check_mat(src, DType::i32, "download_i32 source");
+void CpuCompute::do_download_i32(const Mat& src, std::int32_t* host) {
   for (std::int64_t r = 0; r < src.rows; ++r)
     std::memcpy(host + r * src.cols, row_i32(src, r), src.cols * sizeof(std::int32_t));
 }
@@ -180,26 +157,29 @@ std::int64_t CpuCompute::memory_available_bytes() const {
   throw RuntimeError("cpu backend: no MemAvailable in /proc/meminfo");
 }
 
-void CpuCompute::zero(Mat x) {
-  fill(x, 0.0f);
+// Any dtype: zero bits are 0 in f32 and i32 alike.
+void CpuCompute::do_zero(const Mat& x) {
+  const std::size_t row_bytes = static_cast<std::size_t>(x.cols) * dtype_size(x.dtype);
+  for (std::int64_t r = 0; r < x.rows; ++r) {
+    std::memset(static_cast<char*>(x.data) + r * x.ld * dtype_size(x.dtype), 0, row_bytes);
+  }
 }
 
-void CpuCompute::fill(Mat x, float value) {
-  check_mat(x, DType::f32, "fill");
+void CpuCompute::do_fill(const Mat& x, float value) {
   for_rows(x, [&](float* row, std::int64_t) { std::fill(row, row + x.cols, value); });
 }
 
-void CpuCompute::copy(Mat src, Mat dst) {
-  check_mat(src, DType::f32, "copy source");
-  check_shape(dst, src.rows, src.cols, DType::f32, "copy destination");
-  for_rows(src, [&](float* row, std::int64_t r) {
-    std::memmove(row_f32(dst, r), row, src.cols * sizeof(float));
-  });
+// The dtypes are equal (the cpu backend's floats are all f32): rows move as bytes.
+void CpuCompute::do_copy(const Mat& src, const Mat& dst) {
+  const std::size_t elem = dtype_size(src.dtype);
+  for (std::int64_t r = 0; r < src.rows; ++r) {
+    std::memmove(static_cast<char*>(dst.data) + r * dst.ld * elem,
+                 static_cast<const char*>(src.data) + r * src.ld * elem,
+                 static_cast<std::size_t>(src.cols) * elem);
+  }
 }
 
-void CpuCompute::axpby(float alpha, Mat x, float beta, Mat y) {
-  check_mat(x, DType::f32, "axpby x");
-  check_shape(y, x.rows, x.cols, DType::f32, "axpby y");
+void CpuCompute::do_axpby(float alpha, const Mat& x, float beta, const Mat& y) {
   for_rows(x, [&](const float* xr, std::int64_t r) {
     float* yr = row_f32(y, r);
     if (beta == 0.0f) {
@@ -210,8 +190,8 @@ void CpuCompute::axpby(float alpha, Mat x, float beta, Mat y) {
   });
 }
 
-void CpuCompute::fill_random(Mat x, std::uint64_t seed, std::uint64_t stream, float scale) {
-  check_mat(x, DType::f32, "fill_random");
+void CpuCompute::do_fill_random(const Mat& x, std::uint64_t seed, std::uint64_t stream,
+                                float scale) {
   for_rows(x, [&](float* row, std::int64_t r) {
     const auto base = static_cast<std::uint64_t>(r * x.cols);
     for (std::int64_t j = 0; j < x.cols; ++j)
@@ -234,20 +214,13 @@ std::string CpuCompute::attention_path() const {
   return "loops per sequence and head: causal masked softmax in fp32, log-sum-exp saved";
 }
 
-void CpuCompute::gemm(bool trans_a, bool trans_b, float alpha, Mat a, Mat b, float beta, Mat c) {
+void CpuCompute::do_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b,
+                         float beta, const Mat& c) {
   sgemm(trans_a, trans_b, alpha, a, b, beta, c);
 }
 
-void CpuCompute::grouped_gemm(bool trans_a, bool trans_b, float alpha,
-                              std::span<const GemmProblem> p, float beta) {
-  for (const GemmProblem& g : p) sgemm(trans_a, trans_b, alpha, g.a, g.b, beta, g.c);
-}
-
-void CpuCompute::fp8_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b,
-                          float beta, const Mat& c) {
-  check_mat(a, DType::f32, "gemm A");
-  check_mat(b, DType::f32, "gemm B");
-  check_mat(c, DType::f32, "gemm C");
+void CpuCompute::do_fp8_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b,
+                             float beta, const Mat& c) {
   const auto [m, n, k] = gemm_shape(trans_a, trans_b, a, b, c);
   if (m == 0 || n == 0 || k == 0) {
     sgemm(trans_a, trans_b, alpha, a, b, beta, c);  // nothing to quantise
@@ -261,40 +234,24 @@ void CpuCompute::fp8_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a,
   sgemm(trans_a, trans_b, alpha * descale_a * descale_b, qa, qb, beta, c);
 }
 
-void CpuCompute::rmsnorm_forward(Mat x, Mat weight, float eps, Mat y, Mat rstd) {
-  check_mat(x, DType::f32, "rmsnorm x");
-  check_shape(weight, 1, x.cols, DType::f32, "rmsnorm weight");
-  check_shape(y, x.rows, x.cols, DType::f32, "rmsnorm y");
-  check_shape(rstd, x.rows, 1, DType::f32, "rmsnorm rstd");
-  MB_CHECK(x.cols > 0, "rmsnorm of zero columns");
+void CpuCompute::do_rmsnorm_forward(const Mat& x, const Mat& weight, float eps, const Mat& y,
+                                    const Mat& rstd) {
   for_rows(x, [&](const float* xr, std::int64_t r) {
     *row_f32(rstd, r) = rmsnorm_row_forward(xr, weight.as<float>(), x.cols, eps, row_f32(y, r));
   });
 }
 
-void CpuCompute::rmsnorm_backward(Mat dy, Mat x, Mat weight, Mat rstd, Mat dx, Mat dweight) {
-  check_mat(x, DType::f32, "rmsnorm x");
-  check_shape(dy, x.rows, x.cols, DType::f32, "rmsnorm dy");
-  check_shape(weight, 1, x.cols, DType::f32, "rmsnorm weight");
-  check_shape(rstd, x.rows, 1, DType::f32, "rmsnorm rstd");
-  check_shape(dx, x.rows, x.cols, DType::f32, "rmsnorm dx");
-  check_shape(dweight, 1, x.cols, DType::f32, "rmsnorm dweight");
+void CpuCompute::do_rmsnorm_backward(const Mat& dy, const Mat& x, const Mat& weight,
+                                     const Mat& rstd, const Mat& dx, const Mat& dweight) {
   for_rows(x, [&](const float* xr, std::int64_t r) {
     rmsnorm_row_backward(row_f32(dy, r), xr, weight.as<float>(), *row_f32(rstd, r), x.cols,
                          row_f32(dx, r), dweight.as<float>());
   });
 }
 
-void CpuCompute::rope_apply(Mat x, std::int64_t seq_len, std::int64_t heads,
-                            std::int64_t head_stride, std::int64_t offset, std::int64_t dim,
-                            float theta, bool inverse) {
-  check_mat(x, DType::f32, "rope x");
-  MB_CHECK(seq_len > 0 && heads > 0 && dim > 0 && dim % 2 == 0 && offset >= 0,
-           "rope: seq_len " << seq_len << ", heads " << heads << ", dim " << dim
-                            << " (even), offset " << offset);
-  MB_CHECK((heads - 1) * head_stride + offset + dim <= x.cols,
-           "rope: head " << heads - 1 << " at column " << (heads - 1) * head_stride + offset
-                         << " + " << dim << " exceeds " << x.cols << " columns");
+void CpuCompute::do_rope(const Mat& x, std::int64_t seq_len, std::int64_t heads,
+                         std::int64_t head_stride, std::int64_t offset, std::int64_t dim,
+                         float theta, bool inverse) {
   // cos/sin of every (position, pair), shared by the heads and the sequences of the batch.
   const std::int64_t half = dim / 2;
   const std::int64_t positions = std::min(seq_len, x.rows);
@@ -316,35 +273,16 @@ void CpuCompute::rope_apply(Mat x, std::int64_t seq_len, std::int64_t heads,
   });
 }
 
-void CpuCompute::rope_forward(Mat x, std::int64_t seq_len, std::int64_t heads,
-                              std::int64_t head_stride, std::int64_t offset, std::int64_t dim,
-                              float theta) {
-  rope_apply(x, seq_len, heads, head_stride, offset, dim, theta, false);
-}
-
-void CpuCompute::rope_backward(Mat dx, std::int64_t seq_len, std::int64_t heads,
-                               std::int64_t head_stride, std::int64_t offset, std::int64_t dim,
-                               float theta) {
-  rope_apply(dx, seq_len, heads, head_stride, offset, dim, theta, true);
-}
-
-void CpuCompute::swiglu_forward(Mat gate_up, Mat out) {
-  check_mat(gate_up, DType::f32, "swiglu gate_up");
-  MB_CHECK(gate_up.cols % 2 == 0, "swiglu gate_up has odd width " << gate_up.cols);
+void CpuCompute::do_swiglu_forward(const Mat& gate_up, const Mat& out) {
   const std::int64_t f = gate_up.cols / 2;
-  check_shape(out, gate_up.rows, f, DType::f32, "swiglu out");
   for_rows(gate_up, [&](const float* gu, std::int64_t r) {
     float* o = row_f32(out, r);
     for (std::int64_t j = 0; j < f; ++j) o[j] = moebench::swiglu_forward(gu[j], gu[f + j]);
   });
 }
 
-void CpuCompute::swiglu_backward(Mat gate_up, Mat dout, Mat dgate_up) {
-  check_mat(gate_up, DType::f32, "swiglu gate_up");
-  MB_CHECK(gate_up.cols % 2 == 0, "swiglu gate_up has odd width " << gate_up.cols);
+void CpuCompute::do_swiglu_backward(const Mat& gate_up, const Mat& dout, const Mat& dgate_up) {
   const std::int64_t f = gate_up.cols / 2;
-  check_shape(dout, gate_up.rows, f, DType::f32, "swiglu dout");
-  check_shape(dgate_up, gate_up.rows, gate_up.cols, DType::f32, "swiglu dgate_up");
   for_rows(gate_up, [&](const float* gu, std::int64_t r) {
     const float* d = row_f32(dout, r);
     float* dg = row_f32(dgate_up, r);
@@ -363,20 +301,10 @@ float* CpuCompute::scratch(std::size_t floats) {
 // from the saved log-sum-exp, as the fused GPU kernels do.
 namespace {
 
-void check_attention(const AttentionShape& s, const Mat& q, const Mat& k, const Mat& v,
-                     const Mat& out, const Mat& stats) {
-  MB_CHECK(s.batch >= 0 && s.seq_len > 0 && s.heads > 0 && s.qk_dim > 0 && s.v_dim > 0,
-           "attention shape: batch " << s.batch << ", seq_len " << s.seq_len << ", heads "
-                                     << s.heads << ", qk_dim " << s.qk_dim << ", v_dim "
-                                     << s.v_dim);
-  const std::int64_t rows = s.batch * s.seq_len;
-  check_shape(q, rows, s.heads * s.qk_dim, DType::f32, "attention q");
-  check_shape(k, rows, s.heads * s.qk_dim, DType::f32, "attention k");
-  check_shape(v, rows, s.heads * s.v_dim, DType::f32, "attention v");
-  check_shape(out, rows, s.heads * s.v_dim, DType::f32, "attention out");
-  check_shape(stats, rows, s.heads, DType::f32, "attention stats");
-  // Every dimension and ld handed to CBLAS below fits its int (so plain casts are safe there).
-  for (const Mat* m : {&q, &k, &v, &out}) blas_int(m->ld, "attention ld");
+// The interface checked the shapes; every dimension and ld handed to CBLAS below fits its int
+// (so plain casts are safe there).
+void check_blas_range(const AttentionShape& s, std::initializer_list<const Mat*> mats) {
+  for (const Mat* m : mats) blas_int(m->ld, "attention ld");
   blas_int(s.seq_len * s.seq_len, "seq_len^2");
 }
 
@@ -402,9 +330,9 @@ void head_scores(const AttentionShape& s, const Mat& q, const Mat& k, std::int64
 
 }  // namespace
 
-void CpuCompute::attention_forward(const AttentionShape& s, Mat q, Mat k, Mat v, Mat out,
-                                   Mat stats) {
-  check_attention(s, q, k, v, out, stats);
+void CpuCompute::do_attention_forward(const AttentionShape& s, const Mat& q, const Mat& k,
+                                      const Mat& v, const Mat& out, const Mat& stats) {
+  check_blas_range(s, {&q, &k, &v, &out});
   const std::int64_t t = s.seq_len;
   float* p = scratch(static_cast<std::size_t>(t * t));
   for (std::int64_t b = 0; b < s.batch; ++b) {
@@ -430,14 +358,11 @@ void CpuCompute::attention_forward(const AttentionShape& s, Mat q, Mat k, Mat v,
   }
 }
 
-void CpuCompute::attention_backward(const AttentionShape& s, Mat q, Mat k, Mat v, Mat out, Mat dout,
-                                    Mat stats, Mat dq, Mat dk, Mat dv) {
-  check_attention(s, q, k, v, out, stats);
-  check_shape(dout, out.rows, out.cols, DType::f32, "attention dout");
-  check_shape(dq, q.rows, q.cols, DType::f32, "attention dq");
-  check_shape(dk, k.rows, k.cols, DType::f32, "attention dk");
-  check_shape(dv, v.rows, v.cols, DType::f32, "attention dv");
-  for (const Mat* m : {&dout, &dq, &dk, &dv}) blas_int(m->ld, "attention ld");
+void CpuCompute::do_attention_backward(const AttentionShape& s, const Mat& q, const Mat& k,
+                                       const Mat& v, const Mat& out, const Mat& dout,
+                                       const Mat& stats, const Mat& dq, const Mat& dk,
+                                       const Mat& dv) {
+  check_blas_range(s, {&q, &k, &v, &out, &dout, &dq, &dk, &dv});
   const std::int64_t t = s.seq_len;
   const int ti = static_cast<int>(t);
   const int qk = static_cast<int>(s.qk_dim);
@@ -486,22 +411,10 @@ void CpuCompute::attention_backward(const AttentionShape& s, Mat q, Mat k, Mat v
   }
 }
 
-void CpuCompute::router_forward(const RouterParams& p, Mat logits, Mat bias,
-                                std::int64_t first_token, Mat scores, Mat indices, Mat weights) {
-  MB_CHECK(p.experts > 0 && p.experts <= kMaxExperts && p.top_k > 0 && p.top_k <= kMaxTopK &&
-               p.top_k <= p.experts,
-           "router: " << p.experts << " experts (at most " << kMaxExperts << "), top_k " << p.top_k
-                      << " (at most " << kMaxTopK << ")");
-  check_shape(logits, logits.rows, p.experts, DType::f32, "router logits");
-  const std::int64_t tokens = logits.rows;
-  const float* bias_row = nullptr;
-  if (bias.data != nullptr) {
-    check_shape(bias, 1, p.experts, DType::f32, "router bias");
-    bias_row = bias.as<float>();
-  }
-  check_shape(scores, tokens, p.experts, DType::f32, "router scores");
-  check_shape(indices, tokens, p.top_k, DType::i32, "router indices");
-  check_shape(weights, tokens, p.top_k, DType::f32, "router weights");
+void CpuCompute::do_router_forward(const RouterParams& p, const Mat& logits, const Mat& bias,
+                                   std::int64_t first_token, const Mat& scores, const Mat& indices,
+                                   const Mat& weights) {
+  const float* bias_row = bias.data != nullptr ? bias.as<float>() : nullptr;
   for_rows(logits, [&](const float* lr, std::int64_t r) {
     float* sr = row_f32(scores, r);
     for (std::int32_t e = 0; e < p.experts; ++e) sr[e] = sigmoid(lr[e]);
@@ -510,12 +423,8 @@ void CpuCompute::router_forward(const RouterParams& p, Mat logits, Mat bias,
   });
 }
 
-void CpuCompute::router_backward(const RouterParams& p, Mat scores, Mat indices, Mat dweights,
-                                 Mat dlogits) {
-  check_shape(scores, scores.rows, p.experts, DType::f32, "router scores");
-  check_shape(indices, scores.rows, p.top_k, DType::i32, "router indices");
-  check_shape(dweights, scores.rows, p.top_k, DType::f32, "router dweights");
-  check_shape(dlogits, scores.rows, p.experts, DType::f32, "router dlogits");
+void CpuCompute::do_router_backward(const RouterParams& p, const Mat& scores, const Mat& indices,
+                                    const Mat& dweights, const Mat& dlogits) {
   for_rows(scores, [&](const float* sr, std::int64_t r) {
     float* dl = row_f32(dlogits, r);
     std::fill(dl, dl + p.experts, 0.0f);
@@ -523,21 +432,17 @@ void CpuCompute::router_backward(const RouterParams& p, Mat scores, Mat indices,
   });
 }
 
-void CpuCompute::gather_rows(Mat src, Mat index, Mat dst) {
-  check_mat(src, DType::f32, "gather_rows src");
-  check_shape(dst, dst.rows, src.cols, DType::f32, "gather_rows dst");
+void CpuCompute::do_gather_rows(const Mat& src, const Mat& index, const Mat& dst) {
   checked_index(index, dst.rows, src.rows, "gather_rows index");
   for_rows(dst, [&](float* d, std::int64_t i) {
     std::memcpy(d, row_f32(src, *row_i32(index, i)), src.cols * sizeof(float));
   });
 }
 
-void CpuCompute::scatter_add_rows(Mat src, Mat index, Mat scale, Mat dst) {
-  check_mat(src, DType::f32, "scatter_add_rows src");
-  check_shape(dst, dst.rows, src.cols, DType::f32, "scatter_add_rows dst");
+void CpuCompute::do_scatter_add_rows(const Mat& src, const Mat& index, const Mat& scale,
+                                     const Mat& dst) {
   checked_index(index, src.rows, dst.rows, "scatter_add_rows index");
   const bool scaled = scale.data != nullptr;
-  if (scaled) check_shape(scale, src.rows, 1, DType::f32, "scatter_add_rows scale");
   for_rows(src, [&](const float* sr, std::int64_t i) {
     float* d = row_f32(dst, *row_i32(index, i));
     const float a = scaled ? *row_f32(scale, i) : 1.0f;
@@ -545,11 +450,9 @@ void CpuCompute::scatter_add_rows(Mat src, Mat index, Mat scale, Mat dst) {
   });
 }
 
-void CpuCompute::gather_rows_scaled(Mat src, Mat index, Mat scale, Mat dst) {
-  check_mat(src, DType::f32, "gather_rows_scaled src");
-  check_shape(dst, dst.rows, src.cols, DType::f32, "gather_rows_scaled dst");
+void CpuCompute::do_gather_rows_scaled(const Mat& src, const Mat& index, const Mat& scale,
+                                       const Mat& dst) {
   checked_index(index, dst.rows, src.rows, "gather_rows_scaled index");
-  check_shape(scale, dst.rows, 1, DType::f32, "gather_rows_scaled scale");
   for_rows(dst, [&](float* d, std::int64_t i) {
     const float* sr = row_f32(src, *row_i32(index, i));
     const float a = *row_f32(scale, i);
@@ -557,11 +460,8 @@ void CpuCompute::gather_rows_scaled(Mat src, Mat index, Mat scale, Mat dst) {
   });
 }
 
-void CpuCompute::gathered_row_dot(Mat a, Mat index, Mat b, Mat out) {
-  check_mat(a, DType::f32, "gathered_row_dot a");
-  check_shape(b, b.rows, a.cols, DType::f32, "gathered_row_dot b");
+void CpuCompute::do_gathered_row_dot(const Mat& a, const Mat& index, const Mat& b, const Mat& out) {
   checked_index(index, b.rows, a.rows, "gathered_row_dot index");
-  check_shape(out, b.rows, 1, DType::f32, "gathered_row_dot out");
   for_rows(b, [&](const float* br, std::int64_t i) {
     const float* ar = row_f32(a, *row_i32(index, i));
     float dot = 0.0f;
@@ -570,14 +470,9 @@ void CpuCompute::gathered_row_dot(Mat a, Mat index, Mat b, Mat out) {
   });
 }
 
-void CpuCompute::adamw(const AdamWStep& s, Mat param, Mat grad, Mat m, Mat v, Mat master) {
-  check_mat(param, DType::f32, "adamw param");
-  check_shape(grad, param.rows, param.cols, DType::f32, "adamw grad");
-  check_shape(m, param.rows, param.cols, DType::f32, "adamw m");
-  check_shape(v, param.rows, param.cols, DType::f32, "adamw v");
+void CpuCompute::do_adamw(const AdamWStep& s, const Mat& param, const Mat& grad, const Mat& m,
+                          const Mat& v, const Mat& master) {
   const bool has_master = master.data != nullptr;
-  if (has_master) check_shape(master, param.rows, param.cols, DType::f32, "adamw master");
-  MB_CHECK(s.step >= 1, "adamw step " << s.step << " (1-based)");
   const AdamWCoeffs c = adamw_coeffs(s);
   for_rows(param, [&](float* pr, std::int64_t r) {
     const float* gr = row_f32(grad, r);

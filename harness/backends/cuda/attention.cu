@@ -11,6 +11,8 @@
 // dominates).
 #include <algorithm>
 #include <climits>
+#include <initializer_list>
+#include <utility>
 
 #include "harness/backends/cuda/cuda_backend.hpp"
 #include "harness/backends/cuda/device_mat.cuh"
@@ -117,27 +119,13 @@ __global__ void rowdot_kernel(Mat dout, Mat out, std::int64_t heads, std::int64_
   }
 }
 
-void check_attention(const AttentionShape& s, const Mat& q, const Mat& k, const Mat& v,
-                     const Mat& out, const Mat& stats) {
-  MB_CHECK(s.batch >= 0 && s.seq_len > 0 && s.heads > 0 && s.qk_dim > 0 && s.v_dim > 0,
-           "attention shape: batch " << s.batch << ", seq_len " << s.seq_len << ", heads "
-                                     << s.heads << ", qk_dim " << s.qk_dim << ", v_dim "
-                                     << s.v_dim);
-  const std::int64_t rows = s.batch * s.seq_len;
-  const struct {
-    const Mat* m;
-    std::int64_t cols;
-    const char* what;
-  } mats[] = {{&q, s.heads * s.qk_dim, "attention q"},
-              {&k, s.heads * s.qk_dim, "attention k"},
-              {&v, s.heads * s.v_dim, "attention v"},
-              {&out, s.heads * s.v_dim, "attention out"}};
-  for (const auto& x : mats) {
-    check_dtype(*x.m, DType::bf16, x.what);  // cuBLAS's operands; the step stores them so
-    check_shape(*x.m, rows, x.cols, x.what);
+// cuBLAS multiplies BF16 operands: the step stores q, k, v, out and their gradients so (the
+// interface checked the shapes).
+void require_bf16(std::initializer_list<std::pair<const Mat*, const char*>> mats) {
+  for (const auto& [m, what] : mats) {
+    MB_CHECK(m->dtype == DType::bf16,
+             what << " is " << dtype_name(m->dtype) << "; cuda attention multiplies bf16");
   }
-  check_float(stats, "attention stats");
-  check_shape(stats, rows, s.heads, "attention stats");
 }
 
 // Heads per chunk, so that the chunk's score buffers (bytes_per_score each) fit the budget.
@@ -162,9 +150,10 @@ unsigned capped_blocks(std::int64_t n) {
 
 }  // namespace
 
-void CudaCompute::attention_forward(const AttentionShape& s, Mat q, Mat k, Mat v, Mat out,
-                                    Mat stats) {
-  check_attention(s, q, k, v, out, stats);
+void CudaCompute::do_attention_forward(const AttentionShape& s, const Mat& q, const Mat& k,
+                                       const Mat& v, const Mat& out, const Mat& stats) {
+  require_bf16(
+      {{&q, "attention q"}, {&k, "attention k"}, {&v, "attention v"}, {&out, "attention out"}});
   if (s.batch == 0) return;
   const std::int64_t t = s.seq_len;
   const std::int64_t hc = chunk_heads(s, sizeof(float) + sizeof(bf16), score_budget_);
@@ -191,22 +180,19 @@ void CudaCompute::attention_forward(const AttentionShape& s, Mat q, Mat k, Mat v
   }
 }
 
-void CudaCompute::attention_backward(const AttentionShape& s, Mat q, Mat k, Mat v, Mat out,
-                                     Mat dout, Mat stats, Mat dq, Mat dk, Mat dv) {
-  check_attention(s, q, k, v, out, stats);
+void CudaCompute::do_attention_backward(const AttentionShape& s, const Mat& q, const Mat& k,
+                                        const Mat& v, const Mat& out, const Mat& dout,
+                                        const Mat& stats, const Mat& dq, const Mat& dk,
+                                        const Mat& dv) {
+  require_bf16({{&q, "attention q"},
+                {&k, "attention k"},
+                {&v, "attention v"},
+                {&out, "attention out"},
+                {&dout, "attention dout"},
+                {&dq, "attention dq"},
+                {&dk, "attention dk"},
+                {&dv, "attention dv"}});
   const std::int64_t rows = s.batch * s.seq_len;
-  const struct {
-    const Mat* m;
-    const Mat* like;
-    const char* what;
-  } grads[] = {{&dout, &out, "attention dout"},
-               {&dq, &q, "attention dq"},
-               {&dk, &k, "attention dk"},
-               {&dv, &v, "attention dv"}};
-  for (const auto& g : grads) {
-    check_dtype(*g.m, DType::bf16, g.what);
-    check_shape(*g.m, g.like->rows, g.like->cols, g.what);
-  }
   if (s.batch == 0) return;
   const std::int64_t t = s.seq_len;
   const std::int64_t hc = chunk_heads(s, 2 * sizeof(float) + sizeof(bf16), score_budget_);

@@ -15,12 +15,7 @@
 
 namespace moebench::cuda {
 
-// Shape and dtype checks shared by the ops (host side, before anything is enqueued).
 bool is_float(DType t);
-void check_mat(const Mat& m, const char* what);  // any dtype, valid shape, data unless empty
-void check_float(const Mat& m, const char* what);
-void check_dtype(const Mat& m, DType dtype, const char* what);
-void check_shape(const Mat& m, std::int64_t rows, std::int64_t cols, const char* what);
 
 // A device buffer that only grows, for an op's temporaries. An op takes all it needs with one
 // get() (a later get() may move the buffer). Growing waits for the stream first, so work still
@@ -126,56 +121,15 @@ class CudaCompute final : public CudaComputeApi {
   explicit CudaCompute(int device);
   ~CudaCompute() override;
 
-  std::string name() const override { return "cuda"; }
+  ComputeBackend kind() const override { return ComputeBackend::cuda; }
   DType activation_dtype() const override { return DType::bf16; }
 
-  Tensor alloc(std::int64_t rows, std::int64_t cols, DType dtype) override;
-  using Compute::alloc;
-  void upload(const float* host, Mat dst) override;
-  void upload_i32(const std::int32_t* host, Mat dst) override;
-  void download(Mat src, float* host) override;
-  void download_i32(Mat src, std::int32_t* host) override;
   void synchronize() override;
   std::int64_t memory_available_bytes() const override;
   std::int64_t reserved_bytes() const override;
   int mark() override;
   std::vector<double> mark_times_s() override;
   void clear_marks() override { marks_used_ = 0; }
-
-  void zero(Mat x) override;
-  void copy(Mat src, Mat dst) override;
-  void axpby(float alpha, Mat x, float beta, Mat y) override;
-  void fill_random(Mat x, std::uint64_t seed, std::uint64_t stream, float scale) override;
-  void fill(Mat x, float value) override;
-
-  void gemm(bool trans_a, bool trans_b, float alpha, Mat a, Mat b, float beta, Mat c) override;
-  void grouped_gemm(bool trans_a, bool trans_b, float alpha, std::span<const GemmProblem> p,
-                    float beta) override;
-
-  void rmsnorm_forward(Mat x, Mat weight, float eps, Mat y, Mat rstd) override;
-  void rmsnorm_backward(Mat dy, Mat x, Mat weight, Mat rstd, Mat dx, Mat dweight) override;
-  void rope_forward(Mat x, std::int64_t seq_len, std::int64_t heads, std::int64_t head_stride,
-                    std::int64_t offset, std::int64_t dim, float theta) override;
-  void rope_backward(Mat dx, std::int64_t seq_len, std::int64_t heads, std::int64_t head_stride,
-                     std::int64_t offset, std::int64_t dim, float theta) override;
-  void swiglu_forward(Mat gate_up, Mat out) override;
-  void swiglu_backward(Mat gate_up, Mat dout, Mat dgate_up) override;
-
-  void attention_forward(const AttentionShape& s, Mat q, Mat k, Mat v, Mat out, Mat stats) override;
-  void attention_backward(const AttentionShape& s, Mat q, Mat k, Mat v, Mat out, Mat dout,
-                          Mat stats, Mat dq, Mat dk, Mat dv) override;
-
-  void router_forward(const RouterParams& p, Mat logits, Mat bias, std::int64_t first_token,
-                      Mat scores, Mat indices, Mat weights) override;
-  void router_backward(const RouterParams& p, Mat scores, Mat indices, Mat dweights,
-                       Mat dlogits) override;
-
-  void gather_rows(Mat src, Mat index, Mat dst) override;
-  void scatter_add_rows(Mat src, Mat index, Mat scale, Mat dst) override;
-  void gather_rows_scaled(Mat src, Mat index, Mat scale, Mat dst) override;
-  void gathered_row_dot(Mat a, Mat index, Mat b, Mat out) override;
-
-  void adamw(const AdamWStep& s, Mat param, Mat grad, Mat m, Mat v, Mat master) override;
 
   // --precision fp8 (fp8.cu): UsageError below compute capability 8.9 (no FP8 tensor cores).
   void set_linear_precision(LinearPrecision p) override;
@@ -193,18 +147,56 @@ class CudaCompute final : public CudaComputeApi {
   // Grid size for a grid-stride loop over n items with `threads` per block.
   unsigned blocks_for(std::int64_t n, int threads) const;
 
+ protected:
+  Tensor do_alloc(std::int64_t rows, std::int64_t cols, DType dtype) override;
+  void do_upload(const float* host, const Mat& dst) override;
+  void do_upload_i32(const std::int32_t* host, const Mat& dst) override;
+  void do_download(const Mat& src, float* host) override;
+  void do_download_i32(const Mat& src, std::int32_t* host) override;
+  void do_zero(const Mat& x) override;
+  void do_copy(const Mat& src, const Mat& dst) override;
+  void do_axpby(float alpha, const Mat& x, float beta, const Mat& y) override;
+  void do_fill_random(const Mat& x, std::uint64_t seed, std::uint64_t stream, float scale) override;
+  void do_fill(const Mat& x, float value) override;
+  void do_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b, float beta,
+               const Mat& c) override;
+  // One linear GEMM in FP8 (fp8.cu), or the BF16 path where cuBLASLt has no FP8 algorithm.
+  void do_fp8_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b, float beta,
+                   const Mat& c) override;
+  void do_rmsnorm_forward(const Mat& x, const Mat& weight, float eps, const Mat& y,
+                          const Mat& rstd) override;
+  void do_rmsnorm_backward(const Mat& dy, const Mat& x, const Mat& weight, const Mat& rstd,
+                           const Mat& dx, const Mat& dweight) override;
+  void do_rope(const Mat& x, std::int64_t seq_len, std::int64_t heads, std::int64_t head_stride,
+               std::int64_t offset, std::int64_t dim, float theta, bool inverse) override;
+  void do_swiglu_forward(const Mat& gate_up, const Mat& out) override;
+  void do_swiglu_backward(const Mat& gate_up, const Mat& dout, const Mat& dgate_up) override;
+  void do_attention_forward(const AttentionShape& s, const Mat& q, const Mat& k, const Mat& v,
+                            const Mat& out, const Mat& stats) override;
+  void do_attention_backward(const AttentionShape& s, const Mat& q, const Mat& k, const Mat& v,
+                             const Mat& out, const Mat& dout, const Mat& stats, const Mat& dq,
+                             const Mat& dk, const Mat& dv) override;
+  void do_router_forward(const RouterParams& p, const Mat& logits, const Mat& bias,
+                         std::int64_t first_token, const Mat& scores, const Mat& indices,
+                         const Mat& weights) override;
+  void do_router_backward(const RouterParams& p, const Mat& scores, const Mat& indices,
+                          const Mat& dweights, const Mat& dlogits) override;
+  void do_gather_rows(const Mat& src, const Mat& index, const Mat& dst) override;
+  void do_scatter_add_rows(const Mat& src, const Mat& index, const Mat& scale,
+                           const Mat& dst) override;
+  void do_gather_rows_scaled(const Mat& src, const Mat& index, const Mat& scale,
+                             const Mat& dst) override;
+  void do_gathered_row_dot(const Mat& a, const Mat& index, const Mat& b, const Mat& out) override;
+  void do_adamw(const AdamWStep& s, const Mat& param, const Mat& grad, const Mat& m, const Mat& v,
+                const Mat& master) override;
+
  private:
   // Enqueues dst = src element by element, converting between f32 and bf16 (kernels.cu).
   void convert(const Mat& src, const Mat& dst);
   // y = beta * y (an empty GEMM's C).
   void scale_in_place(const Mat& y, float beta);
-  void rope_apply(Mat x, std::int64_t seq_len, std::int64_t heads, std::int64_t head_stride,
-                  std::int64_t offset, std::int64_t dim, float theta, bool inverse);
   // Throws if a kernel reported a bad index since the last check (after a stream sync).
   void check_device_errors();
-  // One linear GEMM in FP8 (fp8.cu), or the BF16 path where cuBLASLt has no FP8 algorithm.
-  void fp8_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b, float beta,
-                const Mat& c) override;
 
   int device_;
   DeviceInfo info_;

@@ -110,29 +110,6 @@ bool is_float(DType t) {
   return t == DType::f32 || t == DType::bf16;
 }
 
-void check_mat(const Mat& m, const char* what) {
-  MB_CHECK(m.rows >= 0 && m.cols >= 0 && m.ld >= m.cols,
-           what << " has shape " << m.rows << "x" << m.cols << " with ld " << m.ld);
-  MB_CHECK(m.data != nullptr || m.numel() == 0, what << " has no data");
-}
-
-void check_float(const Mat& m, const char* what) {
-  check_mat(m, what);
-  MB_CHECK(is_float(m.dtype),
-           what << " is " << dtype_name(m.dtype) << ", the cuda backend expects bf16 or f32");
-}
-
-void check_dtype(const Mat& m, DType dtype, const char* what) {
-  check_mat(m, what);
-  MB_CHECK(m.dtype == dtype, what << " is " << dtype_name(m.dtype) << ", the cuda backend expects "
-                                  << dtype_name(dtype));
-}
-
-void check_shape(const Mat& m, std::int64_t rows, std::int64_t cols, const char* what) {
-  MB_CHECK(m.rows == rows && m.cols == cols,
-           what << " is " << m.rows << "x" << m.cols << ", expected " << rows << "x" << cols);
-}
-
 DeviceScratch::~DeviceScratch() {
   if (data_ != nullptr) (void)cudaFree(data_);  // waits for the device; nothing to report
 }
@@ -212,8 +189,7 @@ unsigned CudaCompute::blocks_for(std::int64_t n, int threads) const {
   return static_cast<unsigned>(std::clamp<std::int64_t>(want, 1, cap));
 }
 
-Tensor CudaCompute::alloc(std::int64_t rows, std::int64_t cols, DType dtype) {
-  MB_CHECK(rows >= 0 && cols >= 0, "alloc of " << rows << "x" << cols);
+Tensor CudaCompute::do_alloc(std::int64_t rows, std::int64_t cols, DType dtype) {
   const std::size_t bytes = static_cast<std::size_t>(rows * cols) * dtype_size(dtype);
   CUDA_CHECK(cudaSetDevice(device_));
   void* p = nullptr;
@@ -234,8 +210,7 @@ Tensor CudaCompute::alloc(std::int64_t rows, std::int64_t cols, DType dtype) {
                 rows, cols, dtype);
 }
 
-void CudaCompute::upload(const float* host, Mat dst) {
-  check_float(dst, "upload destination");
+void CudaCompute::do_upload(const float* host, const Mat& dst) {
   if (dst.numel() == 0) return;
   const std::size_t row_bytes = static_cast<std::size_t>(dst.cols) * sizeof(float);
   // From pageable memory the copy returns once the host data is staged, so `host` may be
@@ -251,16 +226,14 @@ void CudaCompute::upload(const float* host, Mat dst) {
   convert(Mat{staged, dst.rows, dst.cols, dst.cols, DType::f32}, dst);
 }
 
-void CudaCompute::upload_i32(const std::int32_t* host, Mat dst) {
-  check_dtype(dst, DType::i32, "upload_i32 destination");
+void CudaCompute::do_upload_i32(const std::int32_t* host, const Mat& dst) {
   if (dst.numel() == 0) return;
   const std::size_t row_bytes = static_cast<std::size_t>(dst.cols) * sizeof(std::int32_t);
   copy_rows(dst.data, static_cast<std::size_t>(dst.ld) * sizeof(std::int32_t), host, row_bytes,
             row_bytes, static_cast<std::size_t>(dst.rows), cudaMemcpyHostToDevice, stream_);
 }
 
-void CudaCompute::download(Mat src, float* host) {
-  check_float(src, "download source");
+void CudaCompute::do_download(const Mat& src, float* host) {
   if (src.numel() > 0) {
     const std::size_t row_bytes = static_cast<std::size_t>(src.cols) * sizeof(float);
     if (src.dtype == DType::f32) {
@@ -276,8 +249,7 @@ void CudaCompute::download(Mat src, float* host) {
   synchronize();
 }
 
-void CudaCompute::download_i32(Mat src, std::int32_t* host) {
-  check_dtype(src, DType::i32, "download_i32 source");
+void CudaCompute::do_download_i32(const Mat& src, std::int32_t* host) {
   if (src.numel() > 0) {
     const std::size_t row_bytes = static_cast<std::size_t>(src.cols) * sizeof(std::int32_t);
     copy_rows(host, row_bytes, src.data, static_cast<std::size_t>(src.ld) * sizeof(std::int32_t),
@@ -318,8 +290,7 @@ std::int64_t CudaCompute::reserved_bytes() const {
   return static_cast<std::int64_t>(score_budget_ + gemm_->workspace_bytes());
 }
 
-void CudaCompute::zero(Mat x) {
-  check_mat(x, "zero");
+void CudaCompute::do_zero(const Mat& x) {
   if (x.numel() == 0) return;
   const std::size_t elem = dtype_size(x.dtype);
   if (x.contiguous()) {
@@ -331,14 +302,9 @@ void CudaCompute::zero(Mat x) {
   }
 }
 
-void CudaCompute::copy(Mat src, Mat dst) {
-  check_mat(src, "copy source");
-  check_mat(dst, "copy destination");
-  check_shape(dst, src.rows, src.cols, "copy destination");
+void CudaCompute::do_copy(const Mat& src, const Mat& dst) {
   if (src.numel() == 0) return;
-  if (src.dtype != dst.dtype) {
-    MB_CHECK(is_float(src.dtype) && is_float(dst.dtype),
-             "copy from " << dtype_name(src.dtype) << " to " << dtype_name(dst.dtype));
+  if (src.dtype != dst.dtype) {  // float to float: the interface checked it
     convert(src, dst);
     return;
   }

@@ -112,21 +112,18 @@ void CudaCompute::set_linear_precision(LinearPrecision p) {
   linear_precision_ = p;
 }
 
-void CudaCompute::fp8_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b,
-                           float beta, const Mat& c) {
-  check_float(a, "gemm A");
-  check_float(b, "gemm B");
-  check_float(c, "gemm C");
+void CudaCompute::do_fp8_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b,
+                              float beta, const Mat& c) {
   const auto [m, n, k] = gemm_shape(trans_a, trans_b, a, b, c);
   if (m == 0 || n == 0 || k == 0) {
-    gemm(trans_a, trans_b, alpha, a, b, beta, c);  // nothing to multiply
+    do_gemm(trans_a, trans_b, alpha, a, b, beta, c);  // nothing to multiply
     return;
   }
   const std::int64_t kp = round_up(k, kKAlign);
   const GemmEngine::Plan* plan = gemm_->fp8_plan(m, n, kp, c);
   if (plan == nullptr) {
     ++fp8_fallbacks_;
-    gemm(trans_a, trans_b, alpha, a, b, beta, c);
+    do_gemm(trans_a, trans_b, alpha, a, b, beta, c);
     return;
   }
   ++fp8_gemms_;

@@ -222,10 +222,10 @@ void GemmEngine::run_fp8(const Plan& p, float alpha, const void* a_q, const void
                               p.c, &p.algo, workspace_, workspace_bytes_, stream_));
 }
 
-void CudaCompute::gemm(bool trans_a, bool trans_b, float alpha, Mat a, Mat b, float beta, Mat c) {
-  check_float(a, "gemm A");
-  check_float(b, "gemm B");
-  check_float(c, "gemm C");
+void CudaCompute::do_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a_in, const Mat& b_in,
+                          float beta, const Mat& c) {
+  Mat a = a_in;
+  Mat b = b_in;
   const auto [m, n, k] = gemm_shape(trans_a, trans_b, a, b, c);
   if (m == 0 || n == 0) return;
   if (k == 0) {
@@ -252,11 +252,6 @@ void CudaCompute::gemm(bool trans_a, bool trans_b, float alpha, Mat a, Mat b, fl
     }
   }
   gemm_->run(trans_a, trans_b, alpha, a, b, beta, c);
-}
-
-void CudaCompute::grouped_gemm(bool trans_a, bool trans_b, float alpha,
-                               std::span<const GemmProblem> p, float beta) {
-  for (const GemmProblem& g : p) gemm(trans_a, trans_b, alpha, g.a, g.b, beta, g.c);
 }
 
 }  // namespace moebench::cuda

@@ -200,56 +200,35 @@ void CudaCompute::scale_in_place(const Mat& y, float beta) {
   CUDA_CHECK_LAUNCH();
 }
 
-void CudaCompute::fill(Mat x, float value) {
-  check_float(x, "fill");
+void CudaCompute::do_fill(const Mat& x, float value) {
   if (x.numel() == 0) return;
   fill_kernel<<<blocks_for(x.numel(), kThreads), kThreads, 0, stream_>>>(x, value);
   CUDA_CHECK_LAUNCH();
 }
 
-void CudaCompute::axpby(float alpha, Mat x, float beta, Mat y) {
-  check_float(x, "axpby x");
-  check_float(y, "axpby y");
-  check_shape(y, x.rows, x.cols, "axpby y");
+void CudaCompute::do_axpby(float alpha, const Mat& x, float beta, const Mat& y) {
   if (x.numel() == 0) return;
   axpby_kernel<<<blocks_for(x.numel(), kThreads), kThreads, 0, stream_>>>(alpha, x, beta, y);
   CUDA_CHECK_LAUNCH();
 }
 
-void CudaCompute::fill_random(Mat x, std::uint64_t seed, std::uint64_t stream, float scale) {
-  check_float(x, "fill_random");
+void CudaCompute::do_fill_random(const Mat& x, std::uint64_t seed, std::uint64_t stream,
+                                 float scale) {
   if (x.numel() == 0) return;
   fill_random_kernel<<<blocks_for(x.numel(), kThreads), kThreads, 0, stream_>>>(x, seed, stream,
                                                                                 scale);
   CUDA_CHECK_LAUNCH();
 }
 
-void CudaCompute::rmsnorm_forward(Mat x, Mat weight, float eps, Mat y, Mat rstd) {
-  check_float(x, "rmsnorm x");
-  check_float(weight, "rmsnorm weight");
-  check_shape(weight, 1, x.cols, "rmsnorm weight");
-  check_float(y, "rmsnorm y");
-  check_shape(y, x.rows, x.cols, "rmsnorm y");
-  check_float(rstd, "rmsnorm rstd");
-  check_shape(rstd, x.rows, 1, "rmsnorm rstd");
-  MB_CHECK(x.cols > 0, "rmsnorm of zero columns");
+void CudaCompute::do_rmsnorm_forward(const Mat& x, const Mat& weight, float eps, const Mat& y,
+                                     const Mat& rstd) {
   if (x.rows == 0) return;
   rmsnorm_forward_kernel<<<row_blocks(x.rows), kThreads, 0, stream_>>>(x, weight, eps, y, rstd);
   CUDA_CHECK_LAUNCH();
 }
 
-void CudaCompute::rmsnorm_backward(Mat dy, Mat x, Mat weight, Mat rstd, Mat dx, Mat dweight) {
-  check_float(x, "rmsnorm x");
-  check_float(dy, "rmsnorm dy");
-  check_shape(dy, x.rows, x.cols, "rmsnorm dy");
-  check_float(weight, "rmsnorm weight");
-  check_shape(weight, 1, x.cols, "rmsnorm weight");
-  check_float(rstd, "rmsnorm rstd");
-  check_shape(rstd, x.rows, 1, "rmsnorm rstd");
-  check_float(dx, "rmsnorm dx");
-  check_shape(dx, x.rows, x.cols, "rmsnorm dx");
-  check_float(dweight, "rmsnorm dweight");
-  check_shape(dweight, 1, x.cols, "rmsnorm dweight");
+void CudaCompute::do_rmsnorm_backward(const Mat& dy, const Mat& x, const Mat& weight,
+                                      const Mat& rstd, const Mat& dx, const Mat& dweight) {
   if (x.rows == 0 || x.cols == 0) return;
   // The weight gradient first: it reads dy, which may be the same memory as dx.
   const std::int64_t chunks = (x.rows + kRowsPerChunk - 1) / kRowsPerChunk;
@@ -267,16 +246,9 @@ void CudaCompute::rmsnorm_backward(Mat dy, Mat x, Mat weight, Mat rstd, Mat dx, 
   CUDA_CHECK_LAUNCH();
 }
 
-void CudaCompute::rope_apply(Mat x, std::int64_t seq_len, std::int64_t heads,
-                             std::int64_t head_stride, std::int64_t offset, std::int64_t dim,
-                             float theta, bool inverse) {
-  check_float(x, "rope x");
-  MB_CHECK(seq_len > 0 && heads > 0 && dim > 0 && dim % 2 == 0 && offset >= 0,
-           "rope: seq_len " << seq_len << ", heads " << heads << ", dim " << dim
-                            << " (even), offset " << offset);
-  MB_CHECK((heads - 1) * head_stride + offset + dim <= x.cols,
-           "rope: head " << heads - 1 << " at column " << (heads - 1) * head_stride + offset
-                         << " + " << dim << " exceeds " << x.cols << " columns");
+void CudaCompute::do_rope(const Mat& x, std::int64_t seq_len, std::int64_t heads,
+                          std::int64_t head_stride, std::int64_t offset, std::int64_t dim,
+                          float theta, bool inverse) {
   const std::int64_t n = x.rows * heads * (dim / 2);
   if (n == 0) return;
   rope_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream_>>>(x, seq_len, heads, head_stride,
@@ -284,54 +256,21 @@ void CudaCompute::rope_apply(Mat x, std::int64_t seq_len, std::int64_t heads,
   CUDA_CHECK_LAUNCH();
 }
 
-void CudaCompute::rope_forward(Mat x, std::int64_t seq_len, std::int64_t heads,
-                               std::int64_t head_stride, std::int64_t offset, std::int64_t dim,
-                               float theta) {
-  rope_apply(x, seq_len, heads, head_stride, offset, dim, theta, false);
-}
-
-void CudaCompute::rope_backward(Mat dx, std::int64_t seq_len, std::int64_t heads,
-                                std::int64_t head_stride, std::int64_t offset, std::int64_t dim,
-                                float theta) {
-  rope_apply(dx, seq_len, heads, head_stride, offset, dim, theta, true);
-}
-
-void CudaCompute::swiglu_forward(Mat gate_up, Mat out) {
-  check_float(gate_up, "swiglu gate_up");
-  MB_CHECK(gate_up.cols % 2 == 0, "swiglu gate_up has odd width " << gate_up.cols);
-  check_float(out, "swiglu out");
-  check_shape(out, gate_up.rows, gate_up.cols / 2, "swiglu out");
+void CudaCompute::do_swiglu_forward(const Mat& gate_up, const Mat& out) {
   if (out.numel() == 0) return;
   swiglu_forward_kernel<<<blocks_for(out.numel(), kThreads), kThreads, 0, stream_>>>(gate_up, out);
   CUDA_CHECK_LAUNCH();
 }
 
-void CudaCompute::swiglu_backward(Mat gate_up, Mat dout, Mat dgate_up) {
-  check_float(gate_up, "swiglu gate_up");
-  MB_CHECK(gate_up.cols % 2 == 0, "swiglu gate_up has odd width " << gate_up.cols);
-  check_float(dout, "swiglu dout");
-  check_shape(dout, gate_up.rows, gate_up.cols / 2, "swiglu dout");
-  check_float(dgate_up, "swiglu dgate_up");
-  check_shape(dgate_up, gate_up.rows, gate_up.cols, "swiglu dgate_up");
+void CudaCompute::do_swiglu_backward(const Mat& gate_up, const Mat& dout, const Mat& dgate_up) {
   if (dout.numel() == 0) return;
   swiglu_backward_kernel<<<blocks_for(dout.numel(), kThreads), kThreads, 0, stream_>>>(
       gate_up, dout, dgate_up);
   CUDA_CHECK_LAUNCH();
 }
 
-void CudaCompute::adamw(const AdamWStep& s, Mat param, Mat grad, Mat m, Mat v, Mat master) {
-  check_float(param, "adamw param");
-  check_float(grad, "adamw grad");
-  check_shape(grad, param.rows, param.cols, "adamw grad");
-  check_float(m, "adamw m");
-  check_shape(m, param.rows, param.cols, "adamw m");
-  check_float(v, "adamw v");
-  check_shape(v, param.rows, param.cols, "adamw v");
-  if (master.data != nullptr) {
-    check_dtype(master, DType::f32, "adamw master");
-    check_shape(master, param.rows, param.cols, "adamw master");
-  }
-  MB_CHECK(s.step >= 1, "adamw step " << s.step << " (1-based)");
+void CudaCompute::do_adamw(const AdamWStep& s, const Mat& param, const Mat& grad, const Mat& m,
+                           const Mat& v, const Mat& master) {
   if (param.numel() == 0) return;
   adamw_kernel<<<blocks_for(param.numel(), kThreads), kThreads, 0, stream_>>>(
       adamw_coeffs(s), param, grad, m, v, master);

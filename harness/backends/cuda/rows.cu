@@ -117,53 +117,22 @@ __global__ void scatter_rows_kernel(Mat src, Mat scale, bool scaled, const int* 
   }
 }
 
-void check_index(const Mat& index, std::int64_t n, const char* what) {
-  check_dtype(index, DType::i32, what);
-  check_shape(index, n, 1, what);
-}
-
 }  // namespace
 
-void CudaCompute::router_forward(const RouterParams& p, Mat logits, Mat bias,
-                                 std::int64_t first_token, Mat scores, Mat indices, Mat weights) {
-  MB_CHECK(p.experts > 0 && p.experts <= kMaxExperts && p.top_k > 0 && p.top_k <= kMaxTopK &&
-               p.top_k <= p.experts,
-           "router: " << p.experts << " experts (at most " << kMaxExperts << "), top_k " << p.top_k
-                      << " (at most " << kMaxTopK << ")");
-  check_float(logits, "router logits");
-  check_shape(logits, logits.rows, p.experts, "router logits");
+void CudaCompute::do_router_forward(const RouterParams& p, const Mat& logits, const Mat& bias,
+                                    std::int64_t first_token, const Mat& scores, const Mat& indices,
+                                    const Mat& weights) {
   const std::int64_t tokens = logits.rows;
-  const float* bias_row = nullptr;
-  if (bias.data != nullptr) {
-    check_dtype(bias, DType::f32, "router bias");
-    check_shape(bias, 1, p.experts, "router bias");
-    bias_row = static_cast<const float*>(bias.data);
-  }
-  check_dtype(scores, DType::f32, "router scores");
-  check_shape(scores, tokens, p.experts, "router scores");
-  check_dtype(indices, DType::i32, "router indices");
-  check_shape(indices, tokens, p.top_k, "router indices");
-  check_dtype(weights, DType::f32, "router weights");
-  check_shape(weights, tokens, p.top_k, "router weights");
   if (tokens == 0) return;
+  const float* bias_row = bias.data != nullptr ? static_cast<const float*>(bias.data) : nullptr;
   constexpr int threads = 128;  // a thread per token; its top-k scratch lives in local memory
   router_forward_kernel<<<blocks_for(tokens, threads), threads, 0, stream_>>>(
       p, logits, bias_row, first_token, scores, indices, weights);
   CUDA_CHECK_LAUNCH();
 }
 
-void CudaCompute::router_backward(const RouterParams& p, Mat scores, Mat indices, Mat dweights,
-                                  Mat dlogits) {
-  MB_CHECK(p.experts > 0 && p.experts <= kMaxExperts && p.top_k > 0 && p.top_k <= kMaxTopK,
-           "router: " << p.experts << " experts, top_k " << p.top_k);
-  check_dtype(scores, DType::f32, "router scores");
-  check_shape(scores, scores.rows, p.experts, "router scores");
-  check_dtype(indices, DType::i32, "router indices");
-  check_shape(indices, scores.rows, p.top_k, "router indices");
-  check_dtype(dweights, DType::f32, "router dweights");
-  check_shape(dweights, scores.rows, p.top_k, "router dweights");
-  check_dtype(dlogits, DType::f32, "router dlogits");
-  check_shape(dlogits, scores.rows, p.experts, "router dlogits");
+void CudaCompute::do_router_backward(const RouterParams& p, const Mat& scores, const Mat& indices,
+                                     const Mat& dweights, const Mat& dlogits) {
   if (scores.rows == 0) return;
   constexpr int threads = 128;
   router_backward_kernel<<<blocks_for(scores.rows, threads), threads, 0, stream_>>>(
@@ -171,53 +140,32 @@ void CudaCompute::router_backward(const RouterParams& p, Mat scores, Mat indices
   CUDA_CHECK_LAUNCH();
 }
 
-void CudaCompute::gather_rows(Mat src, Mat index, Mat dst) {
-  check_float(src, "gather_rows src");
-  check_float(dst, "gather_rows dst");
-  check_shape(dst, dst.rows, src.cols, "gather_rows dst");
-  check_index(index, dst.rows, "gather_rows index");
+void CudaCompute::do_gather_rows(const Mat& src, const Mat& index, const Mat& dst) {
   if (dst.numel() == 0) return;
   gather_kernel<<<blocks_for(dst.numel(), kThreads), kThreads, 0, stream_>>>(
       src, index, Mat{}, false, dst, error_device_, kBadGatherIndex);
   CUDA_CHECK_LAUNCH();
 }
 
-void CudaCompute::gather_rows_scaled(Mat src, Mat index, Mat scale, Mat dst) {
-  check_float(src, "gather_rows_scaled src");
-  check_float(dst, "gather_rows_scaled dst");
-  check_shape(dst, dst.rows, src.cols, "gather_rows_scaled dst");
-  check_index(index, dst.rows, "gather_rows_scaled index");
-  check_float(scale, "gather_rows_scaled scale");
-  check_shape(scale, dst.rows, 1, "gather_rows_scaled scale");
+void CudaCompute::do_gather_rows_scaled(const Mat& src, const Mat& index, const Mat& scale,
+                                        const Mat& dst) {
   if (dst.numel() == 0) return;
   gather_kernel<<<blocks_for(dst.numel(), kThreads), kThreads, 0, stream_>>>(
       src, index, scale, true, dst, error_device_, kBadGatherScaledIndex);
   CUDA_CHECK_LAUNCH();
 }
 
-void CudaCompute::gathered_row_dot(Mat a, Mat index, Mat b, Mat out) {
-  check_float(a, "gathered_row_dot a");
-  check_float(b, "gathered_row_dot b");
-  check_shape(b, b.rows, a.cols, "gathered_row_dot b");
-  check_index(index, b.rows, "gathered_row_dot index");
-  check_float(out, "gathered_row_dot out");
-  check_shape(out, b.rows, 1, "gathered_row_dot out");
+void CudaCompute::do_gathered_row_dot(const Mat& a, const Mat& index, const Mat& b,
+                                      const Mat& out) {
   if (b.rows == 0) return;
   gathered_dot_kernel<<<blocks_for(b.rows * 32, kThreads), kThreads, 0, stream_>>>(a, index, b, out,
                                                                                    error_device_);
   CUDA_CHECK_LAUNCH();
 }
 
-void CudaCompute::scatter_add_rows(Mat src, Mat index, Mat scale, Mat dst) {
-  check_float(src, "scatter_add_rows src");
-  check_float(dst, "scatter_add_rows dst");
-  check_shape(dst, dst.rows, src.cols, "scatter_add_rows dst");
-  check_index(index, src.rows, "scatter_add_rows index");
+void CudaCompute::do_scatter_add_rows(const Mat& src, const Mat& index, const Mat& scale,
+                                      const Mat& dst) {
   const bool scaled = scale.data != nullptr;
-  if (scaled) {
-    check_float(scale, "scatter_add_rows scale");
-    check_shape(scale, src.rows, 1, "scatter_add_rows scale");
-  }
   const std::int64_t n = src.rows;
   if (n == 0 || src.cols == 0 || dst.rows == 0) {
     if (n > 0 && dst.rows == 0) {

@@ -1,8 +1,8 @@
-#include "harness/backends/registry/registry.hpp"
-
+#include <string>
 #include <utility>
 
 #include "harness/backends/mpi/mpi_communicator.hpp"
+#include "harness/backends/registry/registry.hpp"
 #include "harness/backends/staged/staged_communicator.hpp"
 #include "harness/core/error.hpp"
 #if defined(MOEBENCH_HAVE_NCCL)
@@ -12,21 +12,11 @@
 
 namespace moebench {
 
-namespace {
-
-std::string available() {
-  std::string s;
-  for (const std::string& n : comm_backends()) s += (s.empty() ? "" : ", ") + n;
-  return s;
-}
-
-}  // namespace
-
-std::vector<std::string> comm_backends() {
+std::vector<CommBackend> comm_backends() {
 #if defined(MOEBENCH_HAVE_NCCL)
-  return {"mpi", "nccl"};
+  return {CommBackend::mpi, CommBackend::nccl};
 #else
-  return {"mpi"};
+  return {CommBackend::mpi};
 #endif
 }
 
@@ -38,38 +28,41 @@ std::string nccl_library_version() {
 #endif
 }
 
-void check_comm_backend(const std::string& comm, const std::string& backend) {
-  if (comm == "mpi") return;
-  if (comm == "nccl") {
+void check_comm_backend(CommBackend comm, ComputeBackend backend) {
+  switch (comm) {
+    case CommBackend::mpi:
+      return;
+    case CommBackend::nccl:
 #if defined(MOEBENCH_HAVE_NCCL)
-    if (backend == "cuda") return;
-    throw UsageError(
-        "--comm nccl needs --backend cuda (NCCL moves GPU memory); use --comm mpi "
-        "with --backend " +
-        backend);
+      if (backend == ComputeBackend::cuda) return;
+      throw UsageError(
+          "--comm nccl needs --backend cuda (NCCL moves GPU memory); use --comm mpi with "
+          "--backend " +
+          std::string(to_string(backend)));
 #else
-    throw UsageError(
-        "--comm nccl is not built into this binary (configure with a CUDA toolkit and NCCL; "
-        "available: " +
-        available() + ")");
+      throw UsageError(
+          "--comm nccl is not built into this binary (configure with a CUDA toolkit and NCCL; "
+          "available: mpi)");
 #endif
+    case CommBackend::local:
+      break;
   }
-  throw UsageError("--comm " + comm + ": unknown communication backend (available: " + available() +
-                   ")");
+  throw UsageError(std::string("--comm ") + to_string(comm) +
+                   ": not a communication backend of moebench run (valid: mpi, nccl)");
 }
 
-std::unique_ptr<Communicator> make_communicator(const std::string& name, MPI_Comm world,
+std::unique_ptr<Communicator> make_communicator(CommBackend comm, MPI_Comm world,
                                                 const Topology& topo, Compute& compute,
                                                 double timeout_s) {
-  check_comm_backend(name, compute.name());
+  check_comm_backend(comm, compute.kind());
   if (!(timeout_s > 0)) {
     throw UsageError("--timeout " + std::to_string(timeout_s) + ": must be > 0 seconds");
   }
 #if defined(MOEBENCH_HAVE_NCCL)
-  if (name == "nccl") {
-    auto* cuda = dynamic_cast<CudaComputeApi*>(&compute);
-    MB_CHECK(cuda != nullptr, "--comm nccl with compute backend " << compute.name());
-    return make_nccl_communicator(world, topo, *cuda, timeout_s);
+  if (comm == CommBackend::nccl) {
+    // check_comm_backend made sure of the cuda backend.
+    auto& cuda = dynamic_cast<CudaComputeApi&>(compute);
+    return make_nccl_communicator(world, topo, cuda, timeout_s);
   }
 #endif
   auto mpi = make_mpi_communicator(world, topo);

@@ -1,5 +1,4 @@
-// The one place that knows which compute backends this binary holds.
-#include <sstream>
+#include <string>
 
 #include "harness/backends/cpu/cpu_compute.hpp"
 #include "harness/backends/registry/registry.hpp"
@@ -9,38 +8,29 @@
 
 namespace moebench {
 
-namespace {
-
-std::string available() {
-  std::ostringstream os;
-  const std::vector<std::string> names = compute_backends();
-  for (std::size_t i = 0; i < names.size(); ++i) os << (i ? ", " : "") << names[i];
-  return os.str();
-}
-
-}  // namespace
-
-std::vector<std::string> compute_backends() {
+std::vector<ComputeBackend> compute_backends() {
 #if defined(MOEBENCH_HAVE_CUDA)
-  return {"cpu", "cuda"};
+  return {ComputeBackend::cpu, ComputeBackend::cuda};
 #else
-  return {"cpu"};
+  return {ComputeBackend::cpu};
 #endif
 }
 
-std::unique_ptr<Compute> make_compute(const std::string& name, [[maybe_unused]] int local_rank,
+std::unique_ptr<Compute> make_compute(ComputeBackend backend, [[maybe_unused]] int local_rank,
                                       int blas_threads) {
-  if (name == "cpu") return std::make_unique<CpuCompute>(blas_threads);
-  if (name == "cuda") {
+  switch (backend) {
+    case ComputeBackend::cpu:
+      return std::make_unique<CpuCompute>(blas_threads);
+    case ComputeBackend::cuda:
 #if defined(MOEBENCH_HAVE_CUDA)
-    return make_cuda_compute(local_rank);
+      return make_cuda_compute(local_rank);
 #else
-    throw UsageError(
-        "backend 'cuda' is not built into this binary (configure with a CUDA toolkit; available: " +
-        available() + ")");
+      throw UsageError(
+          "--backend cuda is not built into this binary (configure with a CUDA toolkit); "
+          "available: cpu");
 #endif
   }
-  throw UsageError("unknown compute backend '" + name + "' (available: " + available() + ")");
+  throw UsageError("no such compute backend");
 }
 
 }  // namespace moebench
