@@ -194,7 +194,7 @@ target_compile_definitions(mb_registry
 
 # ---- model: measurement, configuration, accounting, parameters, layers, the training step ------
 moebench_module(measure LAYER model DIRS harness/measure DEPS compute)
-moebench_module(config LAYER model DIRS workloads/config DEPS ops compute comm parallel
+moebench_module(config LAYER model DIRS workloads/config DEPS ops compute comm fault parallel
                 LIBS nlohmann_json::nlohmann_json)
 moebench_module(accounting LAYER model DIRS workloads/accounting DEPS config measure)
 moebench_module(params LAYER model DIRS workloads/params DEPS config compute)

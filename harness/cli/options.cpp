@@ -109,9 +109,11 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   run->add_option("--timeout", o.timeout_s,
                   "seconds a collective may take before the run is aborted (nccl; default 600)");
   run->add_flag("--quiet", o.quiet, "no table on stdout");
-  run->add_option("--test-corrupt-dispatch", o.test_corrupt_dispatch_rank,
-                  "testing only: corrupt one dispatched value received by this rank")
-      ->group("");  // hidden
+  std::string inject;
+  run->add_option("--inject", inject,
+                  "testing aid: corrupt:rank=R[,phase=dispatch|combine|grad_reduce][,step=S] "
+                  "corrupts one value rank R receives there in step S (default dispatch, step 0: "
+                  "the --verify step), which --verify must catch");
 
   CLI::App* plan = app.add_subcommand("plan", "accounting and per-rank memory, without running");
   add_workload_flags(plan, o.workload, named);
@@ -198,6 +200,7 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
     b.backend = parse_compute_backend(bench_named.backend);
     b.precision = optional_precision(bench_named.precision);
   }
+  if (!inject.empty()) o.inject = parse_fault_spec(inject);
   if (o.command == Command::run || o.command == Command::plan) {
     o.workload.backend = parse_compute_backend(named.backend);
     o.workload.comm = parse_comm_backend(named.comm);
@@ -265,7 +268,7 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
   c.comm_barrier = on_off("--comm-barrier", w.comm_barrier);
   c.overlap = on_off("--overlap", w.overlap);
   c.grad_bucket_bytes = grad_bucket_bytes(w.grad_bucket_mb);
-  c.test_corrupt_dispatch_rank = o.test_corrupt_dispatch_rank;
+  c.inject = o.inject;
   validate(c);
   check_comm_backend(c.comm, c.backend);
   c.precision = resolve_precision(c.backend, w.precision);  // the one resolution

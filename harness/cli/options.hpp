@@ -81,13 +81,13 @@ struct CliOptions {
   bool verify = false;
   // run: the longest wait for a collective or the communicator setup (--timeout)
   double timeout_s = 600;
-  std::string out;     // run: report path; plan: JSON path
-  bool json = false;   // plan: print JSON
-  int world = 1;       // plan: the world size to plan for
-  bool quiet = false;  // run: no table
-  int test_corrupt_dispatch_rank = -1;
-  std::vector<std::string> files;  // validate
-  std::string help_text;           // for Command::help
+  std::string out;                  // run: report path; plan: JSON path
+  bool json = false;                // plan: print JSON
+  int world = 1;                    // plan: the world size to plan for
+  bool quiet = false;               // run: no table
+  std::optional<FaultSpec> inject;  // run: --inject (a testing aid)
+  std::vector<std::string> files;   // validate
+  std::string help_text;            // for Command::help
   std::vector<std::string> argv;
   ReportOptions report;
   BenchOptions bench;

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "harness/backends/cpu/cpu_compute.hpp"
+#include "harness/backends/fault/fault_communicator.hpp"
 #include "harness/backends/registry/registry.hpp"
 #include "harness/cli/commands.hpp"
 #include "harness/comm/communicator.hpp"
@@ -144,13 +145,15 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
 
   const RunConfig& c = s.config;
   Compute& compute = *s.compute;
-  auto comm = make_communicator(c.comm, rt.world(), s.topo, compute, c.comm_timeout_s);
+  std::unique_ptr<Communicator> comm =
+      make_communicator(c.comm, rt.world(), s.topo, compute, c.comm_timeout_s);
+  if (c.inject) comm = make_fault_communicator(std::move(comm), compute, *c.inject);
   TrainingStep step(c, s.topo, compute, *comm);
   step.initialize();
 
   VerificationResult verification;
   if (c.verify) {
-    step.run(c.test_corrupt_dispatch_rank == rt.rank());
+    step.run();
     verification = verify_step(c, s.topo, rt, compute, step);
     step.initialize();  // the timed steps start from the same state either way
   }

@@ -67,9 +67,7 @@ ojson config_json(const RunConfig& c) {
   j["comm_barrier"] = c.comm_barrier;
   j["overlap"] = c.overlap;
   j["grad_bucket_bytes"] = c.grad_bucket_bytes;
-  if (c.test_corrupt_dispatch_rank >= 0) {
-    j["test_corrupt_dispatch_rank"] = c.test_corrupt_dispatch_rank;
-  }
+  if (c.inject) j["inject"] = to_string(*c.inject);
   return j;
 }
 

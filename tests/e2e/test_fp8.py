@@ -2,7 +2,7 @@
 
 Checks that fp8 runs verify at np 1 and np 4 (EP 4) against their single-process reference with
 the fp8 tolerance, that the report says fp8 and emulated, that the FLOP accounting is the same as
-an fp32 run's, and that the fp8 tolerance still fails a planted bug (--test-corrupt-dispatch).
+an fp32 run's, and that the fp8 tolerance still fails a planted bug (--inject corrupt:rank=1).
 """
 
 import os
@@ -68,7 +68,7 @@ def make_verify_test(np, ep):
 
 def test_fp8_tolerance_fails_a_corrupted_dispatch(ctx):
     with tempfile.TemporaryDirectory() as tmp:
-        r, rep = run_tiny(ctx, tmp, 4, 4, ["--precision", "fp8", "--test-corrupt-dispatch", "1"],
+        r, rep = run_tiny(ctx, tmp, 4, 4, ["--precision", "fp8", "--inject", "corrupt:rank=1"],
                           expect_rc=e2e.EXIT_VERIFICATION)
         check_fp8_report(rep)
         v = rep["verification"]

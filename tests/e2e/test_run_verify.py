@@ -232,7 +232,7 @@ def test_micro_batch_2(ctx):
 
 def test_corrupt_dispatch_fails_verification(ctx):
     with tempfile.TemporaryDirectory() as tmp:
-        r, rep = run_tiny(ctx, tmp, 4, 4, ["--test-corrupt-dispatch", "1"],
+        r, rep = run_tiny(ctx, tmp, 4, 4, ["--inject", "corrupt:rank=1"],
                           expect_rc=e2e.EXIT_VERIFICATION)
         check_report(ctx, r, rep, 4, 4, expect_pass=False)
         v = rep["verification"]

@@ -72,8 +72,8 @@ TEST_CASE("run: every flag lands in its field") {
                               "--out",
                               "r.json",
                               "--quiet",
-                              "--test-corrupt-dispatch",
-                              "1"});
+                              "--inject",
+                              "corrupt:rank=1,step=2"});
   CHECK(o.command == Command::run);
   const WorkloadFlags& w = o.workload;
   CHECK(w.preset == "deepseek-v3-tiny");
@@ -97,7 +97,10 @@ TEST_CASE("run: every flag lands in its field") {
   CHECK(o.verify);
   CHECK(o.out == "r.json");
   CHECK(o.quiet);
-  CHECK(o.test_corrupt_dispatch_rank == 1);
+  REQUIRE(o.inject.has_value());
+  CHECK(o.inject->rank == 1);
+  CHECK(o.inject->step == 2);
+  CHECK(o.inject->point == FaultSpec::Point::dispatch);
   CHECK(o.argv.size() == 42);
   CHECK(o.argv[1] == "run");
 }
@@ -117,7 +120,7 @@ TEST_CASE("run: defaults") {
   CHECK(o.warmup == 3);
   CHECK(o.steps == 10);
   CHECK_FALSE(o.verify);
-  CHECK(o.test_corrupt_dispatch_rank == -1);
+  CHECK_FALSE(o.inject.has_value());
 }
 
 TEST_CASE("plan, presets, validate, version and help") {

@@ -54,7 +54,7 @@ TEST_CASE("run report: layout and values come from the record") {
   CHECK(j.at("results").at("per_rank").size() == 4);
   CHECK(j.at("results").at("per_rank")[0].at("phase_time_s").size() == kPhaseCount);
   CHECK(j.at("verification").at("tensors")[0].at("name") == "output");
-  CHECK(!j.at("config").contains("test_corrupt_dispatch_rank"));
+  CHECK(!j.at("config").contains("inject"));
 }
 
 TEST_CASE("run report: the schema rejects a missing key, a wrong type and a wrong kind") {

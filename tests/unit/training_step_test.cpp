@@ -11,6 +11,7 @@
 
 #include <doctest/doctest.h>
 
+#include "harness/backends/fault/fault_communicator.hpp"
 #include "harness/measure/stats.hpp"
 #include "tests/unit/layer_fixture.hpp"
 
@@ -184,13 +185,17 @@ TEST_CASE("TrainingStep with AdamW: the first update is lr x (g / |g| + weight d
   }
 }
 
-TEST_CASE("TrainingStep's corrupt-dispatch hook changes the output, and only while on") {
-  Harness hx(tiny_run(2, 1));
-  TrainingStep step(hx.config, hx.topo, *hx.compute, *hx.comm);
+TEST_CASE("A corrupted dispatch injected by the fault communicator changes that step only") {
+  Harness hx(tiny_run(2, 1));  // no optimizer: every clean step computes the same output
+  FaultSpec spec;
+  spec.rank = 0;
+  spec.step = 1;
+  auto faulty = make_fault_communicator(std::move(hx.comm), *hx.compute, spec);
+  TrainingStep step(hx.config, hx.topo, *hx.compute, *faulty);
   step.initialize();
   step.run();
   const Vec clean = hx.read(step.output());
-  step.run(true);
+  step.run();
   CHECK(hx.read(step.output()) != clean);
   step.run();
   CHECK(hx.read(step.output()) == clean);

@@ -93,7 +93,7 @@ RunConfig single_process_reference(const RunConfig& distributed) {
   ref.layout = ParallelLayout{};
   ref.grad_reduce = GradReduce::allreduce;
   ref.optimizer = Optimizer::none;
-  ref.test_corrupt_dispatch_rank = -1;
+  ref.inject.reset();
   return ref;
 }
 
@@ -136,9 +136,9 @@ void validate(const RunConfig& c) {
         c.model.name + "; valid with " + s(p.world) +
         " ranks: " + join(common_divisors(p.world / grid.pp(), {p.world / grid.pp(), experts})));
   }
-  if (c.test_corrupt_dispatch_rank >= p.world) {
-    throw UsageError("--test-corrupt-dispatch " + s(c.test_corrupt_dispatch_rank) +
-                     ": no such rank; valid: 0 to " + s(p.world - 1) + ", or -1 (off)");
+  if (c.inject && c.inject->rank >= p.world) {
+    throw UsageError("--inject " + to_string(*c.inject) + ": no rank " + s(c.inject->rank) +
+                     " in a world of " + s(p.world) + "; valid: rank=0 to rank=" + s(p.world - 1));
   }
   if (p.ranks_per_node < 0) {
     throw UsageError("--ranks-per-node must be >= 0 (0: detect), got " + s(p.ranks_per_node));

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "harness/backends/fault/fault_communicator.hpp"
 #include "harness/comm/comm_backend.hpp"
 #include "harness/compute/backend_kind.hpp"
 #include "harness/parallel/grid.hpp"
@@ -97,8 +99,8 @@ struct RunConfig {
   // many bytes (0: one bucket per layer). Megatron-LM's default bucket is 40M elements, 80 MB of
   // BF16 gradients: 80 MiB here.
   std::int64_t grad_bucket_bytes = std::int64_t{80} << 20;
-  // Test-only: corrupt one element of the dispatched payload on this rank (-1: off).
-  int test_corrupt_dispatch_rank = -1;
+  // --inject: a fault the communicator injects (harness/backends/fault), a testing aid.
+  std::optional<FaultSpec> inject;
 };
 
 // The default instantiated stack for a model: all layers, with dense layers in the model's

@@ -23,9 +23,8 @@ struct LayerContext {
   const RunConfig& config;
   const Topology& topo;
   ParamStore& params;
-  std::int64_t tokens = 0;        // rows this rank holds (micro_batch * seq_len)
-  std::int64_t first_token = 0;   // global index of row 0
-  bool corrupt_dispatch = false;  // test hook: perturb one received dispatch element
+  std::int64_t tokens = 0;       // rows this rank holds (micro_batch * seq_len)
+  std::int64_t first_token = 0;  // global index of row 0
   // Every collective started in the step and the phase it belongs to: their busy times are read
   // once the step has synchronised (Communicator::busy_time_s).
   std::vector<std::pair<Phase, CommRequest>> requests{};

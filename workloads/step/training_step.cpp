@@ -104,7 +104,7 @@ void TrainingStep::initialize() {
 // Everything else is ordered on the streams; phase times come from compute marks read after the
 // step (harness/measure/phase_timer.hpp). On host backends every call returns when its work is
 // done, so the host clock is the marks' clock.
-StepSample TrainingStep::run(bool corrupt_dispatch) {
+StepSample TrainingStep::run() {
   StepSample sample;
   compute_.synchronize();
   comm_.synchronize();
@@ -120,12 +120,7 @@ StepSample TrainingStep::run(bool corrupt_dispatch) {
     auto scope = timer_.scope(Phase::optimizer);  // the optimiser's zero_grad
     params_.zero_grads();
   }
-  for (std::size_t l = 0; l < layers_.size(); ++l) {
-    // The test hook corrupts the first MoE layer's dispatch only.
-    ctx.corrupt_dispatch = corrupt_dispatch && static_cast<int>(l) == config_.workload.dense_layers;
-    layers_[l].forward(ctx, acts_[l], acts_[l + 1]);
-  }
-  ctx.corrupt_dispatch = false;
+  for (std::size_t l = 0; l < layers_.size(); ++l) layers_[l].forward(ctx, acts_[l], acts_[l + 1]);
   Mat dout = dout_;
   Tensor* bufs[2] = {&grad_a_, &grad_b_};
   for (std::size_t i = layers_.size(); i-- > 0;) {

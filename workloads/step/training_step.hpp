@@ -23,9 +23,8 @@ class TrainingStep {
 
   // Weights, optimiser state, the input and the output gradient, from the seed.
   void initialize();
-  // Runs one full step and returns what this rank measured. corrupt_dispatch is the test hook
-  // that perturbs one received dispatch element.
-  StepSample run(bool corrupt_dispatch = false);
+  // Runs one full step and returns what this rank measured.
+  StepSample run();
 
   const ParamStore& params() const { return params_; }
   Mat output() const;      // the last layer's output (tokens x hidden)

@@ -1,0 +1,246 @@
+#include "harness/backends/fault/fault_communicator.hpp"
+
+#include <charconv>
+#include <map>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "harness/core/error.hpp"
+
+namespace moebench {
+
+namespace {
+
+constexpr const char* kForms =
+    "valid: corrupt:rank=R[,phase=dispatch|combine|grad_reduce][,step=S] with R and S >= 0";
+constexpr float kCorruptValue = 1000.0f;
+
+int parse_count(const std::string& text, std::string_view key, std::string_view value) {
+  int v = -1;
+  const auto res = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (value.empty() || res.ec != std::errc() || res.ptr != value.data() + value.size() || v < 0) {
+    throw UsageError("--inject " + text + ": " + std::string(key) +
+                     " must be a whole number >= 0, got '" + std::string(value) + "'; " + kForms);
+  }
+  return v;
+}
+
+class FaultCommunicator final : public Communicator {
+ public:
+  FaultCommunicator(std::unique_ptr<Communicator> inner, Compute& compute, const FaultSpec& spec)
+      : Communicator(checked(inner).topology()),
+        inner_(std::move(inner)),
+        compute_(compute),
+        spec_(spec),
+        armed_(topology().rank == spec.rank) {}
+
+  std::string name() const override { return inner_->name(); }
+
+ protected:
+  std::vector<std::int64_t> do_alltoall_counts(Group g,
+                                               std::span<const std::int64_t> send) override {
+    if (g == Group::expert) counts_seen_ = true;
+    return inner_->alltoall_counts(g, send);
+  }
+
+  void do_alltoallv(Group g, Mat send, std::span<const std::int64_t> send_rows,
+                    std::span<const std::int64_t> send_offsets, Mat recv,
+                    std::span<const std::int64_t> recv_rows,
+                    std::span<const std::int64_t> recv_offsets) override {
+    const bool hit = matches(alltoall_point(g));
+    inner_->alltoallv(g, send, send_rows, send_offsets, recv, recv_rows, recv_offsets);
+    if (hit) corrupt(recv);
+  }
+
+  void do_allreduce_sum(Group g, Mat buf) override {
+    const bool hit = matches(reduction_point(g));
+    inner_->allreduce_sum(g, buf);
+    if (hit) corrupt(buf);
+  }
+
+  void do_reduce_scatter_sum(Group g, Mat buf, Mat shard) override {
+    const bool hit = matches(reduction_point(g));
+    inner_->reduce_scatter_sum(g, buf, shard);
+    if (hit) corrupt(shard);
+  }
+
+  void do_allgather(Group g, Mat shard, Mat buf) override { inner_->allgather(g, shard, buf); }
+  void do_batch_p2p(Group g, std::span<const P2POp> ops) override { inner_->batch_p2p(g, ops); }
+  void do_barrier(Group g) override { inner_->barrier(g); }
+  void do_synchronize() override { inner_->synchronize(); }
+
+  CommRequest do_start_alltoallv(Group g, Mat send, std::span<const std::int64_t> send_rows,
+                                 std::span<const std::int64_t> send_offsets, Mat recv,
+                                 std::span<const std::int64_t> recv_rows,
+                                 std::span<const std::int64_t> recv_offsets,
+                                 CommLane lane) override {
+    const bool hit = matches(alltoall_point(g));
+    const CommRequest r = inner_->start_alltoallv(g, send, send_rows, send_offsets, recv, recv_rows,
+                                                  recv_offsets, lane);
+    if (hit) pending_[r] = recv;
+    return r;
+  }
+
+  CommRequest do_start_allreduce_sum(Group g, Mat buf, CommLane lane) override {
+    const bool hit = matches(reduction_point(g));
+    const CommRequest r = inner_->start_allreduce_sum(g, buf, lane);
+    if (hit) pending_[r] = buf;
+    return r;
+  }
+
+  CommRequest do_start_reduce_scatter_sum(Group g, Mat buf, Mat shard, CommLane lane) override {
+    const bool hit = matches(reduction_point(g));
+    const CommRequest r = inner_->start_reduce_scatter_sum(g, buf, shard, lane);
+    if (hit) pending_[r] = shard;
+    return r;
+  }
+
+  CommRequest do_start_allgather(Group g, Mat shard, Mat buf, CommLane lane) override {
+    return inner_->start_allgather(g, shard, buf, lane);
+  }
+  CommRequest do_start_batch_p2p(Group g, std::span<const P2POp> ops, CommLane lane) override {
+    return inner_->start_batch_p2p(g, ops, lane);
+  }
+
+  // The damage lands once the payload has: after the wait, ordered after it on the compute stream.
+  void do_wait(CommRequest r) override {
+    inner_->wait(r);
+    const auto it = pending_.find(r);
+    if (it == pending_.end()) return;
+    corrupt(it->second);
+    pending_.erase(it);
+  }
+  double do_busy_time_s(CommRequest r) override { return inner_->busy_time_s(r); }
+
+  // The step boundary.
+  void do_clear_requests() override {
+    inner_->clear_requests();
+    pending_.clear();
+    ++step_;
+    counts_seen_ = false;
+    dispatch_seen_ = false;
+  }
+
+ private:
+  enum class Seen { other, dispatch, combine, grad_reduce };
+
+  static const Communicator& checked(const std::unique_ptr<Communicator>& inner) {
+    MB_CHECK(inner != nullptr, "fault communicator without a communicator to wrap");
+    return *inner;
+  }
+
+  // Which point an all-to-all is, from what came before it in its group.
+  Seen alltoall_point(Group g) {
+    if (g != Group::expert) return Seen::other;
+    if (counts_seen_) {
+      counts_seen_ = false;
+      dispatch_seen_ = true;
+      return Seen::dispatch;
+    }
+    if (dispatch_seen_) {
+      dispatch_seen_ = false;
+      return Seen::combine;
+    }
+    return Seen::other;
+  }
+
+  static Seen reduction_point(Group g) {
+    return g == Group::data || g == Group::expert_data ? Seen::grad_reduce : Seen::other;
+  }
+
+  bool matches(Seen seen) const {
+    if (!armed_ || step_ != spec_.step) return false;
+    switch (spec_.point) {
+      case FaultSpec::Point::dispatch:
+        return seen == Seen::dispatch;
+      case FaultSpec::Point::combine:
+        return seen == Seen::combine;
+      case FaultSpec::Point::grad_reduce:
+        return seen == Seen::grad_reduce;
+    }
+    return false;
+  }
+
+  // An empty payload (a rank that received nothing) leaves the fault armed for the next match.
+  void corrupt(const Mat& payload) {
+    if (!armed_ || payload.rows == 0 || payload.cols == 0) return;
+    compute_.fill(payload.row_slice(0, 1).col_slice(0, 1), kCorruptValue);
+    armed_ = false;
+  }
+
+  std::unique_ptr<Communicator> inner_;
+  Compute& compute_;
+  FaultSpec spec_;
+  bool armed_;
+  int step_ = -1;  // the first clear_requests() starts step 0
+  bool counts_seen_ = false;
+  bool dispatch_seen_ = false;
+  std::map<CommRequest, Mat> pending_;  // started operations whose payload is to be damaged
+};
+
+}  // namespace
+
+const char* point_name(FaultSpec::Point p) {
+  switch (p) {
+    case FaultSpec::Point::dispatch:
+      return "dispatch";
+    case FaultSpec::Point::combine:
+      return "combine";
+    case FaultSpec::Point::grad_reduce:
+      return "grad_reduce";
+  }
+  return "?";
+}
+
+FaultSpec parse_fault_spec(const std::string& text) {
+  const std::string_view kind_prefix = "corrupt:";
+  if (text.rfind(kind_prefix, 0) != 0) {
+    throw UsageError("--inject " + text + ": unknown fault; " + kForms);
+  }
+  FaultSpec f;
+  bool have_rank = false;
+  std::string_view rest = std::string_view(text).substr(kind_prefix.size());
+  while (!rest.empty()) {
+    const std::size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    const std::size_t eq = item.find('=');
+    const std::string_view key = item.substr(0, eq);
+    const std::string_view value = eq == std::string_view::npos ? "" : item.substr(eq + 1);
+    if (key == "rank") {
+      f.rank = parse_count(text, key, value);
+      have_rank = true;
+    } else if (key == "step") {
+      f.step = parse_count(text, key, value);
+    } else if (key == "phase") {
+      if (value == "dispatch") {
+        f.point = FaultSpec::Point::dispatch;
+      } else if (value == "combine") {
+        f.point = FaultSpec::Point::combine;
+      } else if (value == "grad_reduce") {
+        f.point = FaultSpec::Point::grad_reduce;
+      } else {
+        throw UsageError("--inject " + text + ": phase '" + std::string(value) +
+                         "' cannot be corrupted; " + kForms);
+      }
+    } else {
+      throw UsageError("--inject " + text + ": unknown field '" + std::string(item) + "'; " +
+                       kForms);
+    }
+  }
+  if (!have_rank) throw UsageError("--inject " + text + ": rank=R is required; " + kForms);
+  return f;
+}
+
+std::string to_string(const FaultSpec& f) {
+  return "corrupt:rank=" + std::to_string(f.rank) + ",phase=" + point_name(f.point) +
+         ",step=" + std::to_string(f.step);
+}
+
+std::unique_ptr<Communicator> make_fault_communicator(std::unique_ptr<Communicator> inner,
+                                                      Compute& compute, const FaultSpec& spec) {
+  return std::make_unique<FaultCommunicator>(std::move(inner), compute, spec);
+}
+
+}  // namespace moebench

@@ -1,0 +1,45 @@
+// Fault injection as a decorator: a Communicator that forwards everything to the one it wraps and,
+// on one chosen rank, damages what that rank receives at one chosen point of one chosen step. A
+// testing aid (`moebench run --inject ...`): it proves that --verify catches a corrupted payload,
+// with no test hook in the training step itself. Later faults (delay, hang, death) belong here.
+//
+// The decorator knows the step's collectives by their shape, not by the step's code:
+//  - dispatch: the first all-to-all of the expert group after a counts exchange in that group
+//    (the forward dispatch of an MoE layer);
+//  - combine: the all-to-all of the expert group right after a dispatch (its forward combine);
+//  - grad_reduce: an all-reduce or reduce-scatter in the data or expert-data group (a gradient
+//    reduction).
+// Steps are counted by clear_requests(), which the training step calls first in every step: the
+// first step is step 0 (the --verify step when there is one, else the first warm-up step).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "harness/comm/communicator.hpp"
+#include "harness/compute/compute.hpp"
+
+namespace moebench {
+
+struct FaultSpec {
+  enum class Kind { corrupt };
+  enum class Point { dispatch, combine, grad_reduce };
+  Kind kind = Kind::corrupt;
+  int rank = 0;  // the world rank whose received payload is damaged
+  Point point = Point::dispatch;
+  int step = 0;  // 0-based, as counted above
+};
+
+// "corrupt:rank=R[,phase=dispatch|combine|grad_reduce][,step=S]"; UsageError saying what is
+// wrong and what is valid otherwise. The rank is checked against the world by the caller.
+FaultSpec parse_fault_spec(const std::string& text);
+std::string to_string(const FaultSpec& f);
+const char* point_name(FaultSpec::Point p);
+
+// `inner` wrapped; on rank spec.rank, the first element of the first payload received at the
+// spec's point in its step is set to 1000 (through `compute`, ordered after the transfer: far
+// outside any tolerance), once.
+std::unique_ptr<Communicator> make_fault_communicator(std::unique_ptr<Communicator> inner,
+                                                      Compute& compute, const FaultSpec& spec);
+
+}  // namespace moebench

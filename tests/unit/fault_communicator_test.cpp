@@ -1,0 +1,108 @@
+// The fault decorator on the one-rank local communicator (every group is this rank, so an
+// all-to-all copies send to recv): which call it damages, in which step, on which rank, once;
+// and the --inject grammar.
+#include "harness/backends/fault/fault_communicator.hpp"
+
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "harness/backends/cpu/cpu_compute.hpp"
+#include "harness/backends/local/local_communicator.hpp"
+#include "harness/core/error.hpp"
+
+namespace moebench {
+namespace {
+
+struct Rig {
+  explicit Rig(const FaultSpec& spec)
+      : comm(make_fault_communicator(make_local_communicator(cpu), cpu, spec)) {}
+  CpuCompute cpu{1};
+  std::unique_ptr<Communicator> comm;
+  std::vector<float> send = {1, 2, 3, 4};
+  std::vector<float> recv = std::vector<float>(4, 0.0f);
+  const std::vector<std::int64_t> rows = {2}, zero = {0};
+  Mat s() { return Mat{send.data(), 2, 2, 2, DType::f32}; }
+  Mat r() { return Mat{recv.data(), 2, 2, 2, DType::f32}; }
+
+  // An MoE layer's forward as the step issues it: counts, dispatch, combine; all blocking or
+  // all started. Returns what the dispatch and the combine delivered (their first elements).
+  std::pair<float, float> layer(bool started) {
+    comm->alltoall_counts(Group::expert, rows);
+    float first[2];
+    for (int i = 0; i < 2; ++i) {
+      recv.assign(4, 0.0f);
+      if (started) {
+        comm->wait(comm->start_alltoallv(Group::expert, s(), rows, zero, r(), rows, zero,
+                                         CommLane::critical));
+      } else {
+        comm->alltoallv(Group::expert, s(), rows, zero, r(), rows, zero);
+      }
+      first[i] = recv[0];
+    }
+    return {first[0], first[1]};
+  }
+};
+
+TEST_CASE("fault: the dispatch of the chosen step is damaged once, blocking or started") {
+  for (bool started : {false, true}) {
+    CAPTURE(started);
+    FaultSpec spec;
+    spec.step = 1;
+    Rig rig(spec);
+    rig.comm->clear_requests();  // step 0
+    CHECK(rig.layer(started) == std::pair<float, float>{1.0f, 1.0f});
+    rig.comm->clear_requests();  // step 1
+    CHECK(rig.layer(started) == std::pair<float, float>{1000.0f, 1.0f});
+    CHECK(rig.layer(started) == std::pair<float, float>{1.0f, 1.0f});  // once only
+    CHECK(rig.recv[1] == 2.0f);                                        // one element
+    rig.comm->clear_requests();                                        // step 2
+    CHECK(rig.layer(started) == std::pair<float, float>{1.0f, 1.0f});
+  }
+}
+
+TEST_CASE("fault: combine and grad_reduce points; another rank's fault does nothing here") {
+  FaultSpec spec;
+  spec.point = FaultSpec::Point::combine;
+  Rig combine(spec);
+  combine.comm->clear_requests();
+  CHECK(combine.layer(false) == std::pair<float, float>{1.0f, 1000.0f});
+
+  spec.point = FaultSpec::Point::grad_reduce;
+  Rig grads(spec);
+  grads.comm->clear_requests();
+  std::vector<float> g = {5, 6};
+  const Mat gm{g.data(), 2, 1, 1, DType::f32};
+  grads.comm->allreduce_sum(Group::world, gm);  // not a gradient group
+  CHECK(g[0] == 5.0f);
+  grads.comm->wait(grads.comm->start_allreduce_sum(Group::data, gm, CommLane::background));
+  CHECK(g[0] == 1000.0f);
+  CHECK(g[1] == 6.0f);
+
+  spec = FaultSpec{};
+  spec.rank = 3;  // this process is rank 0
+  Rig elsewhere(spec);
+  elsewhere.comm->clear_requests();
+  CHECK(elsewhere.layer(false) == std::pair<float, float>{1.0f, 1.0f});
+  CHECK(elsewhere.comm->name() == "local");
+}
+
+TEST_CASE("fault: --inject grammar, with one line naming what is valid") {
+  const FaultSpec f = parse_fault_spec("corrupt:rank=3,phase=grad_reduce,step=7");
+  CHECK(f.rank == 3);
+  CHECK(f.point == FaultSpec::Point::grad_reduce);
+  CHECK(f.step == 7);
+  CHECK(to_string(f) == "corrupt:rank=3,phase=grad_reduce,step=7");
+  const FaultSpec d = parse_fault_spec("corrupt:rank=1");
+  CHECK(to_string(d) == "corrupt:rank=1,phase=dispatch,step=0");
+  for (const char* bad :
+       {"hang:rank=1", "corrupt:", "corrupt:rank=-1", "corrupt:rank=x",
+        "corrupt:rank=1,phase=attention", "corrupt:rank=1,color=red", "corrupt:rank=1,step="}) {
+    CAPTURE(bad);
+    CHECK_THROWS_WITH_AS(parse_fault_spec(bad), doctest::Contains("valid: corrupt:rank=R"),
+                         UsageError);
+  }
+}
+
+}  // namespace
+}  // namespace moebench
