@@ -12,11 +12,6 @@ cannot be imported (Debian/Ubuntu: apt-get install python3-matplotlib), 2 for ba
 import json
 import sys
 
-PHASES = ["attention", "dense_mlp", "router", "permute", "dispatch", "experts", "shared_expert",
-          "combine", "grad_reduce", "optimizer", "comm_wait"]
-COMMUNICATION = {"dispatch", "combine", "grad_reduce", "comm_wait"}
-
-
 def main(argv):
     if len(argv) != 3:
         print("usage: plot_scaling.py SCALING.json OUT.png", file=sys.stderr)
@@ -105,16 +100,19 @@ def draw(plt, report, out_path):
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8, loc="lower left")
 
-    # 3. Step time by phase, stacked per size; what the phases do not cover is "other".
+    # 3. Step time by phase, stacked per size; what the phases do not cover is "other". The phases
+    # and their kinds are the report's own (its phase_table): communication and waits hatched.
+    phases = [p["name"] for p in report["phase_table"]]
+    waiting = {p["name"] for p in report["phase_table"] if p["kind"] != "compute"}
     cmap = plt.get_cmap("tab20")
     x = list(range(len(sizes)))
     bottom = [0.0] * len(sizes)
-    for k, phase in enumerate(PHASES):
+    for k, phase in enumerate(phases):
         ms = [1e3 * s["phase_time_s"][phase] for s in sizes]
         if not any(ms):
             continue
         ax_ph.bar(x, ms, bottom=bottom, color=cmap(k), label=phase,
-                  hatch="//" if phase in COMMUNICATION else None, edgecolor="white", linewidth=0.5)
+                  hatch="//" if phase in waiting else None, edgecolor="white", linewidth=0.5)
         bottom = [b + m for b, m in zip(bottom, ms)]
     other = [max(0.0, 1e3 * s["step_time_s"]["median"] - b) for s, b in zip(sizes, bottom)]
     if any(o > 0 for o in other):

@@ -9,6 +9,7 @@ namespace moebench {
 int run_command(const CliOptions& o, MpiRuntime& runtime);
 int plan_command(const CliOptions& o);
 int presets_command();
+int phases_command(const CliOptions& o);
 int validate_command(const CliOptions& o);
 int report_command(const CliOptions& o);  // no MPI: a plain file tool
 int bench_command(const CliOptions& o);   // one process on one device, no MPI

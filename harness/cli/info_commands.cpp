@@ -10,6 +10,7 @@
 #include "harness/core/error.hpp"
 #include "harness/core/human.hpp"
 #include "harness/output/atomic_file.hpp"
+#include "harness/output/phase_table.hpp"
 #include "harness/output/run_report.hpp"
 #include "harness/output/schema.hpp"
 #include "workloads/accounting/accounting.hpp"
@@ -102,6 +103,19 @@ int presets_command() {
                 human(a.flops_per_token, "").c_str(), p.description.c_str());
   }
   std::printf("# FLOP/token: Megatron-Core convention at the preset's default sequence length\n");
+  return 0;
+}
+
+int phases_command(const CliOptions& o) {
+  if (o.json) {
+    std::cout << nlohmann::ordered_json{{"phases", phase_table_json()}}.dump(2) << "\n";
+    return 0;
+  }
+  std::printf("%-14s %-14s  %s\n", "phase", "kind", "what it holds");
+  for (const PhaseDef& p : kPhases) {
+    std::printf("%-14s %-14s  %s\n", std::string(p.name).c_str(),
+                std::string(phase_kind_name(p.kind)).c_str(), std::string(p.description).c_str());
+  }
   return 0;
 }
 

@@ -162,6 +162,9 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   bench->add_option("--out", b.out, "write the JSON here (atomically)");
   bench->add_flag("--quiet", b.quiet, "no table or progress");
   app.add_subcommand("presets", "list the built-in models");
+  CLI::App* phases =
+      app.add_subcommand("phases", "the phases a step's time is split into, with their kinds");
+  phases->add_flag("--json", o.json, "print JSON instead of text");
   CLI::App* validate = app.add_subcommand("validate", "check run reports against the schema");
   validate->add_option("files", o.files, "run report files")->required();
   app.add_subcommand("version", "print the version");
@@ -179,7 +182,7 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   } catch (const CLI::ParseError& e) {
     if (app.get_subcommands().empty() && argc > 1 && argv[1][0] != '-') {
       throw UsageError(std::string("unknown command '") + argv[1] +
-                       "'; valid: run, plan, bench, report, presets, validate, version");
+                       "'; valid: run, plan, bench, report, presets, phases, validate, version");
     }
     std::string what = e.what();
     const std::string sub =
@@ -192,6 +195,7 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   o.command = name == "run"        ? Command::run
               : name == "plan"     ? Command::plan
               : name == "presets"  ? Command::presets
+              : name == "phases"   ? Command::phases
               : name == "validate" ? Command::validate
               : name == "report"   ? Command::report
               : name == "bench"    ? Command::bench

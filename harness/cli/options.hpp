@@ -10,7 +10,7 @@
 
 namespace moebench {
 
-enum class Command { run, plan, presets, validate, version, help, report, bench };
+enum class Command { run, plan, presets, phases, validate, version, help, report, bench };
 
 // Model and workload flags as given; resolved against the model and the world size later.
 struct WorkloadFlags {
@@ -82,7 +82,7 @@ struct CliOptions {
   // run: the longest wait for a collective or the communicator setup (--timeout)
   double timeout_s = 600;
   std::string out;                  // run: report path; plan: JSON path
-  bool json = false;                // plan: print JSON
+  bool json = false;                // plan, phases: print JSON
   int world = 1;                    // plan: the world size to plan for
   bool quiet = false;               // run: no table
   std::optional<FaultSpec> inject;  // run: --inject (a testing aid)

@@ -1,4 +1,6 @@
-// The phases a step's time is split into. Names are the report's keys.
+// The phases a step's time is split into: the one table of their names (the reports' keys),
+// kinds and meanings. The schemas, the plot and the test helpers derive from it or are checked
+// against it (tests/unit/phases_test.cpp); `moebench phases` prints it.
 #pragma once
 
 #include <array>
@@ -8,52 +10,94 @@
 namespace moebench {
 
 enum class Phase : int {
-  attention,      // norms, MLA projections, rope, core attention, output projection, residuals
-  dense_mlp,      // the dense layers' SwiGLU MLPs
-  router,         // router GEMM, scores and top-k
-  permute,        // gathers and scatters that order tokens by expert and combine them back
-  dispatch,       // all-to-all of tokens to the experts' ranks (and its reverse in backward)
-  experts,        // the routed experts' grouped GEMMs and SwiGLU
-  shared_expert,  // the shared experts' MLP on local tokens
-  combine,        // all-to-all of expert outputs back (and its reverse in backward)
-  grad_reduce,    // data-parallel gradient reduction (and the ZeRO-1 parameter all-gather)
-  optimizer,      // AdamW (and the zeroing of the gradients)
-  comm_wait,      // waiting at a barrier of a collective's group for its slowest member
+  attention,
+  dense_mlp,
+  router,
+  permute,
+  dispatch,
+  experts,
+  shared_expert,
+  combine,
+  grad_reduce,
+  optimizer,
+  comm_wait,
   count
 };
 
 constexpr std::size_t kPhaseCount = static_cast<std::size_t>(Phase::count);
 
-constexpr std::array<std::string_view, kPhaseCount> kPhaseNames = {
-    "attention",     "dense_mlp", "router",      "permute",   "dispatch", "experts",
-    "shared_expert", "combine",   "grad_reduce", "optimizer", "comm_wait"};
-
-// A collective's phase starts once every member of its group has arrived (--comm-barrier on,
-// the default): the wait for the slowest member is comm_wait, load imbalance and stragglers made
-// visible, and the collective's own time is what nccl-tests would measure.
+// compute: arithmetic on the compute stream; communication: the compute stream waiting for
+// collectives (their own duration is the busy time); wait: waiting at a barrier of a
+// collective's group for its slowest member (--comm-barrier on), so that the collective's own
+// time is what nccl-tests would measure.
 enum class PhaseKind { compute, communication, wait };
 
-constexpr bool is_communication(Phase p) {
-  return p == Phase::dispatch || p == Phase::combine || p == Phase::grad_reduce;
-}
+struct PhaseDef {
+  Phase phase;
+  std::string_view name;
+  PhaseKind kind;
+  std::string_view description;
+};
 
+constexpr std::array<PhaseDef, kPhaseCount> kPhases = {{
+    {Phase::attention, "attention", PhaseKind::compute,
+     "norms, MLA projections, rope, core attention, output projection, residuals"},
+    {Phase::dense_mlp, "dense_mlp", PhaseKind::compute, "the dense layers' SwiGLU MLPs"},
+    {Phase::router, "router", PhaseKind::compute, "router GEMM, scores and top-k"},
+    {Phase::permute, "permute", PhaseKind::compute,
+     "gathers and scatters that order tokens by expert and combine them back"},
+    {Phase::dispatch, "dispatch", PhaseKind::communication,
+     "all-to-all of tokens to the experts' ranks (and its reverse in backward)"},
+    {Phase::experts, "experts", PhaseKind::compute, "the routed experts' grouped GEMMs and SwiGLU"},
+    {Phase::shared_expert, "shared_expert", PhaseKind::compute,
+     "the shared experts' MLP on local tokens"},
+    {Phase::combine, "combine", PhaseKind::communication,
+     "all-to-all of expert outputs back (and its reverse in backward)"},
+    {Phase::grad_reduce, "grad_reduce", PhaseKind::communication,
+     "data-parallel gradient reduction (and the ZeRO-1 parameter all-gather)"},
+    {Phase::optimizer, "optimizer", PhaseKind::compute, "AdamW (and the zeroing of the gradients)"},
+    {Phase::comm_wait, "comm_wait", PhaseKind::wait,
+     "waiting at a barrier of a collective's group for its slowest member"},
+}};
+
+constexpr const PhaseDef& phase_def(Phase p) {
+  return kPhases[static_cast<std::size_t>(p)];
+}
+constexpr std::string_view phase_name(Phase p) {
+  return phase_def(p).name;
+}
 constexpr PhaseKind phase_kind(Phase p) {
-  return is_communication(p)     ? PhaseKind::communication
-         : p == Phase::comm_wait ? PhaseKind::wait
-                                 : PhaseKind::compute;
+  return phase_def(p).kind;
+}
+constexpr std::string_view phase_kind_name(PhaseKind k) {
+  return k == PhaseKind::compute         ? "compute"
+         : k == PhaseKind::communication ? "communication"
+                                         : "wait";
+}
+constexpr std::string_view phase_kind_name(Phase p) {
+  return phase_kind_name(phase_kind(p));
+}
+constexpr bool is_communication(Phase p) {
+  return phase_kind(p) == PhaseKind::communication;
 }
 constexpr bool is_compute(Phase p) {
   return phase_kind(p) == PhaseKind::compute;
 }
-constexpr std::string_view phase_kind_name(Phase p) {
-  return phase_kind(p) == PhaseKind::compute         ? "compute"
-         : phase_kind(p) == PhaseKind::communication ? "communication"
-                                                     : "wait";
-}
 
-constexpr std::string_view phase_name(Phase p) {
-  return kPhaseNames[static_cast<std::size_t>(p)];
-}
+// The names alone, in table order.
+constexpr std::array<std::string_view, kPhaseCount> kPhaseNames = [] {
+  std::array<std::string_view, kPhaseCount> names{};
+  for (std::size_t i = 0; i < kPhaseCount; ++i) names[i] = kPhases[i].name;
+  return names;
+}();
+
+// The table is in enum order (checked when it is compiled).
+static_assert([] {
+  for (std::size_t i = 0; i < kPhaseCount; ++i) {
+    if (static_cast<std::size_t>(kPhases[i].phase) != i) return false;
+  }
+  return true;
+}());
 
 template <typename T>
 using PerPhase = std::array<T, kPhaseCount>;

@@ -1,5 +1,7 @@
 #include "harness/scaling/scaling_report.hpp"
 
+#include "harness/output/phase_table.hpp"
+
 namespace moebench {
 
 using nlohmann::json;
@@ -146,6 +148,7 @@ ordered_json make_scaling_report(const ScalingResult& result, const std::vector<
   for (const RunPoint& r : runs) inputs.push_back(input_json(r));
   j["inputs"] = inputs;
   j["warnings"] = result.warnings;
+  j["phase_table"] = phase_table_json();  // what the phase keys above are, for the plot
   return j;
 }
 

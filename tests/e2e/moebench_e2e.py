@@ -16,11 +16,9 @@ import sys
 import time
 import traceback
 
-# Every phase the report must list (harness/measure/phases.hpp).
-PHASE_NAMES = [
-    "attention", "dense_mlp", "router", "permute", "dispatch", "experts", "shared_expert",
-    "combine", "grad_reduce", "optimizer", "comm_wait",
-]
+# Every phase the report must list: the binary's own table (`moebench phases --json`, from
+# harness/measure/phases.hpp), read when the Context is made.
+PHASE_NAMES = []
 
 # Exit codes (harness/core/error.hpp).
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, EXIT_VERIFICATION = 0, 1, 2, 3
@@ -35,6 +33,10 @@ class Context:
         self.test_data = os.path.join(self.repo, "tests", "data")
         self.schema_path = os.path.join(self.repo, "reports", "run.schema.json")
         self._schema = None
+        global PHASE_NAMES
+        out = subprocess.run([self.binary, "phases", "--json"], check=True, capture_output=True,
+                             text=True, timeout=60).stdout
+        PHASE_NAMES = [p["name"] for p in json.loads(out)["phases"]]
 
     @property
     def dsv3_config(self):

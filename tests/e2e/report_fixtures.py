@@ -19,9 +19,6 @@ import os
 import subprocess
 import sys
 
-PHASES = ["attention", "dense_mlp", "router", "permute", "dispatch", "experts", "shared_expert",
-          "combine", "grad_reduce", "optimizer", "comm_wait"]
-COMMUNICATION = ("dispatch", "combine", "grad_reduce")
 
 # The 256/512/1,024-GPU set: TFLOP/s per GPU and the communication share of the step. 1,606 / 1,648
 # = 0.9745: a 0.97 efficiency claim passes; FAILING_1024 gives 0.9612, so the same claim fails.
@@ -106,9 +103,11 @@ def synthetic_run(real, gpus, tflops, comm_share=0.1, ranks_per_node=8, ep=None,
 
     # Phases: the communication ones take comm_share of the step, the compute ones the rest, each
     # in its real proportion; so they add up to the step and all communication is exposed.
+    # Which phases are communication is the real report's word (each phase records its kind).
     real_ph = real_res["phases"]
-    comm_total = sum(real_ph[p]["time_s"]["median"] for p in COMMUNICATION if p in real_ph)
-    comp_total = sum(v["time_s"]["median"] for p, v in real_ph.items() if p not in COMMUNICATION)
+    communication = {p for p, v in real_ph.items() if v["kind"] == "communication"}
+    comm_total = sum(real_ph[p]["time_s"]["median"] for p in communication)
+    comp_total = sum(v["time_s"]["median"] for p, v in real_ph.items() if p not in communication)
     flop_factor = flops_per_gpu / (real["accounting"]["instantiated"]["flops_per_token"] *
                                    real["config"]["workload"]["tokens_per_rank"])
     # The all-to-alls carry each token's hidden state: their bytes follow the tokens per rank.
@@ -116,13 +115,13 @@ def synthetic_run(real, gpus, tflops, comm_share=0.1, ranks_per_node=8, ep=None,
     byte_factor = {"dispatch": token_factor, "combine": token_factor, "grad_reduce": 1.0}
     for name, ph in res["phases"].items():
         old = real_ph[name]["time_s"]["median"]
-        share = comm_share * old / comm_total if name in COMMUNICATION else \
+        share = comm_share * old / comm_total if name in communication else \
             (1 - comm_share) * old / comp_total
         t = share * step
         ph["time_s"] = _scale_stats(real_ph[name]["time_s"], t / old if old > 0 else 0.0)
         ph["flops"] = real_ph[name]["flops"] * flop_factor
         ph["flop_rate"] = ph["flops"] / t if ph["flops"] and t > 0 else 0.0
-        if name in COMMUNICATION:
+        if name in communication:
             ph["bytes"] = real_ph[name]["bytes"] * byte_factor[name]
             ph["algbw"] = ph["bytes"] / t if t > 0 else 0.0
             bus_factor = real_ph[name]["busbw"] / real_ph[name]["algbw"] if real_ph[name]["algbw"] else 0
