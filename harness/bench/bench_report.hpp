@@ -17,7 +17,8 @@ namespace moebench {
 
 constexpr int kBenchSchemaVersion = 1;
 constexpr const char* kBenchReportKind = "moebench.bench";
-// The experts' grouped GEMMs should reach this fraction of the dense GEMM rate (issue 3).
+// The experts' grouped GEMMs should reach this fraction of the dense GEMM rate (the performance
+// target the probe reports against).
 constexpr double kExpertGemmTargetRatio = 0.85;
 
 struct BenchMeta {

@@ -11,6 +11,16 @@ std::string format_gib(double bytes, int digits) {
   return buf;
 }
 
+std::string common_divisors(std::int64_t limit, std::initializer_list<std::int64_t> of) {
+  std::string out;
+  for (std::int64_t d = 1; d <= limit; ++d) {
+    bool ok = true;
+    for (std::int64_t v : of) ok = ok && v % d == 0;
+    if (ok) out += (out.empty() ? "" : ", ") + std::to_string(d);
+  }
+  return out;
+}
+
 std::string iso_time_utc() {
   const std::time_t now = std::time(nullptr);
   std::tm tm{};

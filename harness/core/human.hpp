@@ -1,6 +1,8 @@
 // Units for people: what a message or a table prints. Everything inside stays in SI base units.
 #pragma once
 
+#include <cstdint>
+#include <initializer_list>
 #include <string>
 
 namespace moebench {
@@ -9,6 +11,9 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // "12.35 GiB" (digits after the point as given).
 std::string format_gib(double bytes, int digits = 2);
+// The values from 1 to limit that divide every number in `of`, "1, 2, 4": what a usage error
+// lists as the valid sizes of a layout.
+std::string common_divisors(std::int64_t limit, std::initializer_list<std::int64_t> of);
 // The current time as ISO 8601 in UTC, e.g. "2026-11-30T18:21:48Z".
 std::string iso_time_utc();
 

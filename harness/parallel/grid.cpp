@@ -6,18 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/core/error.hpp"
+#include "harness/core/human.hpp"
 
 namespace moebench {
 
 namespace {
-
-std::string divisors_of(int n) {
-  std::string s;
-  for (int d = 1; d <= n; ++d) {
-    if (n % d == 0) s += (s.empty() ? "" : ", ") + std::to_string(d);
-  }
-  return s;
-}
 
 // The dimensions of one of the two grids in rank order (fastest first) and which of them a group
 // kind spans: Megatron-Core's generate_masked_orthogonal_rank_groups. The ranks of a group vary
@@ -92,7 +85,7 @@ ParallelGrid::ParallelGrid(int world, GridShape shape) : world_(world), shape_(s
   const auto fail = [&](const std::string& flag, int value, int over, const std::string& what) {
     throw UsageError(flag + " " + std::to_string(value) + " does not divide the " +
                      std::to_string(over) + (over == 1 ? " rank" : " ranks") + what +
-                     "; valid: " + divisors_of(over));
+                     "; valid: " + common_divisors(over, {over}));
   };
   for (const auto& [flag, v] : {std::pair<std::string, int>{"--tp", shape.tp},
                                 {"--cp", shape.cp},

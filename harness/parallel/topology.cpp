@@ -1,25 +1,13 @@
 #include "harness/parallel/topology.hpp"
 
 #include <map>
-#include <sstream>
 #include <string>
 #include <utility>
 
 #include "harness/core/error.hpp"
+#include "harness/core/human.hpp"
 
 namespace moebench {
-
-namespace {
-
-std::string divisors_of(int n) {
-  std::ostringstream os;
-  for (int d = 1; d <= n; ++d) {
-    if (n % d == 0) os << (d == 1 ? "" : ", ") << d;
-  }
-  return os.str();
-}
-
-}  // namespace
 
 Topology make_topology(const ParallelGrid& grid, int rank, int node, int nodes, int local_rank,
                        int ranks_per_node) {
@@ -42,7 +30,7 @@ Topology make_topology_emulated(const ParallelGrid& grid, int rank, int ranks_pe
   const int world = grid.world();
   if (k < 1 || world % k != 0) {
     throw UsageError("--ranks-per-node " + std::to_string(k) + " does not divide the " +
-                     std::to_string(world) + " ranks; valid: " + divisors_of(world));
+                     std::to_string(world) + " ranks; valid: " + common_divisors(world, {world}));
   }
   return make_topology(grid, rank, rank / k, world / k, rank % k, k);
 }

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 
-# Issue 3's targets on one H200 (benchmarks, not pass/fail criteria of the check).
+# The performance targets on one H200 (benchmarks, not pass/fail criteria of the check).
 EXPERT_GEMM_TARGET_RATIO = 0.85
 STEP_TARGET_FRACTION_OF_PEAK = 0.45
 

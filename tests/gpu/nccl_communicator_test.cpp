@@ -4,7 +4,8 @@
 //   mpirun -n W nccl_communicator_test nccl EP        one GPU per rank (W <= GPUs)
 //   mpirun -n W nccl_communicator_test mpi EP         the staged path; ranks may share a GPU
 //   mpirun -n 2 nccl_communicator_test shared-gpu 1   with one visible GPU: nccl must refuse
-// Both also run the started (non-blocking) forms on both lanes (tests/mpi/started_collectives.hpp).
+// Both also run the started (non-blocking) forms and the batched point-to-point transfers on every
+// lane (tests/mpi/started_collectives.hpp).
 // nccl with W >= 2 also checks that a collective one peer never joins times out with an error
 // naming it, instead of hanging, on either lane, and that barrier() does not wait for the
 // background lane. Exit 0 only when every rank passed.

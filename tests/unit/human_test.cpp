@@ -15,3 +15,10 @@ TEST_CASE("format_gib prints binary gigabytes with the digits asked") {
 TEST_CASE("iso_time_utc is ISO 8601 in UTC") {
   CHECK(std::regex_match(iso_time_utc(), std::regex(R"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z)")));
 }
+
+TEST_CASE("common_divisors lists the sizes that divide every number, for usage errors") {
+  CHECK(common_divisors(6, {6}) == "1, 2, 3, 6");
+  CHECK(common_divisors(8, {8, 12}) == "1, 2, 4");
+  CHECK(common_divisors(1, {1}) == "1");
+  CHECK(common_divisors(0, {4}).empty());
+}

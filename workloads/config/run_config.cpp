@@ -8,28 +8,12 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/core/error.hpp"
+#include "harness/core/human.hpp"
 
 namespace moebench {
 namespace {
 
 constexpr const char* kRoutingForms = "valid: router, balanced, zipf:S with S > 0 (e.g. zipf:1.2)";
-
-std::string join(const std::vector<std::int64_t>& values) {
-  std::string out;
-  for (auto v : values) out += (out.empty() ? "" : ", ") + std::to_string(v);
-  return out;
-}
-
-// Values that divide every number in `of` (the layouts that would be valid).
-std::vector<std::int64_t> common_divisors(std::int64_t limit, std::vector<std::int64_t> of) {
-  std::vector<std::int64_t> out;
-  for (std::int64_t d = 1; d <= limit; ++d) {
-    bool ok = true;
-    for (auto v : of) ok = ok && v % d == 0;
-    if (ok) out.push_back(d);
-  }
-  return out;
-}
 
 std::string str(double v) {
   char buf[64];
@@ -134,7 +118,7 @@ void validate(const RunConfig& c) {
     throw UsageError(
         "--ep " + s(p.ep) + " does not divide the " + s(experts) + " routed experts of " +
         c.model.name + "; valid with " + s(p.world) +
-        " ranks: " + join(common_divisors(p.world / grid.pp(), {p.world / grid.pp(), experts})));
+        " ranks: " + common_divisors(p.world / grid.pp(), {p.world / grid.pp(), experts}));
   }
   if (c.inject && c.inject->rank >= p.world) {
     throw UsageError("--inject " + to_string(*c.inject) + ": no rank " + s(c.inject->rank) +
@@ -146,7 +130,7 @@ void validate(const RunConfig& c) {
   if (p.ranks_per_node > 0 && p.world % p.ranks_per_node != 0) {
     throw UsageError("--ranks-per-node " + s(p.ranks_per_node) + " does not divide the " +
                      s(p.world) + " ranks; valid: 0 (detect), " +
-                     join(common_divisors(p.world, {p.world})));
+                     common_divisors(p.world, {p.world}));
   }
 
   if (c.optimizer == Optimizer::adamw) {

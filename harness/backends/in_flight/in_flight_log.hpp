@@ -59,7 +59,7 @@ class InFlightLog {
  private:
   struct Entry {
     std::string what;
-    std::uint64_t seq = 0;  // issue order over both lanes
+    std::uint64_t seq = 0;  // issue order over every lane
     int request = -1;       // -1: the entry owns its events
     Event start = nullptr;
     Event end = nullptr;

@@ -1,7 +1,7 @@
 // The nccl communication backend, as host C++ sees it (no NCCL or CUDA header needed): the
-// collectives of the training step on the cuda backend's device buffers, on two streams of
-// their own (the critical and background lanes) ordered after the compute stream's work. Only
-// built with CUDA and NCCL (MOEBENCH_HAVE_NCCL).
+// collectives and point-to-point transfers of the training step on the cuda backend's device
+// buffers, on a stream of their own per lane (critical, background, pipeline) ordered after the
+// compute stream's work. Only built with CUDA and NCCL (harness/layers.cmake).
 #pragma once
 
 #include <memory>
