@@ -127,10 +127,13 @@ def check_tree(repo, manifest):
             if to is None:
                 problems.append('%s: includes "%s", which is in no module' % (where, target))
             elif to not in allowed[module]:
-                direction = ("up from layer %s to layer %s" %
-                             (manifest.modules[module]["layer"], manifest.modules[to]["layer"])
-                             if manifest.level(to) > manifest.level(module)
-                             else "sideways: module %s does not depend on %s" % (module, to))
+                if manifest.level(to) > manifest.level(module):
+                    direction = "up from layer %s to layer %s" % (
+                        manifest.modules[module]["layer"], manifest.modules[to]["layer"])
+                else:
+                    direction = "%s: module %s does not depend on %s (harness/layers.cmake)" % (
+                        "sideways" if manifest.level(to) == manifest.level(module)
+                        else "undeclared", module, to)
                 problems.append('%s: includes "%s" of module %s, %s' %
                                 (where, target, to, direction))
     return problems, {"files": files, "edges": edges, "modules": len(manifest.modules)}
@@ -156,11 +159,12 @@ def self_test():
                                     '#include "harness/core/error.hpp"\n#include <vector>\n',
     }
     planted = {
-        # up: ops includes model
+        # up: ops includes model; sideways: ops includes side, of its own layer
+        "workloads/ops/sub.hpp": '#include "workloads/side/side.hpp"\n',
         "workloads/ops/add.hpp": '#include "harness/core/error.hpp"\n'
                                  '#include "workloads/model/step.hpp"\n',
         "workloads/model/step.hpp": "#pragma once\n",
-        # sideways: model does not depend on side; behind #if, which must not hide it
+        # undeclared: model does not depend on side; behind #if, which must not hide it
         "workloads/model/step.cpp": '#if defined(NEVER)\n#include "workloads/side/side.hpp"\n'
                                     "#endif\n",
         # a file in no module
@@ -185,8 +189,9 @@ def self_test():
     got = run({**clean, **planted})
     expect = [
         ("workloads/ops/add.hpp:2", "up from layer ops to layer model"),
-        ("workloads/model/step.cpp:2", "sideways: module model does not depend on side"),
+        ("workloads/model/step.cpp:2", "undeclared: module model does not depend on side"),
         ("harness/stray/stray.cpp", "in no module"),
+        ("workloads/ops/sub.hpp:1", "sideways: module ops does not depend on side"),
     ]
     for where, what in expect:
         if not any(p.startswith(where) and what in p for p in got):
