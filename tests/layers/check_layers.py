@@ -27,6 +27,12 @@ import tempfile
 SOURCE_SUFFIXES = (".cpp", ".hpp", ".cu", ".cuh", ".h")
 ROOTS = ("harness", "workloads")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+SYSTEM_INCLUDE = re.compile(r'^\s*#\s*include\s+<([^>]+)>')
+# External headers and the library a module must link (LIBS in harness/layers.cmake, its own or a
+# dependency's) for the compiler to find them where nothing is installed system-wide (the device
+# machine builds against carried copies: tests/device/check.sh).
+EXTERNAL = [("nlohmann/", "nlohmann_json"), ("CLI/", "CLI11"), ("mpi.h", "MPI::"),
+            ("openssl/", "OpenSSL::")]
 
 
 class Manifest:
@@ -40,6 +46,13 @@ class Manifest:
 
     def level(self, module):
         return self.layers.index(self.modules[module]["layer"])
+
+    def libs(self, module):
+        """The libraries the module links, directly or through its dependencies."""
+        out = set(self.modules[module].get("libs", []))
+        for dep in self.modules[module]["deps"]:
+            out |= self.libs(dep)
+        return out
 
     def allowed(self, module, _seen=None):
         """The module and everything it depends on, directly or through its dependencies."""
@@ -109,6 +122,14 @@ def check_tree(repo, manifest):
         with open(os.path.join(repo, rel), encoding="utf-8", errors="replace") as f:
             lines = f.readlines()
         for number, line in enumerate(lines, 1):
+            ext = SYSTEM_INCLUDE.match(line)
+            if ext and "libs" in manifest.modules[module]:
+                for prefix, lib in EXTERNAL:
+                    if ext.group(1).startswith(prefix) and not any(
+                            lib in have for have in manifest.libs(module)):
+                        problems.append("%s:%d: includes <%s>, but module %s links no %s "
+                                        "(LIBS in harness/layers.cmake)" %
+                                        (rel, number, ext.group(1), module, lib))
             m = INCLUDE.match(line)
             if not m:
                 continue
@@ -148,7 +169,10 @@ def self_test():
             {"name": "core", "layer": "core", "dirs": ["harness/core"], "deps": []},
             {"name": "ops", "layer": "ops", "dirs": ["workloads/ops"], "deps": ["core"]},
             {"name": "side", "layer": "ops", "dirs": ["workloads/side"], "deps": ["core"]},
-            {"name": "model", "layer": "model", "dirs": ["workloads/model"], "deps": ["ops"]},
+            {"name": "model", "layer": "model", "dirs": ["workloads/model"], "deps": ["ops"],
+             "libs": []},
+            {"name": "json", "layer": "model", "dirs": ["workloads/json"], "deps": ["core"],
+             "libs": ["nlohmann_json::nlohmann_json"]},
         ],
     }
     clean = {
@@ -157,6 +181,7 @@ def self_test():
         "workloads/side/side.hpp": '#include "harness/core/error.hpp"\n',
         "workloads/model/step.cpp": '#include "workloads/ops/add.hpp"\n'
                                     '#include "harness/core/error.hpp"\n#include <vector>\n',
+        "workloads/json/j.cpp": '#include <nlohmann/json.hpp>\n',
     }
     planted = {
         # up: ops includes model; sideways: ops includes side, of its own layer
@@ -169,6 +194,8 @@ def self_test():
                                     "#endif\n",
         # a file in no module
         "harness/stray/stray.cpp": '#include "harness/core/error.hpp"\n',
+        # an external header the module does not link
+        "workloads/model/m.hpp": '#include <nlohmann/json.hpp>\n',
     }
     failures = []
 
@@ -192,6 +219,7 @@ def self_test():
         ("workloads/model/step.cpp:2", "undeclared: module model does not depend on side"),
         ("harness/stray/stray.cpp", "in no module"),
         ("workloads/ops/sub.hpp:1", "sideways: module ops does not depend on side"),
+        ("workloads/model/m.hpp:1", "links no nlohmann_json"),
     ]
     for where, what in expect:
         if not any(p.startswith(where) and what in p for p in got):
