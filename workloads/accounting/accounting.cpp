@@ -6,8 +6,8 @@ namespace moebench {
 namespace {
 
 // Parameters of the stack a run instantiates, split the way gradients are reduced: "dense" is
-// replicated on every rank (attention, norms, dense MLPs, routers, shared experts), "expert" is
-// one rank's share of the routed experts.
+// replicated over the data group (attention, norms, dense MLPs, routers, shared experts), "expert"
+// is one rank's share of the routed experts.
 struct StackParams {
   std::int64_t dense = 0;
   std::int64_t local_experts = 0;   // E / ep experts per MoE layer

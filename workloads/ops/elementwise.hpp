@@ -125,7 +125,7 @@ MB_HD AdamWCoeffs adamw_coeffs(const AdamWStep& s) {
                      1.0f / (1.0f - ::powf(s.beta2, step))};
 }
 
-// The gradient is scaled first (1/world for a mean); decay uses the parameter before the step.
+// The gradient is scaled first (1/dp for a mean); decay uses the parameter before the step.
 MB_HD void adamw_update(const AdamWCoeffs& c, float* param, float grad, float* m, float* v) {
   const float g = grad * c.grad_scale;
   const float m_new = c.beta1 * *m + (1.0f - c.beta1) * g;

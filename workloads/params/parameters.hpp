@@ -1,5 +1,6 @@
 // The parameters of the instantiated stack, their gradients, and where they live. Dense
-// parameters (attention, norms, dense MLPs, routers, shared experts) are replicated on every rank;
+// parameters (attention, norms, dense MLPs, routers, shared experts) are replicated over the
+// data-parallel group;
 // routed experts are split over the expert-parallel group. Each group lives in one flat buffer,
 // as in Megatron's distributed optimizer, so gradient reduction is one collective per group and
 // ZeRO-1 shards are plain ranges. Every value is a pure function of (seed, layer, tensor, global
@@ -74,8 +75,8 @@ class ParamStore {
   bool has(int layer, ParamKind kind) const;
 
   const std::vector<ParamInfo>& infos() const { return infos_; }
-  // Flat buffers, padded to a multiple of the reducing group's size (world for dense, EDP for
-  // experts) so that reduce-scatter shards are equal.
+  // Flat buffers, padded to a multiple of the reducing group's size (the data group for dense,
+  // the expert-data group for experts) so that reduce-scatter shards are equal.
   Mat flat_params(ParamGroup g) const;
   Mat flat_grads(ParamGroup g) const;
   std::int64_t numel(ParamGroup g) const;  // unpadded

@@ -1,5 +1,5 @@
 // Gradient buckets: the ranges of a group's flat gradient buffer reduced by one collective each.
-// Parameters lie layer by layer in each group's buffer (workloads/step/parameters.hpp), and the
+// Parameters lie layer by layer in each group's buffer (workloads/params/parameters.hpp), and the
 // backward finishes the last layer first, so a bucket is a run of whole layers taken from the
 // end of the buffer: its collective can start as soon as its lowest layer's backward is done,
 // while the layers below compute (as Megatron-LM's and PyTorch DDP's buckets do).

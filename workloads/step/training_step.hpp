@@ -1,6 +1,6 @@
 // One training step of the instantiated stack on this rank: forward through every layer,
 // backward from a seeded output gradient, data-parallel gradient reduction (dense parameters over
-// all ranks, experts over their expert-data-parallel group; all-reduce, or ZeRO-1
+// the data group, experts over their expert-data group; all-reduce, or ZeRO-1
 // reduce-scatter + all-gather; with --overlap on in buckets during the backward), then AdamW. The
 // input and the output gradient of every sequence are pure functions of (seed, global sequence
 // index), so a single process holding all sequences (the --verify reference) computes the same

@@ -45,9 +45,9 @@
 #include <vector>
 
 #include "harness/backends/cuda/cuda_compute.hpp"
+#include "harness/backends/in_flight/in_flight_log.hpp"
 #include "harness/backends/mpi/mpi_check.hpp"
 #include "harness/backends/mpi/mpi_communicator.hpp"
-#include "harness/backends/in_flight/in_flight_log.hpp"
 #include "harness/core/error.hpp"
 #include "harness/core/host.hpp"
 
