@@ -30,6 +30,10 @@ void check_same_dtype(const Mat& a, const Mat& b, const char* op, const char* an
 
 }  // namespace
 
+Communicator::Communicator(const Topology& topo) : topo_(topo) {
+  for (Group g : kGroups) infos_[static_cast<std::size_t>(g)] = topo.group(g);
+}
+
 const char* lane_name(CommLane lane) {
   switch (lane) {
     case CommLane::critical:

@@ -10,6 +10,7 @@
 // repeats a check. A backend adds only what is its own (MPI's int counts, NCCL's data types).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -44,7 +45,7 @@ struct P2POp {
 
 class Communicator {
  public:
-  explicit Communicator(const Topology& topo) : topo_(topo) {}
+  explicit Communicator(const Topology& topo);
   virtual ~Communicator() = default;
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -52,7 +53,8 @@ class Communicator {
   virtual std::string name() const = 0;
   // This rank's place in the grid the groups come from.
   const Topology& topology() const { return topo_; }
-  GroupInfo info(Group g) const { return topo_.group(g); }
+  // Kept from construction: the step asks on every collective.
+  GroupInfo info(Group g) const { return infos_[static_cast<std::size_t>(g)]; }
 
   // Host-side exchange of counts: send.size() is a multiple n of the group size; rank i of the
   // group gets send[i*n, (i+1)*n) and the result holds n values from each rank, in rank order.
@@ -157,6 +159,7 @@ class Communicator {
   GroupInfo member_of(Group g, const char* op) const;
 
   Topology topo_;
+  std::array<GroupInfo, kGroupCount> infos_;
   std::vector<DefaultRequest> default_requests_;
 };
 
