@@ -61,7 +61,6 @@ bool Communicator::shard_at_own_place(Group g, const Mat& shard, const Mat& buf)
 }
 
 // ---- the checks, once for every backend
-// ----------------------------------------------------------
 
 void Communicator::check_alltoall_counts(Group g, std::span<const std::int64_t> send) const {
   const GroupInfo gi = member_of(g, "alltoall_counts");
@@ -146,7 +145,6 @@ void Communicator::check_batch_p2p(Group g, std::span<const P2POp> ops) const {
 }
 
 // ---- the public calls: check, then the backend's do_*
-// ---------------------------------------------
 
 std::vector<std::int64_t> Communicator::alltoall_counts(Group g,
                                                         std::span<const std::int64_t> send) {
@@ -218,7 +216,6 @@ void Communicator::barrier(Group g) {
 }
 
 // ---- the defaults: blocking calls with completed requests
-// ----------------------------------------
 
 CommRequest Communicator::completed_request(double seconds) {
   default_requests_.push_back(DefaultRequest{seconds, false});

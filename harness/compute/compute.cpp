@@ -1,6 +1,5 @@
 #include "harness/compute/compute.hpp"
 
-#include "harness/compute/gemm_shape.hpp"
 #include "workloads/ops/route.hpp"
 
 namespace moebench {
@@ -108,12 +107,22 @@ void Compute::fill(Mat x, float value) {
 
 // ---- GEMMs ----------------------------------------------------------------------------------
 
-void Compute::check_gemm(bool trans_a, bool trans_b, const Mat& a, const Mat& b,
-                         const Mat& c) const {
+GemmShape Compute::check_gemm(bool trans_a, bool trans_b, const Mat& a, const Mat& b,
+                              const Mat& c) const {
   check_float(a, "gemm A");
   check_float(b, "gemm B");
   check_float(c, "gemm C");
-  gemm_shape(trans_a, trans_b, a, b, c);
+  return gemm_shape(trans_a, trans_b, a, b, c);
+}
+
+void Compute::linear(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b,
+                     float beta, const Mat& c, const GemmShape& shape) {
+  // An empty product has nothing to quantise: the standard GEMM does C = beta C.
+  if (linear_precision_ == LinearPrecision::fp8 && shape.m > 0 && shape.n > 0 && shape.k > 0) {
+    do_fp8_gemm(trans_a, trans_b, alpha, a, b, beta, c);
+  } else {
+    do_gemm(trans_a, trans_b, alpha, a, b, beta, c);
+  }
 }
 
 void Compute::gemm(bool trans_a, bool trans_b, float alpha, Mat a, Mat b, float beta, Mat c) {
@@ -129,22 +138,20 @@ void Compute::grouped_gemm(bool trans_a, bool trans_b, float alpha, std::span<co
 
 void Compute::linear_gemm(bool trans_a, bool trans_b, float alpha, Mat a, Mat b, float beta,
                           Mat c) {
-  check_gemm(trans_a, trans_b, a, b, c);
-  if (linear_precision_ == LinearPrecision::fp8) {
-    do_fp8_gemm(trans_a, trans_b, alpha, a, b, beta, c);
-  } else {
-    do_gemm(trans_a, trans_b, alpha, a, b, beta, c);
-  }
+  linear(trans_a, trans_b, alpha, a, b, beta, c, check_gemm(trans_a, trans_b, a, b, c));
 }
 
 void Compute::linear_grouped_gemm(bool trans_a, bool trans_b, float alpha,
                                   std::span<const GemmProblem> p, float beta) {
-  for (const GemmProblem& g : p) check_gemm(trans_a, trans_b, g.a, g.b, g.c);
+  std::vector<GemmShape> shapes;
+  for (const GemmProblem& g : p) shapes.push_back(check_gemm(trans_a, trans_b, g.a, g.b, g.c));
   if (linear_precision_ != LinearPrecision::fp8) {
     do_grouped_gemm(trans_a, trans_b, alpha, p, beta);
     return;
   }
-  for (const GemmProblem& g : p) do_fp8_gemm(trans_a, trans_b, alpha, g.a, g.b, beta, g.c);
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    linear(trans_a, trans_b, alpha, p[i].a, p[i].b, beta, p[i].c, shapes[i]);
+  }
 }
 
 void Compute::do_grouped_gemm(bool trans_a, bool trans_b, float alpha,

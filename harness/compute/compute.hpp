@@ -23,6 +23,7 @@
 
 #include "harness/compute/backend_kind.hpp"
 #include "harness/compute/device_info.hpp"
+#include "harness/compute/gemm_shape.hpp"
 #include "harness/core/tensor.hpp"
 #include "workloads/ops/params.hpp"
 
@@ -201,7 +202,7 @@ class Compute {
   // The default: one do_gemm per problem, in order.
   virtual void do_grouped_gemm(bool trans_a, bool trans_b, float alpha,
                                std::span<const GemmProblem> p, float beta);
-  // One linear GEMM with E4M3 inputs (see LinearPrecision); only called once
+  // One linear GEMM with E4M3 inputs (see LinearPrecision), m, n and k all > 0; only called once
   // set_linear_precision(fp8) has succeeded, which a backend without it refuses.
   virtual void do_fp8_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b,
                            float beta, const Mat& c);
@@ -241,7 +242,10 @@ class Compute {
  private:
   // The shared checks: a valid view; float (FP32 or the storage type); a given dtype and shape.
   void check_float(const Mat& m, const char* what) const;
-  void check_gemm(bool trans_a, bool trans_b, const Mat& a, const Mat& b, const Mat& c) const;
+  GemmShape check_gemm(bool trans_a, bool trans_b, const Mat& a, const Mat& b, const Mat& c) const;
+  // fp8 where it was asked for and there is something to multiply; else the standard GEMM.
+  void linear(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b, float beta,
+              const Mat& c, const GemmShape& shape);
   void check_rope(const Mat& x, std::int64_t seq_len, std::int64_t heads, std::int64_t head_stride,
                   std::int64_t offset, std::int64_t dim) const;
   void check_attention(const AttentionShape& s, const Mat& q, const Mat& k, const Mat& v,

@@ -62,7 +62,8 @@ def check_text(rel, text):
     findings = []
     here = posixpath.dirname(rel)
     is_cmake = rel.endswith((".cmake", "CMakeLists.txt"))
-    is_shell = rel.endswith(".sh") or rel.startswith(".ci/") or text.startswith("#!/usr/bin/env bash")
+    is_shell = (rel.endswith(".sh") or rel.startswith(".ci/") or
+                text.startswith("#!/usr/bin/env bash"))
     shell_dirs = {}  # variable -> folder (relative to the root) it holds
     for number, line in enumerate(text.splitlines(), 1):
         where = "%s:%d" % (rel, number)

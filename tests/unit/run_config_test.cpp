@@ -109,6 +109,15 @@ TEST_CASE("run_config: layout errors say which values would be valid") {
   c.layout.ranks_per_node = 3;
   CHECK(contains(usage_message([&] { validate(c); }),
                  "--ranks-per-node 3 does not divide the 4 ranks; valid: 0 (detect), 1, 2, 4"));
+  c = tiny_run();
+  c.inject = parse_fault_spec("corrupt:rank=4");
+  CHECK(usage_message([&] { validate(c); }) ==
+        "--inject corrupt:rank=4,phase=dispatch,step=0: no rank 4 in a world of 4; valid: rank=0 "
+        "to rank=3");
+  c.inject->rank = 3;
+  CHECK_NOTHROW(validate(c));
+  // The --verify reference runs without the fault.
+  CHECK_FALSE(single_process_reference(c).inject.has_value());
 }
 
 TEST_CASE("run_config: workload errors name the flag and the valid range") {

@@ -115,10 +115,6 @@ void CudaCompute::set_linear_precision(LinearPrecision p) {
 void CudaCompute::do_fp8_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b,
                               float beta, const Mat& c) {
   const auto [m, n, k] = gemm_shape(trans_a, trans_b, a, b, c);
-  if (m == 0 || n == 0 || k == 0) {
-    do_gemm(trans_a, trans_b, alpha, a, b, beta, c);  // nothing to multiply
-    return;
-  }
   const std::int64_t kp = round_up(k, kKAlign);
   const GemmEngine::Plan* plan = gemm_->fp8_plan(m, n, kp, c);
   if (plan == nullptr) {
