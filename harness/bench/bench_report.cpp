@@ -67,7 +67,7 @@ nlohmann::ordered_json stack_json(const LayerStackResult& s, const PeakRate& pea
   j["phases"] = phases;
   j["accounting"] = to_json(s.accounting);
   j["memory_estimate"] = to_json(s.memory);
-  j["workload"] = to_json(s.config.workload);
+  j["workload"] = to_json(s.config.workload, s.config.layout);
   return j;
 }
 

@@ -40,9 +40,9 @@ nlohmann::ordered_json plan_json(const RunConfig& c) {
   j["kind"] = "moebench.plan";
   j["schema_version"] = 1;
   j["config"]["model"] = to_json(c.model);
-  j["config"]["workload"] = to_json(c.workload);
+  j["config"]["workload"] = to_json(c.workload, c.layout);
   j["parallel"] = to_json(c.layout);
-  const double tokens = static_cast<double>(c.layout.dp()) * c.workload.tokens_per_rank();
+  const double tokens = static_cast<double>(tokens_per_step(c));
   j["accounting"]["full_model"] = to_json(account_full_model(c.model, c.workload.seq_len, tokens));
   j["accounting"]["instantiated"] = to_json(account_instantiated(c));
   const CollectiveBytes b = collective_bytes(c, 2);
@@ -53,7 +53,7 @@ nlohmann::ordered_json plan_json(const RunConfig& c) {
 }
 
 void print_plan(const RunConfig& c, std::ostream& os) {
-  const double tokens = static_cast<double>(c.layout.dp()) * c.workload.tokens_per_rank();
+  const double tokens = static_cast<double>(tokens_per_step(c));
   const StackAccounting full = account_full_model(c.model, c.workload.seq_len, tokens);
   const StackAccounting inst = account_instantiated(c);
   os << "# model " << c.model.name << ", seq " << c.workload.seq_len << ", micro-batch "

@@ -30,13 +30,24 @@ void add_workload_flags(CLI::App* app, WorkloadFlags& w, NamedFlags& n) {
   app->add_option("--model-config", w.model_config,
                   "Hugging Face config.json of the DeepSeek-V3 family (instead of --preset)");
   app->add_option("--seq-len", w.seq_len, "tokens per sequence (default 4096, tiny preset 128)");
-  app->add_option("--micro-batch", w.micro_batch, "sequences per rank per step (default 1)");
+  app->add_option("--micro-batch", w.micro_batch,
+                  "sequences per micro-batch per rank (Megatron's micro_batch_size, default 1)");
+  app->add_option("--global-batch", w.global_batch,
+                  "sequences per step, job-wide: micro-batch x dp x the micro-batches each rank "
+                  "accumulates (default micro-batch x dp: one micro-batch a step)");
   app->add_option("--layers", w.layers, "transformer layers to instantiate (default: all)");
   app->add_option("--dense-layers", w.dense_layers,
                   "of which dense (default: the model's proportion)");
   app->add_option("--attention", w.attention, "on|off (default on)");
   app->add_option("--routing", w.routing, "router|balanced|zipf:S (default balanced)");
   app->add_option("--ep", w.ep, "expert-parallel size: experts split over N consecutive ranks");
+  app->add_option("--pp", w.pp, "pipeline-parallel size: stages over N groups of ranks (default 1)");
+  app->add_option("--vp", w.vp,
+                  "model chunks per pipeline rank: interleaved 1F1B when > 1 (default 1, or the "
+                  "--pipeline-layout's)");
+  app->add_option("--pipeline-layout", w.pipeline_layout,
+                  "layers per stage in Megatron-Core's pipeline_model_parallel_layout syntax, e.g. "
+                  "\"Et*4|(t*4|)*14tmL\" (default: an even split)");
   app->add_option("--ranks-per-node", w.ranks_per_node,
                   "emulate nodes of K ranks (default 0: the real nodes)");
   app->add_option("--grad-reduce", w.grad_reduce, "allreduce|reduce-scatter (ZeRO-1)");
@@ -111,7 +122,7 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   run->add_flag("--quiet", o.quiet, "no table on stdout");
   std::string inject;
   run->add_option("--inject", inject,
-                  "testing aid: corrupt:rank=R[,phase=dispatch|combine|grad_reduce][,step=S] "
+                  "testing aid: corrupt:rank=R[,phase=dispatch|combine|grad_reduce|pp][,step=S] "
                   "corrupts one value rank R receives there in step S (default dispatch, step 0: "
                   "the --verify step), which --verify must catch");
 
@@ -246,6 +257,7 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
   }
   c.workload.seq_len = w.seq_len.value_or(seq);
   c.workload.micro_batch = w.micro_batch;
+  c.workload.global_batch = w.global_batch.value_or(0);
   c.workload.layers = w.layers.value_or(c.model.num_hidden_layers);
   if (c.workload.layers >= 1 && c.workload.layers <= c.model.num_hidden_layers) {
     c.workload.dense_layers =
@@ -257,6 +269,12 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
   c.workload.routing = parse_routing(w.routing);
   c.layout.world = world;
   c.layout.ep = w.ep;
+  c.layout.pp = w.pp;
+  c.layout.pipeline_layout = w.pipeline_layout;
+  c.layout.vp = w.vp.value_or(1);
+  if (!w.vp && !w.pipeline_layout.empty() && w.pp >= 1) {
+    c.layout.vp = parse_pipeline_layout(w.pipeline_layout, w.pp).vp;
+  }
   c.layout.ranks_per_node = w.ranks_per_node;
   c.grad_reduce =
       w.grad_reduce == "reduce-scatter" ? GradReduce::reduce_scatter : GradReduce::allreduce;

@@ -18,11 +18,15 @@ struct WorkloadFlags {
   std::string model_config;
   std::optional<std::int64_t> seq_len;
   std::int64_t micro_batch = 1;
+  std::optional<std::int64_t> global_batch;  // none: micro_batch x dp
   std::optional<std::int64_t> layers;
   std::optional<std::int64_t> dense_layers;
   std::string attention = "on";
   std::string routing = "balanced";
   int ep = 1;
+  int pp = 1;
+  std::optional<int> vp;        // none: 1, or the --pipeline-layout's
+  std::string pipeline_layout;  // empty: layers split evenly
   int ranks_per_node = 0;
   std::string grad_reduce = "allreduce";
   std::string optimizer = "adamw";

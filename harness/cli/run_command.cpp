@@ -119,7 +119,8 @@ RunResults gather_results(const MpiRuntime& rt, const Topology& topo,
     }
     ranks.push_back(std::move(rs));
   }
-  return summarize_run(ranks, static_cast<double>(c.workload.tokens_per_rank()),
+  // Per GPU: the global batch's tokens and FLOPs over the world (Megatron's TFLOP/s per GPU).
+  return summarize_run(ranks, static_cast<double>(tokens_per_step(c)) / c.layout.world,
                        inst.flops_per_step / c.layout.world);
 }
 
@@ -169,9 +170,8 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
   record.meta.attention_path = compute.attention_path();
   record.config = c;
   record.topology = s.topo;
-  record.full_model = account_full_model(
-      c.model, c.workload.seq_len,
-      static_cast<double>(c.layout.dp()) * static_cast<double>(c.workload.tokens_per_rank()));
+  record.full_model =
+      account_full_model(c.model, c.workload.seq_len, static_cast<double>(tokens_per_step(c)));
   record.instantiated = account_instantiated(c);
   record.collective_bytes = collective_bytes(c, dtype_size(compute.activation_dtype()));
   record.memory = s.memory;

@@ -42,6 +42,8 @@ const char* lane_name(CommLane lane) {
       return "background";
     case CommLane::pipeline:
       return "pipeline";
+    case CommLane::pipeline_send:
+      return "pipeline_send";
   }
   return "?";
 }

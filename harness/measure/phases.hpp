@@ -21,6 +21,7 @@ enum class Phase : int {
   grad_reduce,
   optimizer,
   comm_wait,
+  pp_bubble,
   count
 };
 
@@ -58,6 +59,9 @@ constexpr std::array<PhaseDef, kPhaseCount> kPhases = {{
     {Phase::optimizer, "optimizer", PhaseKind::compute, "AdamW (and the zeroing of the gradients)"},
     {Phase::comm_wait, "comm_wait", PhaseKind::wait,
      "waiting at a barrier of a collective's group for its slowest member"},
+    {Phase::pp_bubble, "pp_bubble", PhaseKind::wait,
+     "waiting for the neighbouring pipeline stage's activations or gradients (the pipeline "
+     "bubble, with the point-to-point transfers)"},
 }};
 
 constexpr const PhaseDef& phase_def(Phase p) {

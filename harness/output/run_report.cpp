@@ -40,7 +40,7 @@ ojson meta_json(const RunMeta& m) {
 ojson config_json(const RunConfig& c) {
   ojson j;
   j["model"] = ojson(to_json(c.model));
-  j["workload"] = ojson(to_json(c.workload));
+  j["workload"] = ojson(to_json(c.workload, c.layout));
   j["seed"] = c.seed;
   j["warmup"] = c.warmup;
   j["steps"] = c.steps;
@@ -71,6 +71,51 @@ ojson config_json(const RunConfig& c) {
   return j;
 }
 
+// The pipeline: its layout, schedule and bubble, measured beside Megatron's theoretical value.
+ojson pipeline_json(const RunRecord& r) {
+  const RunConfig& c = r.config;
+  const PipelineShape shape = pipeline_shape(c);
+  const PipelineLayout layout = pipeline_layout(c);
+  ojson stages = ojson::array();
+  for (std::size_t s = 0; s < layout.stages.size(); ++s) {
+    const PipelineStage& st = layout.stages[s];
+    stages.push_back(ojson{{"stage", s},
+                           {"pp_rank", static_cast<int>(s) % shape.pp},
+                           {"chunk", static_cast<int>(s) / shape.pp},
+                           {"first_layer", st.first_layer},
+                           {"layers", st.layers},
+                           {"embedding", st.embedding},
+                           {"mtp", st.mtp},
+                           {"loss", st.loss}});
+  }
+  ojson warmup = ojson::array();
+  for (int rank = 0; rank < shape.pp; ++rank) warmup.push_back(warmup_forwards(shape, rank));
+  // The measured bubble: each rank's pp_bubble time over the rest of its step (the time of its
+  // own passes and reductions), the mean over ranks, as (P - 1) / (V m) counts it.
+  double sum = 0;
+  int n = 0;
+  for (const RankResult& rr : r.results.per_rank) {
+    const double bubble = rr.phase_time_s[static_cast<std::size_t>(Phase::pp_bubble)];
+    const double rest = rr.step_time_s - bubble;
+    if (rest > 0) {
+      sum += bubble / rest;
+      ++n;
+    }
+  }
+  ojson j{{"pp", shape.pp},
+          {"vp", shape.vp},
+          {"schedule", shape.pp == 1   ? "none"
+                       : shape.vp == 1 ? "1f1b"
+                                       : "interleaved 1f1b"},
+          {"layout", layout.text},
+          {"microbatches_per_step", shape.microbatches},
+          {"warmup_forwards", warmup},
+          {"theoretical_bubble", theoretical_bubble(shape)},
+          {"stages", stages}};
+  j["measured_bubble"] = n > 0 ? ojson(sum / n) : ojson(nullptr);
+  return j;
+}
+
 ojson parallel_json(const RunRecord& r) {
   const ParallelLayout& l = r.config.layout;
   return ojson{{"world", l.world},
@@ -80,7 +125,8 @@ ojson parallel_json(const RunRecord& r) {
                {"nodes", r.topology.nodes},
                {"ranks_per_node", r.topology.ranks_per_node},
                {"emulated_nodes", l.ranks_per_node > 0},
-               {"grid", ojson(to_json(l.grid()))}};
+               {"grid", ojson(to_json(l.grid()))},
+               {"pipeline", pipeline_json(r)}};
 }
 
 ojson accounting_json(const RunRecord& r) {

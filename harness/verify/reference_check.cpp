@@ -39,29 +39,43 @@ Reference run_reference(const RunConfig& config, Compute& compute) {
   return r;
 }
 
-// The reference's values for the elements [first, first + count) of this rank's expert buffer.
-std::vector<float> expected_expert_range(const RunConfig& config, const Topology& topo,
-                                         const std::vector<float>& ref_grads, std::int64_t first,
-                                         std::int64_t count) {
+// The reference's values for the elements [first, first + count) of this rank's buffer of group
+// `g`: each parameter found by (layer, kind, expert) in the reference's layout, which holds every
+// layer and expert.
+std::vector<float> expected_range(const RunConfig& config, const Topology& topo, ParamGroup g,
+                                  const std::vector<float>& ref_grads, std::int64_t first,
+                                  std::int64_t count) {
   const ParamLayout local = make_param_layout(config, topo);
   const ParamLayout ref =
       make_param_layout(single_process_reference(config), single_process_topology());
   std::map<std::tuple<int, int, int>, std::int64_t> ref_offset;
   for (const ParamInfo& p : ref.infos) {
-    if (p.group == ParamGroup::expert) {
-      ref_offset[{p.layer, static_cast<int>(p.kind), p.expert}] = p.offset;
-    }
+    if (p.group == g) ref_offset[{p.layer, static_cast<int>(p.kind), p.expert}] = p.offset;
   }
   std::vector<float> out;
   out.reserve(static_cast<std::size_t>(count));
   for (const ParamInfo& p : local.infos) {
-    if (p.group != ParamGroup::expert) continue;
+    if (p.group != g) continue;
     const std::int64_t lo = std::max(first, p.offset);
     const std::int64_t hi = std::min(first + count, p.offset + p.numel());
     const std::int64_t base = ref_offset.at({p.layer, static_cast<int>(p.kind), p.expert});
     for (std::int64_t i = lo; i < hi; ++i) {
       out.push_back(ref_grads[static_cast<std::size_t>(base + (i - p.offset))]);
     }
+  }
+  return out;
+}
+
+// The reference's rows of this rank's micro-batches, in the order the rank keeps them: micro-batch
+// mb holds the sequences from step.first_sequence(mb) on, which the reference holds in order.
+std::vector<float> expected_rows(const RunConfig& config, const TrainingStep& step,
+                                 const std::vector<float>& ref) {
+  const std::int64_t h = config.model.hidden_size;
+  const std::int64_t n = step.tokens() * h;
+  std::vector<float> out;
+  for (int mb = 0; mb < step.microbatches(); ++mb) {
+    const std::int64_t first = step.first_sequence(mb) * config.workload.seq_len * h;
+    out.insert(out.end(), ref.begin() + first, ref.begin() + first + n);
   }
   return out;
 }
@@ -91,53 +105,39 @@ VerificationResult verify_step(const RunConfig& config, const Topology& topo,
 
   VerificationResult result;
   result.enabled = true;
-  result.reference = "single process on rank 0 (world 1, ep 1, all " +
+  result.reference = "single process on rank 0 (world 1, ep 1, pp 1, all " +
+                     std::to_string(config.workload.layers) + " layers and " +
                      std::to_string(config.model.n_routed_experts) +
-                     " experts, the global batch of " +
-                     std::to_string(config.layout.dp() * config.workload.micro_batch) +
-                     " sequences), same compute backend";
+                     " experts, the global batch of " + std::to_string(global_batch(config)) +
+                     " sequences in one micro-batch), same compute backend";
   const VerifyTolerance tol =
       verify_tolerance(compute.activation_dtype(), compute.linear_precision());
   result.rtol = tol.rtol;
   result.atol = tol.atol_of_max;
   result.tolerance_reason = tol.reason;
 
-  const std::int64_t n = step.tokens() * config.model.hidden_size;
-  // This rank's sequences in the global batch: its data-parallel rank's.
-  const std::size_t first_row = static_cast<std::size_t>(topo.group(Group::data).rank * n);
-  auto slice = [&](const std::vector<float>& v, std::size_t first, std::size_t count) {
-    return std::span<const float>(v).subspan(first, count);
-  };
   std::vector<TensorCheck> local;
-  local.push_back(compare("output", download(compute, step.output()),
-                          slice(ref.output, first_row, static_cast<std::size_t>(n)),
-                          tol.atol_of_max * max_abs(ref.output), tol.rtol));
-  local.push_back(compare("input_grad", download(compute, step.input_grad()),
-                          slice(ref.input_grad, first_row, static_cast<std::size_t>(n)),
-                          tol.atol_of_max * max_abs(ref.input_grad), tol.rtol));
-  {
-    const std::int64_t first = step.reduced_grads_offset(ParamGroup::dense);
+  // The last stage's outputs and the first stage's input gradients, of every micro-batch; other
+  // ranks compare none (the counts are summed over ranks).
+  const auto rows_check = [&](const char* name, bool holds, Mat got,
+                              const std::vector<float>& want) {
+    if (!holds) return TensorCheck{name, 0, 0, 0, 0};
+    return compare(name, download(compute, got), expected_rows(config, step, want),
+                   tol.atol_of_max * max_abs(want), tol.rtol);
+  };
+  local.push_back(rows_check("output", step.holds_last_stage(), step.output(), ref.output));
+  local.push_back(
+      rows_check("input_grad", step.holds_first_stage(), step.input_grad(), ref.input_grad));
+  for (ParamGroup g : {ParamGroup::dense, ParamGroup::expert}) {
+    const std::int64_t first = step.reduced_grads_offset(g);
     const std::int64_t count = std::max<std::int64_t>(
-        0, std::min(step.reduced_grads(ParamGroup::dense).rows,
-                    static_cast<std::int64_t>(ref.dense_grads.size()) - first));
-    std::vector<float> got = download(compute, step.reduced_grads(ParamGroup::dense));
+        0, std::min(step.reduced_grads(g).rows, step.params().numel(g) - first));
+    std::vector<float> got = download(compute, step.reduced_grads(g));
     got.resize(static_cast<std::size_t>(count));
-    local.push_back(compare(
-        "dense_grads", got,
-        slice(ref.dense_grads, static_cast<std::size_t>(first), static_cast<std::size_t>(count)),
-        tol.atol_of_max * max_abs(ref.dense_grads), tol.rtol));
-  }
-  {
-    const std::int64_t first = step.reduced_grads_offset(ParamGroup::expert);
-    const std::int64_t count =
-        std::max<std::int64_t>(0, std::min(step.reduced_grads(ParamGroup::expert).rows,
-                                           step.params().numel(ParamGroup::expert) - first));
-    std::vector<float> got = download(compute, step.reduced_grads(ParamGroup::expert));
-    got.resize(static_cast<std::size_t>(count));
-    const std::vector<float> want =
-        expected_expert_range(config, topo, ref.expert_grads, first, count);
-    local.push_back(
-        compare("expert_grads", got, want, tol.atol_of_max * max_abs(ref.expert_grads), tol.rtol));
+    const std::vector<float>& all = g == ParamGroup::dense ? ref.dense_grads : ref.expert_grads;
+    local.push_back(compare(g == ParamGroup::dense ? "dense_grads" : "expert_grads", got,
+                            expected_range(config, topo, g, all, first, count),
+                            tol.atol_of_max * max_abs(all), tol.rtol));
   }
 
   for (const TensorCheck& c : local) {

@@ -67,6 +67,7 @@ inline RunConfig tiny_run(int layers, int dense_layers,
   c.workload.routing = routing;
   c.optimizer = Optimizer::none;
   c.seed = 77;
+  c.verify = true;  // TrainingStep keeps its outputs and input gradients for the checks
   return c;
 }
 

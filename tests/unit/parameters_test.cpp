@@ -135,13 +135,30 @@ TEST_CASE("ParamStore pads each flat buffer to a multiple of its reducing group"
   {
     // World 12 in 2 pipeline stages, EP 2: dense reduced over the 6 data-parallel ranks of a
     // stage, experts over EDP 3, not over the world.
+    // Rank 7 is on the second stage, which holds layer 1 (the MoE layer) only.
+    RunConfig p = c;
+    p.layout.world = 12;
+    p.layout.ep = 2;
+    p.layout.pp = 2;
     const Topology t = rank_of(12, 7, 2, 2);
     REQUIRE(t.group(Group::data).size == 6);
     REQUIRE(t.group(Group::expert_data).size == 3);
-    ParamStore s(*compute, c, t);
-    CHECK(s.padded_numel(ParamGroup::dense) == 2334);   // 2332 -> a multiple of 6
+    REQUIRE(t.group(Group::pipeline).rank == 1);
+    ParamStore s(*compute, p, t);
+    CHECK_FALSE(s.has(0, ParamKind::mlp_norm));
+    CHECK(s.has(1, ParamKind::mlp_norm));
+    CHECK(s.has(1, ParamKind::router));
+    CHECK(s.numel(ParamGroup::dense) < 2332);
+    CHECK(s.padded_numel(ParamGroup::dense) % 6 == 0);  // a multiple of the data group
+    CHECK(s.padded_numel(ParamGroup::dense) - s.numel(ParamGroup::dense) < 6);
     CHECK(s.padded_numel(ParamGroup::expert) == 1536);  // already a multiple of 3
     CHECK(s.first_expert() == 4);                       // expert rank 1 of its group
+    // The first stage holds layer 0, the dense layer, and no experts.
+    ParamStore first(*compute, p, rank_of(12, 1, 2, 2));
+    CHECK(first.has(0, ParamKind::dense_gate_up));
+    CHECK_FALSE(first.has(1, ParamKind::mlp_norm));
+    CHECK(first.numel(ParamGroup::expert) == 0);
+    CHECK(first.numel(ParamGroup::dense) + s.numel(ParamGroup::dense) == 2332);
   }
   {
     // A dense-only stack still has a (padded, non-empty) expert buffer.

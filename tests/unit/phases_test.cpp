@@ -85,7 +85,7 @@ TEST_CASE("phases: the table is complete, in enum order, with the three kinds") 
   }
   CHECK(phases_of_kind(PhaseKind::communication) ==
         std::set<std::string>{"dispatch", "combine", "grad_reduce"});
-  CHECK(phases_of_kind(PhaseKind::wait) == std::set<std::string>{"comm_wait"});
+  CHECK(phases_of_kind(PhaseKind::wait) == std::set<std::string>{"comm_wait", "pp_bubble"});
   CHECK(is_communication(Phase::dispatch));
   CHECK(is_compute(Phase::experts));
   CHECK(!is_compute(Phase::comm_wait));

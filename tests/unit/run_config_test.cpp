@@ -166,7 +166,7 @@ TEST_CASE("run_config: JSON uses snake_case keys") {
   RunConfig c = tiny_run();
   c.workload.micro_batch = 2;
   c.workload.routing = parse_routing("zipf:1.5");
-  const nlohmann::json w = to_json(c.workload);
+  const nlohmann::json w = to_json(c.workload, c.layout);
   CHECK(w["seq_len"] == 128);
   CHECK(w["micro_batch"] == 2);
   CHECK(w["layers"] == 4);
@@ -174,7 +174,17 @@ TEST_CASE("run_config: JSON uses snake_case keys") {
   CHECK(w["moe_layers"] == 3);
   CHECK(w["attention"] == true);
   CHECK(w["routing"] == "zipf:1.5");
-  CHECK(w["tokens_per_rank"] == 256);
+  // One micro-batch a step by default: 4 ranks x 2 sequences x 128 tokens, 256 per GPU.
+  CHECK(w["tokens_per_rank"] == 256.0);
+  CHECK(w["global_batch"] == 8);
+  CHECK(w["microbatches_per_step"] == 1);
+  CHECK(w["tokens_per_micro_batch"] == 256);
+  c.workload.global_batch = 32;
+  const nlohmann::json acc = to_json(c.workload, c.layout);
+  CHECK(acc["microbatches_per_step"] == 4);
+  CHECK(acc["tokens_per_step"] == 32 * 128);
+  CHECK(acc["tokens_per_rank"] == 1024.0);
+  c.workload.global_batch = 0;
   c.layout.ep = 2;
   const nlohmann::json p = to_json(c.layout);
   CHECK(p["world"] == 4);
@@ -182,6 +192,43 @@ TEST_CASE("run_config: JSON uses snake_case keys") {
   CHECK(p["dp"] == 4);
   CHECK(p["edp"] == 2);
   CHECK(p["ranks_per_node"] == 0);
+}
+
+TEST_CASE("run_config: the global batch and the pipeline are checked against the layout") {
+  RunConfig c = tiny_run();  // 4 ranks, 4 layers
+  c.layout.ep = 2;
+  c.workload.global_batch = 6;
+  CHECK(contains(usage_message([&] { validate(c); }), "not a multiple of --micro-batch 1 x dp 4"));
+  c.workload.global_batch = 8;
+  CHECK_NOTHROW(validate(c));
+  CHECK(microbatches(c) == 2);
+  c.layout.pp = 2;  // dp 2: 4 micro-batches
+  c.layout.vp = 2;
+  CHECK_NOTHROW(validate(c));
+  CHECK(microbatches(c) == 4);
+  c.workload.global_batch = 6;  // 3 micro-batches: not a multiple of pp with vp > 1
+  CHECK(contains(usage_message([&] { validate(c); }), "a multiple of --pp 2"));
+  c.workload.global_batch = 8;
+  c.layout.vp = 1;
+  c.layout.pipeline_layout = "Et|tttL";
+  CHECK_NOTHROW(validate(c));
+  CHECK(pipeline_layout(c).stage(1, 0).layers == 3);
+  c.layout.pipeline_layout = "Et|ttL";
+  CHECK(contains(usage_message([&] { validate(c); }), "places 3 decoder layers"));
+  c.layout.pipeline_layout = "Et|t|t|tL";
+  CHECK(contains(usage_message([&] { validate(c); }), "give --vp 2"));
+  c.layout.pipeline_layout.clear();
+  c.layout.pp = 4;
+  c.layout.ep = 1;
+  c.layout.vp = 2;  // 4 layers over 8 stages
+  c.workload.global_batch = 4;
+  CHECK(contains(usage_message([&] { validate(c); }), "do not split evenly"));
+  // The reference: every sequence in one micro-batch, no pipeline.
+  c.layout.vp = 1;
+  const RunConfig ref = single_process_reference(c);
+  CHECK(ref.workload.micro_batch == 4);
+  CHECK(ref.layout.pp == 1);
+  CHECK(microbatches(ref) == 1);
 }
 
 }  // namespace moebench

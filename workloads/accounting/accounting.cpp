@@ -169,8 +169,7 @@ StackAccounting account_instantiated(const RunConfig& c) {
   a.flops_per_token_torchtitan =
       6.0 * static_cast<double>(a.active_params) +
       (w.attention ? torchtitan_attention_flops(m, w.layers, w.seq_len) : 0.0);
-  a.tokens_per_step = static_cast<double>(c.layout.dp()) * static_cast<double>(w.micro_batch) *
-                      static_cast<double>(w.seq_len);
+  a.tokens_per_step = static_cast<double>(tokens_per_step(c));
   a.flops_per_step = a.flops_per_token * a.tokens_per_step;
   return a;
 }

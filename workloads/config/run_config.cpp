@@ -71,9 +71,36 @@ std::int64_t default_dense_layers(const ModelConfig& m, std::int64_t layers) {
                       static_cast<double>(m.num_hidden_layers));
 }
 
+std::int64_t global_batch(const Workload& w, const ParallelLayout& p) {
+  return w.global_batch > 0 ? w.global_batch : w.micro_batch * p.dp();
+}
+std::int64_t global_batch(const RunConfig& c) {
+  return global_batch(c.workload, c.layout);
+}
+std::int64_t tokens_per_step(const RunConfig& c) {
+  return global_batch(c) * c.workload.seq_len;
+}
+
+int microbatches(const RunConfig& c) {
+  const std::int64_t per = c.workload.micro_batch * c.layout.dp();
+  return static_cast<int>(global_batch(c) / per);
+}
+
+PipelineShape pipeline_shape(const RunConfig& c) {
+  return PipelineShape{c.layout.pp, c.layout.vp, microbatches(c)};
+}
+
+PipelineLayout pipeline_layout(const RunConfig& c) {
+  if (!c.layout.pipeline_layout.empty()) {
+    return parse_pipeline_layout(c.layout.pipeline_layout, c.layout.pp);
+  }
+  return even_pipeline_layout(static_cast<int>(c.workload.layers), c.layout.pp, c.layout.vp);
+}
+
 RunConfig single_process_reference(const RunConfig& distributed) {
   RunConfig ref = distributed;
-  ref.workload.micro_batch = distributed.workload.micro_batch * distributed.layout.dp();
+  ref.workload.micro_batch = global_batch(distributed);
+  ref.workload.global_batch = ref.workload.micro_batch;
   ref.layout = ParallelLayout{};
   ref.grad_reduce = GradReduce::allreduce;
   ref.optimizer = Optimizer::none;
@@ -120,6 +147,44 @@ void validate(const RunConfig& c) {
         c.model.name + "; valid with " + s(p.world) +
         " ranks: " + common_divisors(p.world / grid.pp(), {p.world / grid.pp(), experts}));
   }
+  const std::int64_t per_step = w.micro_batch * grid.dp();
+  if (w.global_batch < 0 || w.global_batch % per_step != 0) {
+    throw UsageError("--global-batch " + s(w.global_batch) + " is not a multiple of --micro-batch " +
+                     s(w.micro_batch) + " x dp " + s(grid.dp()) + " = " + s(per_step) +
+                     " sequences; valid: " + s(per_step) + ", " + s(2 * per_step) + ", " +
+                     s(4 * per_step) + ", ... (any multiple)");
+  }
+  if (!p.pipeline_layout.empty()) {
+    const PipelineLayout layout = parse_pipeline_layout(p.pipeline_layout, p.pp);
+    if (layout.vp != p.vp) {
+      throw UsageError("--pipeline-layout "" + p.pipeline_layout + "" has " +
+                       s(static_cast<std::int64_t>(layout.stages.size())) + " stages: vp " +
+                       s(layout.vp) + " with --pp " + s(p.pp) + ", but --vp is " + s(p.vp) +
+                       "; give --vp " + s(layout.vp) + " or a layout of " + s(p.pp * p.vp) +
+                       " stages");
+    }
+    if (layout.decoder_layers() != w.layers) {
+      throw UsageError("--pipeline-layout "" + p.pipeline_layout + "" places " +
+                       s(layout.decoder_layers()) + " decoder layers (t) but the run instantiates " +
+                       s(w.layers) + " (--layers); the layout must hold every layer once");
+    }
+    if (layout.mtp_layers() != 0 && layout.mtp_layers() != c.model.num_nextn_predict_layers) {
+      throw UsageError("--pipeline-layout "" + p.pipeline_layout + "" places " +
+                       s(layout.mtp_layers()) + " MTP layers (m) but " + c.model.name + " has " +
+                       s(c.model.num_nextn_predict_layers) +
+                       " (num_nextn_predict_layers); valid: 0 or " +
+                       s(c.model.num_nextn_predict_layers));
+    }
+  } else {
+    even_pipeline_layout(static_cast<int>(w.layers), p.pp, p.vp);  // UsageError when uneven
+  }
+  validate(PipelineShape{p.pp, p.vp, microbatches(c)});
+  if (p.pp > 1 && c.comm == CommBackend::mpi && c.backend != ComputeBackend::cpu) {
+    throw UsageError("--pp " + s(p.pp) + " with --backend " + to_string(c.backend) +
+                     " --comm mpi: pipeline transfers of device buffers need --comm nccl (the "
+                     "staged host path blocks on its sends, which the interleaved schedule "
+                     "cannot wait for)");
+  }
   if (c.inject && c.inject->rank >= p.world) {
     throw UsageError("--inject " + to_string(*c.inject) + ": no rank " + s(c.inject->rank) +
                      " in a world of " + s(p.world) + "; valid: rank=0 to rank=" + s(p.world - 1));
@@ -153,16 +218,21 @@ void validate(const RunConfig& c) {
   }
 }
 
-nlohmann::json to_json(const Workload& w) {
+nlohmann::json to_json(const Workload& w, const ParallelLayout& p) {
   nlohmann::json j;
   j["seq_len"] = w.seq_len;
   j["micro_batch"] = w.micro_batch;
+  const std::int64_t g = global_batch(w, p);
+  j["global_batch"] = g;
+  j["microbatches_per_step"] = g / (w.micro_batch * p.dp());
+  j["tokens_per_step"] = g * w.seq_len;
   j["layers"] = w.layers;
   j["dense_layers"] = w.dense_layers;
   j["moe_layers"] = w.moe_layers();
   j["attention"] = w.attention;
   j["routing"] = to_string(w.routing);
-  j["tokens_per_rank"] = w.tokens_per_rank();
+  j["tokens_per_micro_batch"] = w.tokens_per_rank();
+  j["tokens_per_rank"] = static_cast<double>(g * w.seq_len) / p.world;
   return j;
 }
 
@@ -173,6 +243,8 @@ nlohmann::json to_json(const ParallelLayout& p) {
   j["dp"] = p.dp();
   j["edp"] = p.edp();
   j["pp"] = p.pp;
+  j["vp"] = p.vp;
+  j["pipeline_layout"] = p.pipeline_layout.empty() ? nullptr : nlohmann::json(p.pipeline_layout);
   j["ranks_per_node"] = p.ranks_per_node;
   j["grid"] = to_json(p.grid());
   return j;

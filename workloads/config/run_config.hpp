@@ -12,6 +12,8 @@
 #include "harness/comm/comm_backend.hpp"
 #include "harness/compute/backend_kind.hpp"
 #include "harness/parallel/grid.hpp"
+#include "harness/parallel/pipeline_layout.hpp"
+#include "harness/parallel/pipeline_schedule.hpp"
 #include "workloads/config/model_config.hpp"
 
 namespace moebench {
@@ -42,12 +44,14 @@ struct AdamWParams {
 // The instantiated stack and the tokens each rank processes.
 struct Workload {
   std::int64_t seq_len = 4096;
-  std::int64_t micro_batch = 1;   // sequences per rank per step
+  std::int64_t micro_batch = 1;   // sequences per micro-batch per rank (Megatron's micro_batch_size)
+  std::int64_t global_batch = 0;  // sequences per step, job-wide (0: micro_batch x dp)
   std::int64_t layers = 0;        // instantiated transformer layers
   std::int64_t dense_layers = 0;  // of which the first ones are dense
   bool attention = true;
   RoutingSpec routing;
 
+  // Rows of one micro-batch on one rank.
   std::int64_t tokens_per_rank() const { return seq_len * micro_batch; }
   std::int64_t moe_layers() const { return layers - dense_layers; }
 };
@@ -56,7 +60,9 @@ struct Workload {
 struct ParallelLayout {
   int world = 1;
   int ep = 1;              // expert-parallel group size (consecutive ranks)
-  int pp = 1;              // pipeline stages (1 until pipeline parallelism runs)
+  int pp = 1;              // pipeline ranks
+  int vp = 1;              // model chunks per pipeline rank (interleaved 1F1B when > 1)
+  std::string pipeline_layout;  // --pipeline-layout as given; empty: layers split evenly
   int ranks_per_node = 0;  // 0: from the MPI shared-memory split
 
   // UsageError when the sizes do not fit the world (validate() says so first).
@@ -103,18 +109,30 @@ struct RunConfig {
   std::optional<FaultSpec> inject;
 };
 
+// Sequences per step, job-wide: --global-batch, or micro_batch x dp (one micro-batch a step).
+std::int64_t global_batch(const Workload& w, const ParallelLayout& p);
+std::int64_t global_batch(const RunConfig& c);
+std::int64_t tokens_per_step(const RunConfig& c);  // job-wide
+// Micro-batches per step on every rank: global_batch / (micro_batch x dp).
+int microbatches(const RunConfig& c);
+PipelineShape pipeline_shape(const RunConfig& c);
+// Which decoder layers each stage holds: --pipeline-layout, or an even split.
+PipelineLayout pipeline_layout(const RunConfig& c);
+
 // The default instantiated stack for a model: all layers, with dense layers in the model's
 // proportion (rounded), so a 4-layer slice of DeepSeek-V3 is 4 MoE layers.
 std::int64_t default_dense_layers(const ModelConfig& m, std::int64_t layers);
 
-// The --verify reference of a distributed run: one process holding the whole global batch (the
-// micro-batches of every data-parallel rank) and every expert, without the optimizer step.
+// The --verify reference of a distributed run: one process holding the whole global batch in one
+// micro-batch (every micro-batch of every data-parallel rank), every layer and every expert,
+// without the optimizer step.
 RunConfig single_process_reference(const RunConfig& distributed);
 
 // Checks the workload and the layout against the model: UsageError with what would be valid.
 void validate(const RunConfig& c);
 
-nlohmann::json to_json(const Workload& w);
+// tokens_per_rank there is per GPU per step: the global batch's tokens over the world.
+nlohmann::json to_json(const Workload& w, const ParallelLayout& p);
 nlohmann::json to_json(const ParallelLayout& p);
 
 }  // namespace moebench

@@ -112,7 +112,7 @@ void MlaAttention::backward(LayerContext& ctx, int layer, Mat dx1, Mat dx) {
   // Output projection.
   Mat d_o = ensure_rows(c, do_, d.n, d.heads * d.dv);
   c.linear_gemm(false, true, 1.0f, dx1, p.param(layer, ParamKind::wo), 0.0f, d_o);
-  c.linear_gemm(true, false, 1.0f, o_.view().row_slice(0, d.n), dx1, 0.0f,
+  c.linear_gemm(true, false, 1.0f, o_.view().row_slice(0, d.n), dx1, 1.0f,
                 p.grad(layer, ParamKind::wo));
 
   Mat dq = ensure_rows(c, dq_, d.n, d.heads * d.dq);
@@ -139,7 +139,7 @@ void MlaAttention::backward(LayerContext& ctx, int layer, Mat dx1, Mat dx) {
   // kv path.
   Mat dckvn = ensure_rows(c, dckvn_, d.n, d.kvl);
   c.linear_gemm(false, true, 1.0f, dkv, p.param(layer, ParamKind::wkv_b), 0.0f, dckvn);
-  c.linear_gemm(true, false, 1.0f, ckvn_.view().row_slice(0, d.n), dkv, 0.0f,
+  c.linear_gemm(true, false, 1.0f, ckvn_.view().row_slice(0, d.n), dkv, 1.0f,
                 p.grad(layer, ParamKind::wkv_b));
   Mat dckv = ensure_rows(c, dckv_, d.n, d.kvl);
   c.rmsnorm_backward(dckvn, ckv_.view().row_slice(0, d.n), p.param(layer, ParamKind::kv_norm),
@@ -149,22 +149,22 @@ void MlaAttention::backward(LayerContext& ctx, int layer, Mat dx1, Mat dx) {
   c.copy(dkrope, dckv_full.col_slice(d.kvl, d.dr));
   Mat dxn = ensure_rows(c, dxn_, d.n, d.h);
   c.linear_gemm(false, true, 1.0f, dckv_full, p.param(layer, ParamKind::wkv_a), 0.0f, dxn);
-  c.linear_gemm(true, false, 1.0f, xn, dckv_full, 0.0f, p.grad(layer, ParamKind::wkv_a));
+  c.linear_gemm(true, false, 1.0f, xn, dckv_full, 1.0f, p.grad(layer, ParamKind::wkv_a));
 
   // q path.
   if (d.q_lora) {
     Mat dcqn = ensure_rows(c, dcqn_, d.n, d.ql);
     c.linear_gemm(false, true, 1.0f, dq, p.param(layer, ParamKind::wq_b), 0.0f, dcqn);
-    c.linear_gemm(true, false, 1.0f, cqn_.view().row_slice(0, d.n), dq, 0.0f,
+    c.linear_gemm(true, false, 1.0f, cqn_.view().row_slice(0, d.n), dq, 1.0f,
                   p.grad(layer, ParamKind::wq_b));
     Mat dcq = ensure_rows(c, dcq_, d.n, d.ql);
     c.rmsnorm_backward(dcqn, cq_.view().row_slice(0, d.n), p.param(layer, ParamKind::q_norm),
                        rstd_q_.view().row_slice(0, d.n), dcq, p.grad(layer, ParamKind::q_norm));
     c.linear_gemm(false, true, 1.0f, dcq, p.param(layer, ParamKind::wq_a), 1.0f, dxn);
-    c.linear_gemm(true, false, 1.0f, xn, dcq, 0.0f, p.grad(layer, ParamKind::wq_a));
+    c.linear_gemm(true, false, 1.0f, xn, dcq, 1.0f, p.grad(layer, ParamKind::wq_a));
   } else {
     c.linear_gemm(false, true, 1.0f, dq, p.param(layer, ParamKind::wq), 1.0f, dxn);
-    c.linear_gemm(true, false, 1.0f, xn, dq, 0.0f, p.grad(layer, ParamKind::wq));
+    c.linear_gemm(true, false, 1.0f, xn, dq, 1.0f, p.grad(layer, ParamKind::wq));
   }
 
   // Input norm, then the residual.

@@ -25,10 +25,10 @@ void SwigluMlp::backward(LayerContext& ctx, Phase phase, Mat w_gate_up, Mat w_do
   Mat dact = ensure_rows(c, dact_, n, f);
   Mat dgate_up = ensure_rows(c, dgate_up_, n, 2 * f);
   c.linear_gemm(false, true, 1.0f, dy, w_down, 0.0f, dact);
-  c.linear_gemm(true, false, 1.0f, act_.view().row_slice(0, n), dy, 0.0f, dw_down);
+  c.linear_gemm(true, false, 1.0f, act_.view().row_slice(0, n), dy, 1.0f, dw_down);
   c.swiglu_backward(gate_up, dact, dgate_up);
   c.linear_gemm(false, true, 1.0f, dgate_up, w_gate_up, accumulate ? 1.0f : 0.0f, dxn);
-  c.linear_gemm(true, false, 1.0f, xn_, dgate_up, 0.0f, dw_gate_up);
+  c.linear_gemm(true, false, 1.0f, xn_, dgate_up, 1.0f, dw_gate_up);
 }
 
 }  // namespace moebench

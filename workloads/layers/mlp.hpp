@@ -10,7 +10,7 @@ class SwigluMlp {
  public:
   // y = mlp(xn) (overwritten). Accounts its time to `phase`.
   void forward(LayerContext& ctx, Phase phase, Mat w_gate_up, Mat w_down, Mat xn, Mat y);
-  // dxn (= or +=, per accumulate) from dy; weight gradients overwritten.
+  // dxn (= or +=, per accumulate) from dy; weight gradients accumulate (+=) over micro-batches.
   void backward(LayerContext& ctx, Phase phase, Mat w_gate_up, Mat w_down, Mat dy, Mat dw_gate_up,
                 Mat dw_down, Mat dxn, bool accumulate);
 

@@ -68,9 +68,10 @@ void MoeBlock::forward(LayerContext& ctx, int layer, Mat xn, Mat y) {
                      ensure_rows(c, weights_, n, k, DType::f32));
     ctx.add_flops(Phase::router, static_cast<double>(n) * router_flops_per_token(m));
     // The counts the all-to-all needs: the host synchronisation of the dispatch. Nothing is in
-    // flight on the communicator here; synchronising it first lets a device backend watch for a
+    // flight on the critical lane here (pipeline sends may be, on their own lane: they complete
+    // when the neighbour receives); synchronising it first lets a device backend watch for a
     // hung collective with its timeout before the host blocks on the compute stream.
-    ctx.comm.synchronize();
+    ctx.comm.synchronize(CommLane::critical);
     std::vector<std::int32_t> idx(static_cast<std::size_t>(n * k));
     c.download_i32(indices_.view().row_slice(0, n), idx.data());
     plan_ = make_dispatch_plan(idx, n, static_cast<int>(k), static_cast<int>(E),
@@ -164,7 +165,7 @@ void MoeBlock::router_backward(LayerContext& ctx, int layer, Mat dweights, Mat d
                     indices_.view().row_slice(0, n), dweights, dlogits);
   c.gemm(false, true, 1.0f, dlogits, p.param(layer, ParamKind::router), accumulate ? 1.0f : 0.0f,
          dxn);
-  c.gemm(true, false, 1.0f, xn_, dlogits, 0.0f, p.grad(layer, ParamKind::router));
+  c.gemm(true, false, 1.0f, xn_, dlogits, 1.0f, p.grad(layer, ParamKind::router));
 }
 
 void MoeBlock::experts_forward(LayerContext& ctx, int layer) {
@@ -284,10 +285,10 @@ void MoeBlock::experts_backward(LayerContext& ctx, int layer, Mat dye, Mat dxe) 
                         p.grad(layer, ParamKind::expert_gate_up, e)});
   }
   c.linear_grouped_gemm(false, true, 1.0f, dgrad_down, 0.0f);
-  c.linear_grouped_gemm(true, false, 1.0f, wgrad_down, 0.0f);
+  c.linear_grouped_gemm(true, false, 1.0f, wgrad_down, 1.0f);
   c.swiglu_backward(gate_up, dact, dgate_up);
   c.linear_grouped_gemm(false, true, 1.0f, dgrad_up, 0.0f);
-  c.linear_grouped_gemm(true, false, 1.0f, wgrad_up, 0.0f);
+  c.linear_grouped_gemm(true, false, 1.0f, wgrad_up, 1.0f);
 }
 
 }  // namespace moebench

@@ -66,7 +66,8 @@ ParamLayout make_param_layout(const RunConfig& config, const Topology& topo) {
   const int experts = static_cast<int>(m.n_routed_experts);
   ParamLayout layout;
   LayoutBuilder b(layout);
-  for (int l = 0; l < static_cast<int>(config.workload.layers); ++l) {
+  // Only the layers of this rank's pipeline stages, in ascending order (chunk by chunk).
+  for (int l : pipeline_layout(config).layers_of_rank(topo.group(Group::pipeline).rank)) {
     if (config.workload.attention) {
       b.add(l, ParamKind::attn_norm, -1, 1, h);
       if (m.q_lora_rank) {
@@ -128,7 +129,8 @@ ParamStore::ParamStore(Compute& compute, const RunConfig& config, const Topology
     numel_[g] = layout.numel[g];
     padded_[g] = round_up(std::max<std::int64_t>(numel_[g], 1), group_size[g]);
     params_[g] = compute_.alloc(padded_[g], 1);
-    grads_[g] = compute_.alloc(padded_[g], 1);
+    // FP32 gradients, accumulated over the micro-batches (Megatron's main grads).
+    grads_[g] = compute_.alloc(padded_[g], 1, DType::f32);
   }
   router_bias_ = compute_.alloc(std::max(layers_, 1), m.n_routed_experts, DType::f32);
 }

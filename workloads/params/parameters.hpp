@@ -1,7 +1,8 @@
 // The parameters of the instantiated stack, their gradients, and where they live. Dense
 // parameters (attention, norms, dense MLPs, routers, shared experts) are replicated over the
 // data-parallel group;
-// routed experts are split over the expert-parallel group. Each group lives in one flat buffer,
+// routed experts are split over the expert-parallel group. With pipeline parallelism a rank holds
+// only its stages' layers (layer indices stay global). Each group lives in one flat buffer,
 // as in Megatron's distributed optimizer, so gradient reduction is one collective per group and
 // ZeRO-1 shards are plain ranges. Every value is a pure function of (seed, layer, tensor, global
 // expert), so any rank and the --verify reference build the same weights.

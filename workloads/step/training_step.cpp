@@ -28,12 +28,32 @@ TrainingStep::TrainingStep(const RunConfig& config, const Topology& topo, Comput
       topo_(topo),
       compute_(compute),
       comm_(comm),
+      shape_(pipeline_shape(config)),
+      pp_rank_(topo.group(Group::pipeline).rank),
       tokens_(config.workload.tokens_per_rank()),
       params_(compute, config, topo),
       timer_(compute) {
   const std::int64_t h = config.model.hidden_size;
-  for (int l = 0; l < config.workload.layers; ++l) layers_.emplace_back(l);
-  for (int l = 0; l <= config.workload.layers; ++l) acts_.push_back(compute.alloc(tokens_, h));
+  const PipelineLayout layout = pipeline_layout(config);
+  last_stage_index_ = shape_.pp * shape_.vp - 1;
+  for (int c = 0; c < shape_.vp; ++c) {
+    Chunk chunk;
+    chunk.stage = layout.stage_index(pp_rank_, c);
+    const PipelineStage& st = layout.stage(pp_rank_, c);
+    for (int l = 0; l < st.layers; ++l) chunk.layers.push_back(st.first_layer + l);
+    chunks_.push_back(std::move(chunk));
+  }
+  first_stage_ = chunks_.front().stage == 0;
+  last_stage_ = chunks_.back().stage == last_stage_index_;
+  schedule_ = pipeline_schedule(shape_, pp_rank_);
+  batches_ = p2p_batches(shape_, pp_rank_);
+  const std::int64_t rows = tokens_ * shape_.microbatches;
+  if (first_stage_) inputs_ = compute.alloc(rows, h);
+  if (last_stage_) douts_ = compute.alloc(rows, h);
+  if (config.verify && last_stage_) outputs_ = compute.alloc(rows, h);
+  if (config.verify && first_stage_) input_grads_ = compute.alloc(rows, h);
+  if (shape_.pp > 1) grad_recv_ = compute.alloc(tokens_, h);
+
   const std::int64_t padded[2] = {params_.padded_numel(ParamGroup::dense),
                                   params_.padded_numel(ParamGroup::expert)};
   const bool zero1 = config.grad_reduce == GradReduce::reduce_scatter;
@@ -47,7 +67,6 @@ TrainingStep::TrainingStep(const RunConfig& config, const Topology& topo, Comput
                        return a.group == ParamGroup::dense && b.group != ParamGroup::dense;
                      });
   }
-  dout_ = compute.alloc(tokens_, h);
   grad_a_ = compute.alloc(tokens_, h);
   grad_b_ = compute.alloc(tokens_, h);
   for (ParamGroup g : {ParamGroup::dense, ParamGroup::expert}) {
@@ -57,7 +76,7 @@ TrainingStep::TrainingStep(const RunConfig& config, const Topology& topo, Comput
                                ? params_.padded_numel(g) / size
                                : params_.padded_numel(g);
     if (config.grad_reduce == GradReduce::reduce_scatter) {
-      shard_grads_[i] = compute.alloc(n, 1);
+      shard_grads_[i] = compute.alloc(n, 1, params_.flat_grads(g).dtype);
       shard_params_[i] = compute.alloc(n, 1);
     }
     if (config.optimizer == Optimizer::adamw) {
@@ -70,18 +89,28 @@ TrainingStep::TrainingStep(const RunConfig& config, const Topology& topo, Comput
   }
 }
 
+std::int64_t TrainingStep::first_sequence(int mb) const {
+  // Micro-batch j of data-parallel rank d holds sequences [(j dp + d) M, (j dp + d + 1) M).
+  const std::int64_t dp = topo_.group(Group::data).size, d = topo_.group(Group::data).rank;
+  return (static_cast<std::int64_t>(mb) * dp + d) * config_.workload.micro_batch;
+}
+
 void TrainingStep::initialize() {
   params_.initialize(config_.seed);
   const std::int64_t seq = config_.workload.seq_len;
-  // Sequence s of the global batch: data-parallel rank d holds sequences [d * mb, (d + 1) * mb).
-  const std::int64_t first_seq =
-      static_cast<std::int64_t>(topo_.group(Group::data).rank) * config_.workload.micro_batch;
-  for (std::int64_t b = 0; b < config_.workload.micro_batch; ++b) {
-    const auto s = static_cast<std::uint64_t>(first_seq + b);
-    compute_.fill_random(acts_[0].view().row_slice(b * seq, seq), config_.seed, input_stream(s),
-                         1.0f);
-    compute_.fill_random(dout_.view().row_slice(b * seq, seq), config_.seed, output_grad_stream(s),
-                         1.0f);
+  for (int mb = 0; mb < shape_.microbatches; ++mb) {
+    for (std::int64_t b = 0; b < config_.workload.micro_batch; ++b) {
+      const auto s = static_cast<std::uint64_t>(first_sequence(mb) + b);
+      const std::int64_t row = mb * tokens_ + b * seq;
+      if (first_stage_) {
+        compute_.fill_random(inputs_.view().row_slice(row, seq), config_.seed, input_stream(s),
+                             1.0f);
+      }
+      if (last_stage_) {
+        compute_.fill_random(douts_.view().row_slice(row, seq), config_.seed,
+                             output_grad_stream(s), 1.0f);
+      }
+    }
   }
   for (Tensor* t : {&adam_m_[0], &adam_m_[1], &adam_v_[0], &adam_v_[1]}) {
     if (!t->empty()) compute_.zero(*t);
@@ -94,6 +123,144 @@ void TrainingStep::initialize() {
   optimizer_steps_ = 0;
 }
 
+TrainingStep::Slot& TrainingStep::acquire(Chunk& chunk, int mb) {
+  const auto it = chunk.in_flight.find(mb);
+  if (it != chunk.in_flight.end()) return *it->second;
+  Slot* slot = nullptr;
+  if (!chunk.free.empty()) {
+    slot = chunk.free.back();
+    chunk.free.pop_back();
+  } else {
+    auto s = std::make_unique<Slot>();
+    for (int l : chunk.layers) s->layers.emplace_back(l);
+    for (std::size_t i = 0; i <= chunk.layers.size(); ++i) {
+      s->acts.push_back(compute_.alloc(tokens_, config_.model.hidden_size));
+    }
+    slot = s.get();
+    chunk.slots.push_back(std::move(s));
+  }
+  slot->send = -1;
+  chunk.in_flight[mb] = slot;
+  return *slot;
+}
+
+int TrainingStep::send_buffer(LayerContext& ctx) {
+  for (std::size_t i = 0; i < send_buffers_.size(); ++i) {
+    if (send_buffers_[i].send < 0) return static_cast<int>(i);
+  }
+  if (send_buffers_.size() < kSendBuffers) {
+    send_buffers_.push_back({compute_.alloc(tokens_, config_.model.hidden_size), -1});
+    return static_cast<int>(send_buffers_.size()) - 1;
+  }
+  // Every buffer has a send in flight: the oldest (lowest request) finishes first.
+  std::size_t oldest = 0;
+  for (std::size_t i = 1; i < send_buffers_.size(); ++i) {
+    if (send_buffers_[i].send < send_buffers_[oldest].send) oldest = i;
+  }
+  ctx.wait(Phase::pp_bubble, send_buffers_[oldest].send);
+  send_buffers_[oldest].send = -1;
+  return static_cast<int>(oldest);
+}
+
+void TrainingStep::exchange(LayerContext& ctx, std::size_t k) {
+  if (shape_.pp == 1) return;
+  const P2PBatch& batch = batches_[k];
+  // The sends of what pass k - 1 produced: its output (forward) or its input gradient.
+  if (!batch.send.empty()) {
+    std::vector<P2POp> ops;
+    std::vector<CommRequest*> owners;
+    for (const PipelineTransfer& t : batch.send) {
+      Chunk& chunk = chunk_of_stage(t.from);
+      if (t.activation) {
+        Slot& slot = *chunk.in_flight.at(t.microbatch);
+        ops.push_back({P2POp::Kind::send, rank_of_stage(t.to), slot.acts.back().view()});
+        owners.push_back(&slot.send);
+      } else {
+        SendBuffer& b = send_buffers_.at(static_cast<std::size_t>(filled_));  // backward() filled
+        ops.push_back({P2POp::Kind::send, rank_of_stage(t.to), b.t.view()});
+        owners.push_back(&b.send);
+      }
+      ctx.add_bytes(Phase::pp_bubble,
+                    static_cast<double>(ops.back().buf.numel()) * dtype_size(ops.back().buf.dtype),
+                    1.0, 2);
+    }
+    CommRequest r;
+    {
+      auto scope = timer_.scope(Phase::pp_bubble);
+      r = ctx.track(Phase::pp_bubble,
+                    comm_.start_batch_p2p(Group::pipeline, ops, CommLane::pipeline_send));
+    }
+    for (CommRequest* o : owners) *o = r;
+    pending_sends_.push_back(r);
+  }
+  if (!batch.recv.empty()) {
+    std::vector<P2POp> ops;
+    for (const PipelineTransfer& t : batch.recv) {
+      Chunk& chunk = chunk_of_stage(t.to);
+      Mat buf = t.activation ? acquire(chunk, t.microbatch).acts.front().view() : grad_recv_.view();
+      ops.push_back({P2POp::Kind::recv, rank_of_stage(t.from), buf});
+    }
+    CommRequest r;
+    {
+      auto scope = timer_.scope(Phase::pp_bubble);
+      r = ctx.track(Phase::pp_bubble,
+                    comm_.start_batch_p2p(Group::pipeline, ops, CommLane::pipeline));
+    }
+    ctx.wait(Phase::pp_bubble, r);
+  }
+}
+
+void TrainingStep::forward(LayerContext& ctx, int mb, Chunk& chunk) {
+  Slot& slot = acquire(chunk, mb);
+  ctx.first_token = first_sequence(mb) * config_.workload.seq_len;
+  Mat x = chunk.stage == 0 ? inputs_.view().row_slice(mb * tokens_, tokens_)
+                           : slot.acts.front().view();
+  const std::size_t n = chunk.layers.size();
+  if (n == 0 && chunk.stage == 0) compute_.copy(x, slot.acts.back());  // an empty first stage
+  for (std::size_t i = 0; i < n; ++i) {
+    Mat out = slot.acts[i + 1];
+    slot.layers[i].forward(ctx, x, out);
+    x = out;
+  }
+  if (chunk.stage == last_stage_index_ && !outputs_.empty()) {
+    compute_.copy(slot.acts.back(), outputs_.view().row_slice(mb * tokens_, tokens_));
+  }
+}
+
+void TrainingStep::backward(LayerContext& ctx, int mb, Chunk& chunk) {
+  Slot& slot = *chunk.in_flight.at(mb);
+  ctx.first_token = first_sequence(mb) * config_.workload.seq_len;
+  Mat dout = chunk.stage == last_stage_index_ ? douts_.view().row_slice(mb * tokens_, tokens_)
+                                              : grad_recv_.view();
+  // Where the chunk's input gradient goes: the previous stage's send buffer, or (first stage)
+  // the kept input gradients.
+  Mat target;
+  if (chunk.stage > 0) {
+    filled_ = send_buffer(ctx);
+    target = send_buffers_[static_cast<std::size_t>(filled_)].t;
+  } else if (!input_grads_.empty()) {
+    target = input_grads_.view().row_slice(mb * tokens_, tokens_);
+  } else {
+    target = grad_a_;  // nobody reads it
+  }
+  const std::size_t n = chunk.layers.size();
+  if (n == 0) compute_.copy(dout, target);
+  Tensor* bufs[2] = {&grad_a_, &grad_b_};
+  const bool last_microbatch = mb == shape_.microbatches - 1;
+  for (std::size_t i = n; i-- > 0;) {
+    Mat dx = i == 0 ? target : Mat(*bufs[i % 2]);
+    if (dx.data == dout.data) dx = *bufs[(i + 1) % 2];
+    slot.layers[i].backward(ctx, dout, dx);
+    if (config_.overlap && last_microbatch) start_buckets(ctx, chunk.layers[i]);
+    dout = dx;
+  }
+  // The slot is free once its output's send is done (long since, in a 1F1B schedule).
+  if (slot.send >= 0) ctx.wait(Phase::pp_bubble, slot.send);
+  slot.send = -1;
+  chunk.in_flight.erase(mb);
+  chunk.free.push_back(&slot);
+}
+
 // Host synchronisations inside the timed step, the only ones:
 //  - MoeBlock::forward downloads the router's choices to build the all-to-all counts (after
 //    Communicator::synchronize(), which has nothing in flight there), then exchanges the counts
@@ -101,9 +268,10 @@ void TrainingStep::initialize() {
 //  - with --comm-barrier on, the barrier before a collective (LayerContext::wait_for_group; not
 //    before gradient buckets with --overlap on, where it would serialise them with the backward);
 //  - the end of the step: Communicator::synchronize(), then Compute::synchronize().
-// Everything else is ordered on the streams; phase times come from compute marks read after the
-// step (harness/measure/phase_timer.hpp). On host backends every call returns when its work is
-// done, so the host clock is the marks' clock.
+// Pipeline receives are waited for on the compute stream (nccl) or the host (mpi) before the pass
+// that reads them, as pp_bubble. Everything else is ordered on the streams; phase times come from
+// compute marks read after the step (harness/measure/phase_timer.hpp). On host backends every call
+// returns when its work is done, so the host clock is the marks' clock.
 StepSample TrainingStep::run() {
   StepSample sample;
   compute_.synchronize();
@@ -111,25 +279,28 @@ StepSample TrainingStep::run() {
   comm_.clear_requests();
   timer_.reset();
   bucket_requests_.clear();
+  pending_sends_.clear();
+  for (SendBuffer& b : send_buffers_) b.send = -1;
   LayerContext ctx{compute_, comm_, timer_, sample, config_, topo_, params_};
   ctx.tokens = tokens_;
-  ctx.first_token = static_cast<std::int64_t>(topo_.group(Group::data).rank) * tokens_;
 
   const Clock::time_point start = Clock::now();
   {
     auto scope = timer_.scope(Phase::optimizer);  // the optimiser's zero_grad
     params_.zero_grads();
   }
-  for (std::size_t l = 0; l < layers_.size(); ++l) layers_[l].forward(ctx, acts_[l], acts_[l + 1]);
-  Mat dout = dout_;
-  Tensor* bufs[2] = {&grad_a_, &grad_b_};
-  for (std::size_t i = layers_.size(); i-- > 0;) {
-    Mat dx = *bufs[i % 2];
-    layers_[i].backward(ctx, dout, dx);
-    if (config_.overlap) start_buckets(ctx, static_cast<int>(i));
-    dout = dx;
+  for (std::size_t k = 0; k < schedule_.size(); ++k) {
+    exchange(ctx, k);
+    const PipelineOp& op = schedule_[k];
+    Chunk& chunk = chunks_[static_cast<std::size_t>(op.chunk)];
+    if (op.forward) {
+      forward(ctx, op.microbatch, chunk);
+    } else {
+      backward(ctx, op.microbatch, chunk);
+    }
   }
-  input_grad_ = dout;
+  exchange(ctx, schedule_.size());
+  for (CommRequest r : pending_sends_) ctx.wait(Phase::pp_bubble, r);
   reduce_gradients(ctx);
   if (config_.optimizer == Optimizer::adamw) optimizer_step(ctx);
   comm_.synchronize();
@@ -168,7 +339,8 @@ void TrainingStep::start_buckets(LayerContext& ctx, int layer) {
 
 void TrainingStep::reduce_gradients(LayerContext& ctx) {
   if (config_.overlap) {
-    // Started during the backward, on the background lane; what is left is exposed here.
+    // Started during the last micro-batch's backward, on the background lane; what is left is
+    // exposed here.
     for (CommRequest r : bucket_requests_) ctx.wait(Phase::grad_reduce, r);
     return;
   }
@@ -186,8 +358,9 @@ void TrainingStep::optimizer_step(LayerContext& ctx) {
   s.beta2 = static_cast<float>(config_.adamw.beta2);
   s.eps = static_cast<float>(config_.adamw.eps);
   s.weight_decay = static_cast<float>(config_.adamw.weight_decay);
-  // The mean over the global batch: the data-parallel replicas' sum, divided by their number.
-  s.grad_scale = 1.0f / static_cast<float>(topo_.group(Group::data).size);
+  // The mean over the global batch: the sum over the data-parallel replicas and the micro-batches,
+  // divided by their number (each micro-batch's output gradient is that of its mean loss).
+  s.grad_scale = 1.0f / static_cast<float>(topo_.group(Group::data).size * shape_.microbatches);
   s.step = optimizer_steps_;
   const bool zero1 = config_.grad_reduce == GradReduce::reduce_scatter;
   for (ParamGroup g : {ParamGroup::dense, ParamGroup::expert}) {
@@ -220,13 +393,6 @@ void TrainingStep::optimizer_step(LayerContext& ctx) {
     ctx.add_bytes(Phase::grad_reduce, static_cast<double>(params.rows) * dtype_size(params.dtype),
                   bus_bandwidth_factor(CollectiveKind::allgather, n), n);
   }
-}
-
-Mat TrainingStep::output() const {
-  return acts_.back();
-}
-Mat TrainingStep::input_grad() const {
-  return input_grad_;
 }
 
 Mat TrainingStep::reduced_grads(ParamGroup g) const {

@@ -1,12 +1,16 @@
-// One training step of the instantiated stack on this rank: forward through every layer,
-// backward from a seeded output gradient, data-parallel gradient reduction (dense parameters over
-// the data group, experts over their expert-data group; all-reduce, or ZeRO-1
-// reduce-scatter + all-gather; with --overlap on in buckets during the backward), then AdamW. The
-// input and the output gradient of every sequence are pure functions of (seed, global sequence
-// index), so a single process holding all sequences (the --verify reference) computes the same
-// step.
+// One training step on this rank: the global batch in micro-batches, each forward through this
+// rank's pipeline stages and backward from a seeded output gradient, in the order of the pipeline
+// schedule (harness/parallel/pipeline_schedule.hpp: 1F1B, interleaved with --vp > 1), the stages
+// exchanging activations and their gradients point to point. Weight gradients accumulate over the
+// micro-batches in FP32 (Megatron's main grads); then, once per step, the data-parallel
+// reduction (dense parameters over the data group, experts over their expert-data group;
+// all-reduce, or ZeRO-1 reduce-scatter + all-gather; with --overlap on in buckets during the last
+// micro-batch's backward) and AdamW. The input and the output gradient of every sequence are pure
+// functions of (seed, global sequence index), so a single process holding all sequences and
+// layers (the --verify reference) computes the same step.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -21,25 +25,64 @@ class TrainingStep {
  public:
   TrainingStep(const RunConfig& config, const Topology& topo, Compute& compute, Communicator& comm);
 
-  // Weights, optimiser state, the input and the output gradient, from the seed.
+  // Weights, optimiser state, the inputs and the output gradients, from the seed.
   void initialize();
   // Runs one full step and returns what this rank measured.
   StepSample run();
 
   const ParamStore& params() const { return params_; }
-  Mat output() const;      // the last layer's output (tokens x hidden)
-  Mat input_grad() const;  // d loss / d input (tokens x hidden)
+  // With config.verify: the last stage's output of every micro-batch (micro-batches x tokens rows
+  // of hidden), and d loss / d input at the first stage; empty where this rank holds neither.
+  Mat output() const { return outputs_; }
+  Mat input_grad() const { return input_grads_; }
+  bool holds_first_stage() const { return first_stage_; }
+  bool holds_last_stage() const { return last_stage_; }
   // The reduced gradient this rank holds after the step: the whole group buffer (all-reduce) or
   // its ZeRO-1 shard, and the first flat element it covers.
   Mat reduced_grads(ParamGroup g) const;
   std::int64_t reduced_grads_offset(ParamGroup g) const;
-  std::int64_t tokens() const { return tokens_; }
+  std::int64_t tokens() const { return tokens_; }  // rows of one micro-batch
+  int microbatches() const { return shape_.microbatches; }
+  // Global index of the first sequence of micro-batch `mb` on this rank.
+  std::int64_t first_sequence(int mb) const;
   // The gradient buckets, in the order they are reduced: with --overlap on, runs of whole layers
-  // of at least --grad-bucket-mb (ZeRO-1: one per group), started as the backward completes them;
-  // off, one per group after the backward.
+  // of at least --grad-bucket-mb (ZeRO-1: one per group), started as the last micro-batch's
+  // backward completes them; off, one per group after the backward.
   const std::vector<GradBucket>& grad_buckets() const { return buckets_; }
 
  private:
+  // One micro-batch's activations through one chunk: its layers (each keeps what its backward
+  // needs) and the tensors between them. Reused once the micro-batch's backward is done.
+  struct Slot {
+    std::vector<TransformerLayer> layers;
+    std::vector<Tensor> acts;  // acts[i]: the input of layer i; acts[n]: the chunk's output
+    CommRequest send = -1;     // the output's send to the next stage, when in flight
+  };
+  struct Chunk {
+    int stage = 0;
+    std::vector<int> layers;  // global indices
+    std::vector<std::unique_ptr<Slot>> slots;
+    std::vector<Slot*> free;
+    std::map<int, Slot*> in_flight;  // micro-batch -> slot
+  };
+  // A buffer for a gradient sent to the previous stage, busy until its send completes.
+  struct SendBuffer {
+    Tensor t;
+    CommRequest send = -1;
+  };
+
+  Slot& acquire(Chunk& chunk, int mb);
+  void forward(LayerContext& ctx, int mb, Chunk& chunk);
+  void backward(LayerContext& ctx, int mb, Chunk& chunk);
+  // Starts batch k's receives (into the buffers pass k reads) and waits for them (pp_bubble);
+  // starts the sends of what pass k - 1 produced.
+  void exchange(LayerContext& ctx, std::size_t k);
+  // A free send buffer's index (waiting for the oldest send when all are busy).
+  int send_buffer(LayerContext& ctx);
+  static constexpr std::size_t kSendBuffers = 4;
+  int rank_of_stage(int stage) const { return stage % shape_.pp; }
+  Chunk& chunk_of_stage(int stage) { return chunks_[static_cast<std::size_t>(stage / shape_.pp)]; }
+
   // Starts the reduction of every bucket that layer `layer`'s backward completed (--overlap on).
   void start_buckets(LayerContext& ctx, int layer);
   CommRequest start_bucket(LayerContext& ctx, const GradBucket& b);
@@ -50,13 +93,24 @@ class TrainingStep {
   const Topology& topo_;
   Compute& compute_;
   Communicator& comm_;
+  PipelineShape shape_;
+  int pp_rank_ = 0;
+  int last_stage_index_ = 0;
+  bool first_stage_ = false, last_stage_ = false;
   std::int64_t tokens_ = 0;
   ParamStore params_;
   PhaseTimer timer_;
-  std::vector<TransformerLayer> layers_;
-  std::vector<Tensor> acts_;  // acts_[l] is the input of layer l; acts_[L] the output
-  Tensor dout_, grad_a_, grad_b_;
-  Mat input_grad_;
+  std::vector<Chunk> chunks_;
+  std::vector<PipelineOp> schedule_;
+  std::vector<P2PBatch> batches_;
+  Tensor inputs_;   // first stage: every micro-batch's input (micro-batches x tokens rows)
+  Tensor douts_;    // last stage: every micro-batch's output gradient
+  Tensor outputs_, input_grads_;  // with config.verify, on the last and first stage
+  Tensor grad_recv_;              // a gradient received from the next stage
+  std::vector<SendBuffer> send_buffers_;
+  int filled_ = -1;  // the send buffer the last backward filled
+  std::vector<CommRequest> pending_sends_;  // this step's, waited for at its end
+  Tensor grad_a_, grad_b_;
   Tensor shard_grads_[2], shard_params_[2];
   Tensor adam_m_[2], adam_v_[2];
   Tensor master_[2];  // FP32 master weights of BF16 parameters (empty with FP32 storage)

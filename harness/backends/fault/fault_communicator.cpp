@@ -13,7 +13,7 @@ namespace moebench {
 namespace {
 
 constexpr const char* kForms =
-    "valid: corrupt:rank=R[,phase=dispatch|combine|grad_reduce][,step=S] with R and S >= 0";
+    "valid: corrupt:rank=R[,phase=dispatch|combine|grad_reduce|pp][,step=S] with R and S >= 0";
 constexpr float kCorruptValue = 1000.0f;
 
 int parse_count(const std::string& text, std::string_view key, std::string_view value) {
@@ -66,9 +66,15 @@ class FaultCommunicator final : public Communicator {
   }
 
   void do_allgather(Group g, Mat shard, Mat buf) override { inner_->allgather(g, shard, buf); }
-  void do_batch_p2p(Group g, std::span<const P2POp> ops) override { inner_->batch_p2p(g, ops); }
+  void do_batch_p2p(Group g, std::span<const P2POp> ops) override {
+    const Mat* recv = first_recv(g, ops);
+    const bool hit = recv != nullptr && matches(Seen::pp);
+    inner_->batch_p2p(g, ops);
+    if (hit) corrupt(*recv);
+  }
   void do_barrier(Group g) override { inner_->barrier(g); }
   void do_synchronize() override { inner_->synchronize(); }
+  void do_synchronize_lane(CommLane lane) override { inner_->synchronize(lane); }
 
   CommRequest do_start_alltoallv(Group g, Mat send, std::span<const std::int64_t> send_rows,
                                  std::span<const std::int64_t> send_offsets, Mat recv,
@@ -100,7 +106,11 @@ class FaultCommunicator final : public Communicator {
     return inner_->start_allgather(g, shard, buf, lane);
   }
   CommRequest do_start_batch_p2p(Group g, std::span<const P2POp> ops, CommLane lane) override {
-    return inner_->start_batch_p2p(g, ops, lane);
+    const Mat* recv = first_recv(g, ops);
+    const bool hit = recv != nullptr && matches(Seen::pp);
+    const CommRequest r = inner_->start_batch_p2p(g, ops, lane);
+    if (hit) pending_[r] = *recv;
+    return r;
   }
 
   // The damage lands once the payload has: after the wait, ordered after it on the compute stream.
@@ -123,7 +133,16 @@ class FaultCommunicator final : public Communicator {
   }
 
  private:
-  enum class Seen { other, dispatch, combine, grad_reduce };
+  enum class Seen { other, dispatch, combine, grad_reduce, pp };
+
+  // The first buffer a pipeline exchange receives into, or none.
+  static const Mat* first_recv(Group g, std::span<const P2POp> ops) {
+    if (g != Group::pipeline) return nullptr;
+    for (const P2POp& op : ops) {
+      if (op.kind == P2POp::Kind::recv) return &op.buf;
+    }
+    return nullptr;
+  }
 
   static const Communicator& checked(const std::unique_ptr<Communicator>& inner) {
     MB_CHECK(inner != nullptr, "fault communicator without a communicator to wrap");
@@ -158,6 +177,8 @@ class FaultCommunicator final : public Communicator {
         return seen == Seen::combine;
       case FaultSpec::Point::grad_reduce:
         return seen == Seen::grad_reduce;
+      case FaultSpec::Point::pp:
+        return seen == Seen::pp;
     }
     return false;
   }
@@ -189,6 +210,8 @@ const char* point_name(FaultSpec::Point p) {
       return "combine";
     case FaultSpec::Point::grad_reduce:
       return "grad_reduce";
+    case FaultSpec::Point::pp:
+      return "pp";
   }
   return "?";
 }
@@ -220,6 +243,8 @@ FaultSpec parse_fault_spec(const std::string& text) {
         f.point = FaultSpec::Point::combine;
       } else if (value == "grad_reduce") {
         f.point = FaultSpec::Point::grad_reduce;
+      } else if (value == "pp") {
+        f.point = FaultSpec::Point::pp;
       } else {
         throw UsageError("--inject " + text + ": phase '" + std::string(value) +
                          "' cannot be corrupted; " + kForms);

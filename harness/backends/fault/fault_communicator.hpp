@@ -8,7 +8,9 @@
 //    (the forward dispatch of an MoE layer);
 //  - combine: the all-to-all of the expert group right after a dispatch (its forward combine);
 //  - grad_reduce: an all-reduce or reduce-scatter in the data or expert-data group (a gradient
-//    reduction).
+//    reduction);
+//  - pp: a point-to-point exchange in the pipeline group that receives (an activation or its
+//    gradient from the neighbouring stage).
 // Steps are counted by clear_requests(), which the training step calls first in every step: the
 // first step is step 0 (the --verify step when there is one, else the first warm-up step).
 #pragma once
@@ -23,14 +25,14 @@ namespace moebench {
 
 struct FaultSpec {
   enum class Kind { corrupt };
-  enum class Point { dispatch, combine, grad_reduce };
+  enum class Point { dispatch, combine, grad_reduce, pp };
   Kind kind = Kind::corrupt;
   int rank = 0;  // the world rank whose received payload is damaged
   Point point = Point::dispatch;
   int step = 0;  // 0-based, as counted above
 };
 
-// "corrupt:rank=R[,phase=dispatch|combine|grad_reduce][,step=S]"; UsageError saying what is
+// "corrupt:rank=R[,phase=dispatch|combine|grad_reduce|pp][,step=S]"; UsageError saying what is
 // wrong and what is valid otherwise. The rank is checked against the world by the caller.
 FaultSpec parse_fault_spec(const std::string& text);
 std::string to_string(const FaultSpec& f);

@@ -1,0 +1,75 @@
+// The pipeline schedule: the forward and backward passes one pipeline rank runs in one step, in
+// order, as Megatron-Core's schedules run them (megatron/core/pipeline_parallel/schedules.py):
+// 1F1B for one model chunk per rank (forward_backward_pipelining_without_interleaving), the
+// interleaved 1F1B for V > 1 (forward_backward_pipelining_with_interleaving, micro-batches taken in
+// groups of P per chunk). Pure functions: the step executes the list, the tests check it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace moebench {
+
+struct PipelineOp {
+  bool forward = true;
+  int microbatch = 0;
+  int chunk = 0;
+  bool operator==(const PipelineOp&) const = default;
+};
+
+struct PipelineShape {
+  int pp = 1;            // pipeline ranks
+  int vp = 1;            // model chunks per rank
+  int microbatches = 1;  // per step
+};
+
+// UsageError when Megatron's schedules cannot run the shape: V > 1 needs pp >= 2 and
+// micro-batches a multiple of pp.
+void validate(const PipelineShape& s);
+
+// The warm-up forwards before the first backward on `pp_rank` (the rest are 1F1B, then the
+// cool-down backwards).
+int warmup_forwards(const PipelineShape& s, int pp_rank);
+// All 2 x V x microbatches passes of `pp_rank`, in the order they run.
+std::vector<PipelineOp> pipeline_schedule(const PipelineShape& s, int pp_rank);
+
+// The bubble's share of an ideal step, (P - 1) / (V x m): the time a stage idles while the
+// pipeline fills and drains, over the time of its own passes.
+double theoretical_bubble(const PipelineShape& s);
+
+// One point-to-point transfer between neighbouring stages: an activation (forward) or its
+// gradient (backward) of one micro-batch, from virtual stage `from` to `to` (stage s is chunk
+// s / pp of pipeline rank s % pp).
+struct PipelineTransfer {
+  bool activation = true;
+  int microbatch = 0;
+  int from = 0;
+  int to = 0;
+  bool operator==(const PipelineTransfer&) const = default;
+};
+
+// The transfers a pass receives before it runs and sends after it: nothing into the first stage's
+// forward or the last stage's backward.
+struct PassTransfers {
+  std::vector<PipelineTransfer> recv;
+  std::vector<PipelineTransfer> send;
+};
+PassTransfers pass_transfers(const PipelineShape& s, int pp_rank, const PipelineOp& op);
+
+// The exchanges `pp_rank` runs, one batch before each pass and one after the last: batch k
+// starts the sends of what pass k - 1 produced and the receives pass k needs. Pass k waits for
+// batch k's receives only; the sends complete in the background (a rank never waits for its
+// neighbour to take its output, which in the interleaved schedule would deadlock two ranks that
+// both send before they receive), and are waited for before their buffer is reused.
+struct P2PBatch {
+  std::vector<PipelineTransfer> send;
+  std::vector<PipelineTransfer> recv;
+};
+std::vector<P2PBatch> p2p_batches(const PipelineShape& s, int pp_rank);
+
+// Runs every rank's batches (a batch's receives complete once the peers have sent them) and checks that transfers between each pair of ranks are
+// posted in the same order on both sides (NCCL and MPI match them in order): "" when the whole
+// step completes, else what stalled or mismatched. For the tests and for validation.
+std::string check_p2p_batches(const PipelineShape& s);
+
+}  // namespace moebench
