@@ -39,7 +39,7 @@ void add_workload_flags(CLI::App* app, WorkloadFlags& w, NamedFlags& n) {
   app->add_option("--dense-layers", w.dense_layers,
                   "of which dense (default: the model's proportion)");
   app->add_option("--attention", w.attention, "on|off (default on)");
-  app->add_option("--routing", w.routing, "router|balanced|zipf:S (default balanced)");
+  app->add_option("--routing", w.routing, "router|balanced|random|zipf:S (default balanced: exact per-expert counts inside the group limit; random: Megatron's forced load balancing)");
   app->add_option("--ep", w.ep, "expert-parallel size: experts split over N consecutive ranks");
   app->add_option("--pp", w.pp, "pipeline-parallel size: stages over N groups of ranks (default 1)");
   app->add_option("--vp", w.vp,

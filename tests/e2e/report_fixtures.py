@@ -78,11 +78,17 @@ def synthetic_run(real, gpus, tflops, comm_share=0.1, ranks_per_node=8, ep=None,
     wl = r["config"]["workload"]
     if micro_batch is not None:
         wl["micro_batch"] = micro_batch
-        wl["tokens_per_rank"] = micro_batch * wl["seq_len"]
+    # One micro-batch a step, no pipeline: every GPU holds its own sequences.
+    wl["tokens_per_micro_batch"] = wl["micro_batch"] * wl["seq_len"]
+    wl["tokens_per_rank"] = wl["tokens_per_micro_batch"]
+    wl["global_batch"] = wl["micro_batch"] * gpus
+    wl["microbatches_per_step"] = 1
+    wl["tokens_per_step"] = wl["global_batch"] * wl["seq_len"]
     tokens_per_rank = wl["tokens_per_rank"]
     ep = ep if ep is not None else r["parallel"]["ep"]
+    pipeline = r["parallel"]["pipeline"]
     r["parallel"] = {"world": gpus, "ep": ep, "dp": gpus, "edp": gpus // ep, "nodes": nodes,
-                     "ranks_per_node": rpn, "emulated_nodes": False}
+                     "ranks_per_node": rpn, "emulated_nodes": False, "pipeline": pipeline}
     acc = r["accounting"]
     for scope in ("full_model", "instantiated"):
         acc[scope]["tokens_per_step"] = float(tokens_per_rank * gpus)

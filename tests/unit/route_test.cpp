@@ -180,6 +180,68 @@ TEST_CASE("balanced mode reaches every EP rank for DeepSeek-V3 shapes") {
   }
 }
 
+TEST_CASE("balanced mode keeps exact counts inside DeepSeek-V3's group limit") {
+  RouterParams p = router_params(256, 8, 8, 4, 2.5f);  // 8 groups of 32, 4 kept
+  p.mode = kRouteBalanced;
+  const std::vector<float> s(256, 0.5f);
+  std::vector<std::int64_t> counts(256, 0);
+  std::set<int> ep32_ranks_seen;
+  const int tokens = 256 / 8 * 16;  // 16 runs of E / k tokens
+  for (int t = 0; t < tokens; ++t) {
+    const Routed r = route(p, s, nullptr, 1000 + t);
+    std::set<int> groups, ranks;
+    for (std::int32_t e : r.idx) {
+      ++counts[e];
+      groups.insert(e / 32);
+      ranks.insert(e / 8);  // EP 32: 8 experts a rank
+    }
+    CHECK(groups.size() == 4);  // inside topk_group = 4
+    CHECK(ranks.size() == 8);   // two experts per group, on different ranks
+    CHECK(std::adjacent_find(r.idx.begin(), r.idx.end()) == r.idx.end());
+  }
+  for (std::int64_t n : counts) CHECK(n == 16);
+}
+
+TEST_CASE("random mode: seeded normal logits, then the group-limited top-k") {
+  RouterParams p = router_params(256, 8, 8, 4, 2.5f);
+  p.mode = kRouteRandom;
+  p.seed = 9;
+  // The logit is a pure function of (seed, layer, token, expert), not of the router's logit.
+  CHECK(router_logit(p, 0.0f, 5, 7) == router_logit(p, 3.0f, 5, 7));
+  CHECK(router_logit(p, 0.0f, 5, 7) != router_logit(p, 0.0f, 6, 7));
+  RouterParams other = p;
+  other.layer = 1;
+  CHECK(router_logit(p, 0.0f, 5, 7) != router_logit(other, 0.0f, 5, 7));
+  RouterParams router = p;
+  router.mode = kRouteRouter;
+  CHECK(router_logit(router, 3.0f, 5, 7) == 3.0f);
+  // Standard normal: mean 0, variance 1 within 4 standard errors of 256 x 400 draws.
+  double sum = 0, sq = 0, distinct_ranks = 0;
+  const int tokens = 400;
+  for (int t = 0; t < tokens; ++t) {
+    std::vector<float> scores(256);
+    for (int e = 0; e < 256; ++e) {
+      const float l = router_logit(p, 0.0f, static_cast<std::uint64_t>(t), e);
+      sum += l;
+      sq += static_cast<double>(l) * l;
+      scores[e] = sigmoid(l);
+    }
+    const Routed r = route(p, scores, nullptr, static_cast<std::uint64_t>(t));
+    std::set<int> groups, ranks;
+    for (std::int32_t e : r.idx) {
+      groups.insert(e / 32);
+      ranks.insert(e / 8);
+    }
+    CHECK(groups.size() <= 4);
+    distinct_ranks += static_cast<double>(ranks.size());
+  }
+  const double n = 256.0 * tokens;
+  CHECK(std::abs(sum / n) < 4.0 / std::sqrt(n));
+  CHECK(std::abs(sq / n - 1.0) < 4.0 * std::sqrt(2.0 / n));
+  // About 6.9 distinct EP-32 ranks a token (8 experts in at most 4 groups of 4 ranks each).
+  CHECK(distinct_ranks / tokens == doctest::Approx(6.9).epsilon(0.05));
+}
+
 TEST_CASE("zipf mode follows popularity ranks") {
   RouterParams p = router_params(16, 4, 1, 1, 1.0f);
   p.mode = kRouteZipf;

@@ -13,7 +13,8 @@
 namespace moebench {
 namespace {
 
-constexpr const char* kRoutingForms = "valid: router, balanced, zipf:S with S > 0 (e.g. zipf:1.2)";
+constexpr const char* kRoutingForms =
+    "valid: router, balanced, random, zipf:S with S > 0 (e.g. zipf:1.2)";
 
 std::string str(double v) {
   char buf[64];
@@ -26,6 +27,7 @@ std::string str(double v) {
 RoutingSpec parse_routing(const std::string& text) {
   if (text == "router") return {RoutingMode::router, 0.0};
   if (text == "balanced") return {RoutingMode::balanced, 0.0};
+  if (text == "random") return {RoutingMode::random, 0.0};
   const std::string_view prefix = "zipf:";
   if (text.rfind(prefix, 0) == 0) {
     const std::string_view s = std::string_view(text).substr(prefix.size());
@@ -50,6 +52,8 @@ std::string to_string(const RoutingSpec& r) {
       return "router";
     case RoutingMode::balanced:
       return "balanced";
+    case RoutingMode::random:
+      return "random";
     case RoutingMode::zipf:
       return "zipf:" + str(r.zipf_exponent);
   }

@@ -18,7 +18,7 @@
 
 namespace moebench {
 
-enum class RoutingMode { router, balanced, zipf };
+enum class RoutingMode { router, balanced, zipf, random };
 enum class GradReduce { allreduce, reduce_scatter };
 enum class Optimizer { adamw, none };
 
@@ -27,7 +27,7 @@ struct RoutingSpec {
   double zipf_exponent = 0.0;  // only for zipf
 };
 
-// Parses "router", "balanced" or "zipf:S" (S > 0). UsageError otherwise.
+// Parses "router", "balanced", "random" or "zipf:S" (S > 0). UsageError otherwise.
 RoutingSpec parse_routing(const std::string& text);
 std::string to_string(const RoutingSpec& r);
 std::string to_string(GradReduce g);

@@ -23,9 +23,20 @@ RouterParams router_params(const RunConfig& c) {
   p.groups = static_cast<std::int32_t>(m.n_group);
   p.topk_groups = static_cast<std::int32_t>(m.topk_group);
   p.scaling = static_cast<float>(m.routed_scaling_factor);
-  p.mode = c.workload.routing.mode == RoutingMode::router     ? kRouteRouter
-           : c.workload.routing.mode == RoutingMode::balanced ? kRouteBalanced
-                                                              : kRouteZipf;
+  switch (c.workload.routing.mode) {
+    case RoutingMode::router:
+      p.mode = kRouteRouter;
+      break;
+    case RoutingMode::balanced:
+      p.mode = kRouteBalanced;
+      break;
+    case RoutingMode::zipf:
+      p.mode = kRouteZipf;
+      break;
+    case RoutingMode::random:
+      p.mode = kRouteRandom;
+      break;
+  }
   p.zipf_exponent = static_cast<float>(c.workload.routing.zipf_exponent);
   p.seed = c.seed;
   return p;
@@ -53,7 +64,8 @@ void MoeBlock::forward(LayerContext& ctx, int layer, Mat xn, Mat y) {
   const ModelConfig& m = ctx.config.model;
   const std::int64_t n = ctx.tokens, h = m.hidden_size, E = m.n_routed_experts;
   const std::int64_t k = m.num_experts_per_tok;
-  const RouterParams rp = router_params(ctx.config);
+  RouterParams rp = router_params(ctx.config);
+  rp.layer = static_cast<std::uint64_t>(layer);
   const bool shared = m.n_shared_experts > 0;
   xn_ = xn;
   sent_ = n * k;

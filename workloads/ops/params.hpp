@@ -23,9 +23,10 @@ struct RouterParams {
   std::int32_t groups = 1;
   std::int32_t topk_groups = 1;
   float scaling = 1.0f;
-  std::int32_t mode = 0;  // kRouteRouter, kRouteBalanced or kRouteZipf (route.hpp)
+  std::int32_t mode = 0;  // kRouteRouter, kRouteBalanced, kRouteZipf or kRouteRandom (route.hpp)
   float zipf_exponent = 0.0f;
   std::uint64_t seed = 0;
+  std::uint64_t layer = 0;  // random mode: each layer draws its own logits
 };
 
 }  // namespace moebench

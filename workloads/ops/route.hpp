@@ -4,9 +4,16 @@
 //  - router:   DeepSeek-V3's noaux_tc group-limited top-k: each of n_group groups is scored by the
 //              sum of its two highest (score + bias); the topk_group best groups are kept; the
 //              top_k experts by (score + bias) inside them are chosen.
-//  - balanced: token g takes experts j * (E / k) + (g mod (E / k)), j < k (when k divides E;
-//              otherwise (g * k + j) mod E), so any k * T / E-divisible run of consecutive tokens
-//              gives every expert exactly T * k / E assignments, spread over all EP ranks.
+//  - balanced: exact per-expert counts inside the model's group limit. With G = n_group groups of
+//              S experts, K = topk_group and q = k / K experts per kept group (when K | G, K | k
+//              and q | S): token g keeps the K groups c, c + G/K, c + 2G/K, ... with
+//              c = g mod (G/K), and in each the q experts b * (S/q) + (u mod (S/q)), b < q,
+//              u = g div (G/K). Otherwise (no such grouping) experts j * (E / k) + (g mod (E / k)),
+//              j < k (when k divides E; else (g * k + j) mod E). Either way any run of E / k
+//              consecutive tokens gives every expert exactly one assignment.
+//  - random:   Megatron-Core's moe_router_force_load_balancing: the router's logits are replaced
+//              by standard normal draws (seeded by layer, token and expert; the gradient passes
+//              straight through to the router), then the real group-limited top-k (as router).
 //  - zipf:     k distinct experts drawn (seeded by token) with probability proportional to
 //              1 / (popularity_rank + 1)^S, popularity ranks a fixed permutation of the experts.
 // Weights, in every mode: the chosen experts' scores (without bias), normalised to sum 1, times
@@ -24,9 +31,14 @@ constexpr int kMaxExperts = 1024;
 constexpr int kMaxGroups = 64;
 constexpr int kMaxTopK = 32;
 
-enum : std::int32_t { kRouteRouter = 0, kRouteBalanced = 1, kRouteZipf = 2 };
+enum : std::int32_t { kRouteRouter = 0, kRouteBalanced = 1, kRouteZipf = 2, kRouteRandom = 3 };
 
 MB_HD float sigmoid(float x);
+
+// The logit the router scores (sigmoid) for `expert` of `global_token`: `logit` itself, or in
+// random mode a standard normal draw in its place.
+MB_HD float router_logit(const RouterParams& p, float logit, std::uint64_t global_token,
+                         int expert);
 
 // scores: E sigmoid scores; bias: E selection biases (may be null for zero bias).
 // idx, w: top_k outputs.

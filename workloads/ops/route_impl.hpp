@@ -24,6 +24,8 @@ namespace route_detail {
 
 // The stream for the zipf draws ("zipf" in ASCII); index is token * kMaxTopK + draw.
 constexpr std::uint64_t kZipfStream = 0x7a697066ULL;
+// The streams of the random logits ("rndl" in ASCII, plus the layer).
+constexpr std::uint64_t kRandomLogitStream = 0x726e646cULL << 16;
 
 MB_HD float order_key(float v) {
   return isnan(v) ? -INFINITY : v;
@@ -137,6 +139,24 @@ MB_HD void select_router(const RouterParams& p, const float* scores, const float
 MB_HD void select_balanced(const RouterParams& p, std::uint64_t g, std::int32_t* idx) {
   const std::uint64_t experts = static_cast<std::uint64_t>(p.experts);
   const std::uint64_t k = static_cast<std::uint64_t>(p.top_k);
+  const std::uint64_t groups = static_cast<std::uint64_t>(p.groups);
+  const std::uint64_t kept = static_cast<std::uint64_t>(p.topk_groups);
+  if (groups > 1 && kept >= 1 && kept < groups && experts % groups == 0 && groups % kept == 0 &&
+      k % kept == 0) {
+    const std::uint64_t size = experts / groups, per = k / kept, sets = groups / kept;
+    if (size % per == 0) {
+      // Inside the group limit: the kept groups c, c + sets, ...; q experts in each.
+      const std::uint64_t c = g % sets, u = g / sets, block = size / per;
+      int j = 0;
+      for (std::uint64_t i = 0; i < kept; ++i) {
+        const std::uint64_t group = c + i * sets;
+        for (std::uint64_t b = 0; b < per; ++b) {
+          idx[j++] = static_cast<std::int32_t>(group * size + b * block + u % block);
+        }
+      }
+      return;
+    }
+  }
   if (experts % k == 0) {
     // One expert from each of k equal blocks; with blocks aligned to EP ranks a token reaches
     // min(k, ep) ranks, the most even spread.
@@ -204,6 +224,19 @@ MB_HD void select_zipf(const RouterParams& p, std::uint64_t g, std::int32_t* idx
 
 MB_HD float sigmoid(float x) {
   return 1.0f / (1.0f + expf(-x));
+}
+
+MB_HD float router_logit(const RouterParams& p, float logit, std::uint64_t global_token,
+                         int expert) {
+  if (p.mode != kRouteRandom) return logit;
+  // Box-Muller on two uniform draws; u1 in (0, 1] so the log is finite.
+  const std::uint64_t index =
+      (global_token * static_cast<std::uint64_t>(kMaxExperts) + static_cast<std::uint64_t>(expert)) *
+      2;
+  const std::uint64_t stream = route_detail::kRandomLogitStream + p.layer;
+  const float u1 = 1.0f - uniform01(p.seed, stream, index);
+  const float u2 = uniform01(p.seed, stream, index + 1);
+  return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
 }
 
 MB_HD void route_token(const RouterParams& p, const float* scores, const float* bias,

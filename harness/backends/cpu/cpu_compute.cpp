@@ -412,9 +412,9 @@ void CpuCompute::do_router_forward(const RouterParams& p, const Mat& logits, con
   const float* bias_row = bias.data != nullptr ? bias.as<float>() : nullptr;
   for_rows(logits, [&](const float* lr, std::int64_t r) {
     float* sr = row_f32(scores, r);
-    for (std::int32_t e = 0; e < p.experts; ++e) sr[e] = sigmoid(lr[e]);
-    route_token(p, sr, bias_row, static_cast<std::uint64_t>(first_token + r), row_i32(indices, r),
-                row_f32(weights, r));
+    const auto g = static_cast<std::uint64_t>(first_token + r);
+    for (std::int32_t e = 0; e < p.experts; ++e) sr[e] = sigmoid(router_logit(p, lr[e], g, e));
+    route_token(p, sr, bias_row, g, row_i32(indices, r), row_f32(weights, r));
   });
 }
 

@@ -29,9 +29,11 @@ __global__ void router_forward_kernel(RouterParams p, Mat logits, const float* b
                                       Mat weights) {
   MB_GRID_LOOP(r, logits.rows) {
     float* sr = row_f32(scores, r);
-    for (std::int32_t e = 0; e < p.experts; ++e) sr[e] = sigmoid(load(logits, r, e));
-    route_token(p, sr, bias, static_cast<std::uint64_t>(first_token + r), row_i32(indices, r),
-                row_f32(weights, r));
+    const auto g = static_cast<std::uint64_t>(first_token + r);
+    for (std::int32_t e = 0; e < p.experts; ++e) {
+      sr[e] = sigmoid(router_logit(p, load(logits, r, e), g, e));
+    }
+    route_token(p, sr, bias, g, row_i32(indices, r), row_f32(weights, r));
   }
 }
 
