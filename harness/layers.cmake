@@ -204,8 +204,17 @@ target_compile_definitions(mb_registry
 # ---- model: measurement, configuration, accounting, parameters, layers, the training step ------
 moebench_module(measure LAYER model DIRS harness/measure DEPS compute
                 LIBS nlohmann_json::nlohmann_json)
+# The published recipes (workloads/config/recipes.json), compiled in: the binary needs no data
+# file beside it.
+set(MOEBENCH_RECIPES_JSON_FILE ${CMAKE_SOURCE_DIR}/workloads/config/recipes.json)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${MOEBENCH_RECIPES_JSON_FILE})
+file(READ ${MOEBENCH_RECIPES_JSON_FILE} MOEBENCH_RECIPES_JSON)
+set(MOEBENCH_RECIPES_CPP ${CMAKE_BINARY_DIR}/generated/recipes_data.cpp)
+file(CONFIGURE OUTPUT ${MOEBENCH_RECIPES_CPP} CONTENT
+     "// Generated from workloads/config/recipes.json by harness/layers.cmake.\nnamespace moebench {\nextern const char* const kRecipesJson = R\"moebench(@MOEBENCH_RECIPES_JSON@)moebench\";\n}\n"
+     @ONLY)
 moebench_module(config LAYER model DIRS workloads/config DEPS ops compute comm fault parallel
-                LIBS nlohmann_json::nlohmann_json)
+                SOURCES ${MOEBENCH_RECIPES_CPP} LIBS nlohmann_json::nlohmann_json)
 moebench_module(accounting LAYER model DIRS workloads/accounting DEPS config measure)
 moebench_module(params LAYER model DIRS workloads/params DEPS config compute)
 moebench_module(layers LAYER model DIRS workloads/layers

@@ -9,6 +9,7 @@ namespace moebench {
 int run_command(const CliOptions& o, MpiRuntime& runtime);
 int plan_command(const CliOptions& o);
 int presets_command();
+int recipes_command(const CliOptions& o);
 int phases_command(const CliOptions& o);
 int validate_command(const CliOptions& o);
 int report_command(const CliOptions& o);  // no MPI: a plain file tool

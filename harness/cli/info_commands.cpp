@@ -1,4 +1,5 @@
 // The commands that read or compute but run no step: plan, presets, validate.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -14,6 +15,7 @@
 #include "harness/output/run_report.hpp"
 #include "harness/output/schema.hpp"
 #include "workloads/accounting/accounting.hpp"
+#include "workloads/config/recipes.hpp"
 
 namespace moebench {
 
@@ -49,6 +51,30 @@ nlohmann::ordered_json plan_json(const RunConfig& c) {
   j["accounting"]["collective_bytes_bf16"] = to_json(b);
   j["memory_estimate_per_rank"]["bf16"] = to_json(estimate_memory(c, 2));
   j["memory_estimate_per_rank"]["fp32"] = to_json(estimate_memory(c, 4));
+  // Per pipeline rank, in the storage a GPU run uses (BF16), and the largest.
+  nlohmann::ordered_json stages = nlohmann::ordered_json::array();
+  const Recipe* rec = c.recipe ? &recipe(*c.recipe) : nullptr;
+  const bool recompute =
+      rec && std::find(rec->recompute.begin(), rec->recompute.end(), "mla_up_proj") !=
+                 rec->recompute.end();
+  double largest = 0;
+  for (const StageMemory& s : estimate_stage_memory(c, 2, recompute)) {
+    stages.push_back(nlohmann::ordered_json(to_json(s)));
+    largest = std::max(largest, s.memory.total());
+  }
+  j["memory"]["storage"] = "bf16";
+  j["memory"]["recompute"] = recompute ? nlohmann::ordered_json::array({"mla_up_proj"})
+                                       : nlohmann::ordered_json::array();
+  // What moebench's own step keeps (it recomputes nothing).
+  j["memory"]["max_rank_bytes_without_recompute"] = estimate_memory(c, 2).total();
+  j["memory"]["per_stage"] = stages;
+  j["memory"]["max_rank_bytes"] = largest;
+  if (rec) {
+    const Recipe& r = *rec;
+    j["recipe"] = nlohmann::ordered_json(to_json(r));
+    j["memory"]["gpu_memory_bytes"] = r.gpu_memory_bytes;
+    j["memory"]["fits"] = largest <= r.gpu_memory_bytes;
+  }
   return j;
 }
 
@@ -67,6 +93,23 @@ void print_plan(const RunConfig& c, std::ostream& os) {
   }
   os << "# instantiated: " << c.workload.layers << " layers (" << c.workload.dense_layers
      << " dense), attention " << (c.workload.attention ? "on" : "off") << "\n";
+  if (c.layout.pp > 1) {
+    os << "# pipeline: pp " << c.layout.pp << ", vp " << c.layout.vp << ", layout "
+       << pipeline_layout(c).text << ", " << microbatches(c) << " micro-batches a step\n";
+  }
+  for (const StageMemory& s : estimate_stage_memory(c, 2)) {
+    os << "# memory of pipeline rank " << s.pp_rank << " (bf16): " << gib(s.memory.total())
+       << " (" << s.layers << " layers" << (s.embedding ? ", embedding" : "")
+       << (s.mtp ? ", MTP" : "") << (s.loss ? ", head and loss" : "") << "; "
+       << s.in_flight << " micro-batch chunks in flight at the peak)\n";
+  }
+  if (c.recipe) {
+    const Recipe& r = recipe(*c.recipe);
+    const double largest = estimate_memory(c, 2).total();
+    os << "# recipe " << r.name << ": largest rank " << gib(largest) << " of the "
+       << gib(r.gpu_memory_bytes) << " of a " << r.gpu << ": "
+       << (largest <= r.gpu_memory_bytes ? "fits" : "does NOT fit") << "\n";
+  }
   for (int bytes : {2, 4}) {
     const MemoryEstimate m = estimate_memory(c, bytes);
     os << "# memory per rank (" << (bytes == 2 ? "bf16" : "fp32") << "): " << gib(m.total())
@@ -79,7 +122,9 @@ void print_plan(const RunConfig& c, std::ostream& os) {
 }  // namespace
 
 int plan_command(const CliOptions& o) {
-  const RunConfig c = resolve_run_config(o, o.world);
+  const int world = o.world.value_or(
+      o.workload.recipe.empty() ? 1 : recipe(o.workload.recipe).gpus);
+  const RunConfig c = resolve_run_config(o, world);
   if (!o.out.empty()) ensure_writable_destination(o.out);
   const nlohmann::ordered_json j = plan_json(c);
   if (o.json) {
@@ -103,6 +148,30 @@ int presets_command() {
                 human(a.flops_per_token, "").c_str(), p.description.c_str());
   }
   std::printf("# FLOP/token: Megatron-Core convention at the preset's default sequence length\n");
+  return 0;
+}
+
+int recipes_command(const CliOptions& o) {
+  if (o.json) {
+    nlohmann::json all = nlohmann::json::array();
+    for (const Recipe& r : recipes()) all.push_back(to_json(r));
+    std::cout << all.dump(2) << "\n";
+    return 0;
+  }
+  std::printf("%-26s %-10s %5s %-12s %-9s %-6s %9s %9s  %s\n", "recipe", "system", "gpus",
+              "tp/pp/vp/ep", "mb/gbs", "prec", "tok/s/GPU", "TFLOP/s", "layout");
+  for (const Recipe& r : recipes()) {
+    const std::string layout = std::to_string(r.tp) + "/" + std::to_string(r.pp) + "/" +
+                               std::to_string(r.vp) + "/" + std::to_string(r.ep);
+    const std::string batch = std::to_string(r.micro_batch) + "/" + std::to_string(r.global_batch);
+    const std::string tok = r.tokens_per_s_per_gpu ? human(*r.tokens_per_s_per_gpu, "") : "-";
+    const std::string tf = r.tflops_per_gpu ? human(*r.tflops_per_gpu, "") : "-";
+    std::printf("%-26s %-10s %5d %-12s %-9s %-6s %9s %9s  %s\n", r.name.c_str(), r.gpu.c_str(),
+                r.gpus, layout.c_str(), batch.c_str(), r.precision.c_str(), tok.c_str(), tf.c_str(),
+                r.pipeline_layout.c_str());
+  }
+  std::printf("# published figures (workloads/config/recipes.json names each source); "
+              "`moebench run --recipe NAME` runs one\n");
   return 0;
 }
 

@@ -74,6 +74,8 @@ int main(int argc, char** argv) {
         return 0;
       case Command::presets:
         return presets_command();
+      case Command::recipes:
+        return recipes_command(options);
       case Command::phases:
         return phases_command(options);
       case Command::plan:

@@ -1,5 +1,6 @@
 #include "harness/cli/options.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
@@ -7,6 +8,7 @@
 #include "harness/backends/registry/registry.hpp"
 #include "harness/compute/backend_kind.hpp"
 #include "harness/core/error.hpp"
+#include "workloads/config/recipes.hpp"
 
 namespace moebench {
 
@@ -25,7 +27,22 @@ std::optional<Precision> optional_precision(const std::string& text) {
   return parse_precision(text);
 }
 
+}  // namespace
+
+const std::vector<std::string>& recipe_flags() {
+  static const std::vector<std::string> flags = {
+      "--preset", "--model-config",    "--seq-len", "--micro-batch", "--global-batch",
+      "--layers", "--dense-layers",    "--pp",      "--vp",          "--pipeline-layout",
+      "--ep",     "--precision",       "--routing", "--attention",   "--grad-reduce"};
+  return flags;
+}
+
+namespace {
+
 void add_workload_flags(CLI::App* app, WorkloadFlags& w, NamedFlags& n) {
+  app->add_option("--recipe", w.recipe,
+                  "a published row's workload by name (`moebench recipes`): model, layout, batch, "
+                  "precision, routing; the flags below override it");
   app->add_option("--preset", w.preset, "built-in model: deepseek-v3, deepseek-v3-tiny");
   app->add_option("--model-config", w.model_config,
                   "Hugging Face config.json of the DeepSeek-V3 family (instead of --preset)");
@@ -128,7 +145,8 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
 
   CLI::App* plan = app.add_subcommand("plan", "accounting and per-rank memory, without running");
   add_workload_flags(plan, o.workload, named);
-  plan->add_option("--world", o.world, "number of ranks (GPUs) to plan for (default 1)");
+  plan->add_option("--world", o.world,
+                   "number of ranks (GPUs) to plan for (default 1, or the recipe's GPU count)");
   plan->add_flag("--json", o.json, "print JSON instead of text");
   plan->add_option("--out", o.out, "also write the JSON here");
 
@@ -150,6 +168,9 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
                      "claimed efficiency of the largest size against the baseline");
   report->add_option("--min-tflops", r.min_tflops, "required TFLOP/s per GPU at every size");
   report->add_option("--min-efficiency", r.min_efficiency, "required efficiency at every size");
+  report->add_flag("--claim-from-recipe", r.claim_from_recipe,
+                   "judge the largest size against its runs' recipe (--recipe): comparable or "
+                   "not, with every difference, and the published TFLOP/s per GPU");
   report->add_flag("--quiet", r.quiet, "no table on stdout");
   CLI::App* bench = app.add_subcommand(
       "bench", "performance probe on one device: GEMM roofline, expert GEMMs, one EP rank's step");
@@ -173,6 +194,9 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   bench->add_option("--out", b.out, "write the JSON here (atomically)");
   bench->add_flag("--quiet", b.quiet, "no table or progress");
   app.add_subcommand("presets", "list the built-in models");
+  CLI::App* recipes_cmd =
+      app.add_subcommand("recipes", "the published rows --recipe runs, with their figures");
+  recipes_cmd->add_flag("--json", o.json, "print JSON instead of text");
   CLI::App* phases =
       app.add_subcommand("phases", "the phases a step's time is split into, with their kinds");
   phases->add_flag("--json", o.json, "print JSON instead of text");
@@ -206,6 +230,7 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   o.command = name == "run"        ? Command::run
               : name == "plan"     ? Command::plan
               : name == "presets"  ? Command::presets
+              : name == "recipes"  ? Command::recipes
               : name == "phases"   ? Command::phases
               : name == "validate" ? Command::validate
               : name == "report"   ? Command::report
@@ -220,10 +245,20 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
     o.workload.backend = parse_compute_backend(named.backend);
     o.workload.comm = parse_comm_backend(named.comm);
     o.workload.precision = optional_precision(named.precision);
-    if (o.workload.preset.empty() == o.workload.model_config.empty()) {
+    CLI::App* sub = app.get_subcommands()[0];
+    for (const std::string& f : recipe_flags()) {
+      if (sub->count(f) > 0) o.workload.given.push_back(f);
+    }
+    if (!o.workload.preset.empty() && !o.workload.model_config.empty()) {
       throw UsageError(
-          "give exactly one of --preset NAME (deepseek-v3, deepseek-v3-tiny) or --model-config "
-          "FILE");
+          "give one of --preset NAME (deepseek-v3, deepseek-v3-tiny) or --model-config FILE, not "
+          "both");
+    }
+    if (o.workload.recipe.empty() && o.workload.preset.empty() &&
+        o.workload.model_config.empty()) {
+      throw UsageError(
+          "give one of --preset NAME (deepseek-v3, deepseek-v3-tiny), --model-config FILE or "
+          "--recipe NAME (`moebench recipes`)");
     }
     on_off("--attention", o.workload.attention);
     on_off("--comm-barrier", o.workload.comm_barrier);
@@ -237,18 +272,27 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
     if (o.workload.optimizer != "adamw" && o.workload.optimizer != "none") {
       throw UsageError("--optimizer " + o.workload.optimizer + ": expected adamw or none");
     }
-    if (o.world < 1) throw UsageError("--world " + std::to_string(o.world) + ": must be >= 1");
+    if (!o.workload.recipe.empty()) recipe(o.workload.recipe);  // a bad name fails here
+    if (o.world && *o.world < 1) {
+      throw UsageError("--world " + std::to_string(*o.world) + ": must be >= 1");
+    }
   }
   return o;
 }
 
 RunConfig resolve_run_config(const CliOptions& o, int world) {
   const WorkloadFlags& w = o.workload;
+  const auto given = [&](const char* flag) {
+    return std::find(w.given.begin(), w.given.end(), flag) != w.given.end();
+  };
+  const Recipe* rec = w.recipe.empty() ? nullptr : &recipe(w.recipe);
   RunConfig c;
   if (!w.preset.empty()) {
     c.model = preset(w.preset);
-  } else {
+  } else if (!w.model_config.empty()) {
     c.model = load_model_config(w.model_config);
+  } else {
+    c.model = preset(rec->model);
   }
   validate(c.model, c.model.name);
   std::int64_t seq = 4096;
@@ -258,6 +302,18 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
   c.workload.seq_len = w.seq_len.value_or(seq);
   c.workload.micro_batch = w.micro_batch;
   c.workload.global_batch = w.global_batch.value_or(0);
+  if (rec && !given("--seq-len")) c.workload.seq_len = rec->seq_len;
+  if (rec && !given("--micro-batch")) c.workload.micro_batch = rec->micro_batch;
+  if (rec && !given("--global-batch")) {
+    // Weak scaling, as NVIDIA's statement runs it: the global batch grows with the GPU count.
+    c.workload.global_batch = rec->global_batch * world / rec->gpus;
+    if (c.workload.global_batch * rec->gpus != rec->global_batch * world) {
+      throw UsageError("--recipe " + rec->name + " at " + std::to_string(world) +
+                       " ranks: its global batch of " + std::to_string(rec->global_batch) +
+                       " sequences at " + std::to_string(rec->gpus) +
+                       " GPUs does not scale to a whole number; give --global-batch");
+    }
+  }
   c.workload.layers = w.layers.value_or(c.model.num_hidden_layers);
   if (c.workload.layers >= 1 && c.workload.layers <= c.model.num_hidden_layers) {
     c.workload.dense_layers =
@@ -266,18 +322,29 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
     c.workload.dense_layers = w.dense_layers.value_or(0);
   }
   c.workload.attention = on_off("--attention", w.attention);
-  c.workload.routing = parse_routing(w.routing);
+  c.workload.routing = parse_routing(rec && !given("--routing") ? rec->routing : w.routing);
   c.layout.world = world;
-  c.layout.ep = w.ep;
-  c.layout.pp = w.pp;
+  c.layout.ep = rec && !given("--ep") ? rec->ep : w.ep;
+  c.layout.pp = rec && !given("--pp") ? rec->pp : w.pp;
   c.layout.pipeline_layout = w.pipeline_layout;
   c.layout.vp = w.vp.value_or(1);
-  if (!w.vp && !w.pipeline_layout.empty() && w.pp >= 1) {
-    c.layout.vp = parse_pipeline_layout(w.pipeline_layout, w.pp).vp;
+  if (rec && !given("--vp")) c.layout.vp = rec->vp;
+  if (rec && !given("--pipeline-layout") && c.layout.pp == rec->pp && c.layout.vp == rec->vp) {
+    // The recipe's layout, its layers spread over its stages when the model is smaller.
+    c.layout.pipeline_layout = scaled_layout(*rec, static_cast<int>(c.workload.layers));
+  }
+  if (!w.vp && !c.layout.pipeline_layout.empty() && c.layout.pp >= 1 && !(rec && !given("--vp"))) {
+    c.layout.vp = parse_pipeline_layout(c.layout.pipeline_layout, c.layout.pp).vp;
+  }
+  if (rec) {
+    c.recipe = rec->name;
+    for (const std::string& f : w.given) c.recipe_overrides.push_back(f);
   }
   c.layout.ranks_per_node = w.ranks_per_node;
+  const std::string grad_reduce =
+      rec && !given("--grad-reduce") ? rec->grad_reduce : w.grad_reduce;
   c.grad_reduce =
-      w.grad_reduce == "reduce-scatter" ? GradReduce::reduce_scatter : GradReduce::allreduce;
+      grad_reduce == "reduce-scatter" ? GradReduce::reduce_scatter : GradReduce::allreduce;
   c.optimizer = w.optimizer == "none" ? Optimizer::none : Optimizer::adamw;
   c.adamw = w.adamw;
   c.seed = w.seed;
@@ -293,7 +360,10 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
   c.inject = o.inject;
   validate(c);
   check_comm_backend(c.comm, c.backend);
-  c.precision = resolve_precision(c.backend, w.precision);  // the one resolution
+  // The one resolution: the flag, else the recipe's, else the backend's own.
+  std::optional<Precision> precision = w.precision;
+  if (!precision && rec) precision = run_precision(*rec);
+  c.precision = resolve_precision(c.backend, precision);
   if (!(o.timeout_s > 0)) {
     throw UsageError("--timeout " + std::to_string(o.timeout_s) + ": must be > 0 seconds");
   }

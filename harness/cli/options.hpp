@@ -10,7 +10,7 @@
 
 namespace moebench {
 
-enum class Command { run, plan, presets, phases, validate, version, help, report, bench };
+enum class Command { run, plan, presets, recipes, phases, validate, version, help, report, bench };
 
 // Model and workload flags as given; resolved against the model and the world size later.
 struct WorkloadFlags {
@@ -39,7 +39,13 @@ struct WorkloadFlags {
   std::string comm_barrier = "on";
   std::string overlap = "on";
   double grad_bucket_mb = 80;  // MiB; RunConfig::grad_bucket_bytes says why
+  std::string recipe;          // --recipe NAME: a published row's workload (workloads/config)
+  // The flags given on the command line that a recipe also sets (they override it).
+  std::vector<std::string> given;
 };
+
+// The flags a recipe sets, in the order the report lists overrides.
+const std::vector<std::string>& recipe_flags();
 
 // `moebench report`: run reports in, a scaling report out (a plain file tool: no MPI).
 struct ReportOptions {
@@ -53,6 +59,7 @@ struct ReportOptions {
   std::optional<double> claim_efficiency;
   std::optional<double> min_tflops;
   std::optional<double> min_efficiency;
+  bool claim_from_recipe = false;  // judge the largest size against the runs' recipe
   bool quiet = false;
 };
 
@@ -87,7 +94,7 @@ struct CliOptions {
   double timeout_s = 600;
   std::string out;                  // run: report path; plan: JSON path
   bool json = false;                // plan, phases: print JSON
-  int world = 1;                    // plan: the world size to plan for
+  std::optional<int> world;         // plan: the world size to plan for (1, or the recipe's)
   bool quiet = false;               // run: no table
   std::optional<FaultSpec> inject;  // run: --inject (a testing aid)
   std::vector<std::string> files;   // validate

@@ -116,6 +116,7 @@ ScalingOptions scaling_options(const ReportOptions& r) {
   s.allow_mixed = r.allow_mixed;
   s.claim_tflops = r.claim_tflops;
   s.claim_efficiency = r.claim_efficiency;
+  s.claim_from_recipe = r.claim_from_recipe;
   s.min_tflops = r.min_tflops;
   s.min_efficiency = r.min_efficiency;
   return s;

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "workloads/config/recipes.hpp"
+
 namespace moebench {
 
 namespace {
@@ -69,6 +71,20 @@ ojson config_json(const RunConfig& c) {
   j["grad_bucket_bytes"] = c.grad_bucket_bytes;
   if (c.inject) j["inject"] = to_string(*c.inject);
   return j;
+}
+
+// The recipe the run's workload came from, the flags that overrode it, and every difference
+// between the run and the published row.
+ojson recipe_json(const RunRecord& r) {
+  const RunConfig& c = r.config;
+  const Recipe& rec = recipe(*c.recipe);
+  const std::string device = r.meta.devices.empty() ? "" : r.meta.devices.front().info.name;
+  const std::vector<std::string> differences = recipe_differences(rec, c, device);
+  return ojson{{"name", rec.name},
+               {"published", ojson(to_json(rec))},
+               {"overrides", c.recipe_overrides},
+               {"comparable", differences.empty()},
+               {"differences", differences}};
 }
 
 // The pipeline: its layout, schedule and bubble, measured beside Megatron's theoretical value.
@@ -215,6 +231,7 @@ nlohmann::ordered_json make_run_report(const RunRecord& r) {
   j["kind"] = kRunReportKind;
   j["meta"] = meta_json(r.meta);
   j["config"] = config_json(r.config);
+  if (r.config.recipe) j["config"]["recipe"] = recipe_json(r);
   j["parallel"] = parallel_json(r);
   j["accounting"] = accounting_json(r);
   j["results"] = results_json(r.results);

@@ -128,7 +128,7 @@ std::string layout_text(const std::vector<PipelineStage>& stages) {
     while (j < stages.size() && stage_text(stages[j]) == t) ++j;
     const bool last_run = j == stages.size();
     const std::size_t n = j - i - (last_run ? 1 : 0);  // the final stage has no '|' after it
-    if (n >= 2 && !t.empty()) {
+    if (n >= 2) {
       out += "(" + t + "|)*" + std::to_string(n);
     } else {
       for (std::size_t k = 0; k < n; ++k) out += t + "|";

@@ -65,7 +65,9 @@ std::vector<FieldValue> workload_key(const json& doc) {
        {"/config/workload/layers", "/config/workload/dense_layers", "/config/workload/moe_layers",
         "/config/workload/attention", "/config/workload/routing", "/config/workload/seq_len",
         "/config/workload/micro_batch", "/config/precision", "/config/overlap", "/parallel/ep",
-        "/config/grad_reduce", "/config/optimizer", "/meta/backend", "/meta/comm"}) {
+        "/config/grad_reduce", "/config/optimizer", "/meta/backend", "/meta/comm",
+        "/config/recipe/name", "/parallel/pipeline/pp", "/parallel/pipeline/vp",
+        "/parallel/pipeline/layout"}) {
     add_key(key, doc, p);
   }
   return key;
@@ -267,6 +269,15 @@ RunPoint point_from_document(const std::string& path, const std::string& bytes, 
   if (!(p.step_time_s > 0) || !(p.tflops_per_gpu > 0)) {
     bad(path,
         "/results/step_time_s/median and /results/tflops_per_gpu must be > 0 (no timed step)");
+  }
+
+  if (config.contains("recipe")) {
+    const json& r = config["recipe"];
+    p.recipe = r["name"].get<std::string>();
+    const json& t = r["published"]["tflops_per_gpu"];
+    if (!t.is_null()) p.recipe_tflops_per_gpu = t.get<double>();
+    p.recipe_gpus = r["published"]["gpus"].get<int>();
+    p.recipe_differences = r["differences"].get<std::vector<std::string>>();
   }
 
   const json& v = doc["verification"];

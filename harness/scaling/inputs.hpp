@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,6 +55,11 @@ struct RunPoint {
   double exposed_communication_s = 0;
   PerPhase<double> phase_time_s{};
   PerPhase<double> busbw{};  // bytes/s, communication phases
+  // --recipe: the published row the run's workload came from, and how the run differs from it.
+  std::string recipe;  // empty: none
+  std::optional<double> recipe_tflops_per_gpu;
+  int recipe_gpus = 0;
+  std::vector<std::string> recipe_differences;
   // Verification.
   bool verification_enabled = false;
   bool verification_passed = true;

@@ -286,7 +286,40 @@ Verdict at_least(const std::string& name, const std::string& what, const SizeRes
   return v;
 }
 
-void compute_verdicts(const ScalingOptions& o, ScalingResult& out) {
+// --claim-from-recipe: the largest size's first run with a recipe, against the published row.
+Verdict recipe_verdict(const std::vector<RunPoint>& runs, const SizeResult& largest) {
+  const RunPoint* run = nullptr;
+  for (std::size_t i : largest.runs) {
+    if (!runs[i].recipe.empty()) {
+      run = &runs[i];
+      break;
+    }
+  }
+  if (run == nullptr) {
+    throw UsageError("--claim-from-recipe: no run report at " + gpus_text(largest.gpus) +
+                     " names a recipe; run `moebench run --recipe NAME` (`moebench recipes` "
+                     "lists them)");
+  }
+  if (!run->recipe_tflops_per_gpu) {
+    throw UsageError("--claim-from-recipe: recipe " + run->recipe +
+                     " publishes no TFLOP/s per GPU to judge against");
+  }
+  Verdict v = at_least("claim_from_recipe", "recipe " + run->recipe + "'s published TFLOP/s per GPU",
+                       largest, largest.tflops_per_gpu.median, *run->recipe_tflops_per_gpu,
+                       nullptr);
+  if (run->recipe_differences.empty()) {
+    v.reason = "comparable: " + v.reason;
+    return v;
+  }
+  v.passed = false;
+  std::string diffs;
+  for (const std::string& d : run->recipe_differences) diffs += (diffs.empty() ? "" : "; ") + d;
+  v.reason = "not comparable: " + diffs + " (" + v.reason + ")";
+  return v;
+}
+
+void compute_verdicts(const std::vector<RunPoint>& runs, const ScalingOptions& o,
+                      ScalingResult& out) {
   const SizeResult* base = nullptr;
   for (const SizeResult& s : out.sizes) {
     if (s.gpus == out.baseline_gpus) base = &s;
@@ -320,6 +353,7 @@ void compute_verdicts(const ScalingOptions& o, ScalingResult& out) {
     out.verdicts.push_back(at_least("claim_tflops", "claimed TFLOP/s per GPU", largest,
                                     largest.tflops_per_gpu.median, *o.claim_tflops, nullptr));
   }
+  if (o.claim_from_recipe) out.verdicts.push_back(recipe_verdict(runs, largest));
   if (o.claim_efficiency) {
     if (largest.gpus == out.baseline_gpus) {
       throw UsageError("--claim-efficiency needs a baseline smaller than the largest size (" +
@@ -461,7 +495,7 @@ ScalingResult compute_scaling(const std::vector<RunPoint>& runs, const ScalingOp
   detect_mode(runs, out);
   compute_efficiency(out);
   compute_growth(out);
-  compute_verdicts(options, out);
+  compute_verdicts(runs, options, out);
   collect_warnings(runs, out);
   return out;
 }

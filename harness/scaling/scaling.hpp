@@ -20,6 +20,9 @@ struct ScalingOptions {
   std::optional<double> claim_efficiency;  // at the largest size, against the baseline
   std::optional<double> min_tflops;        // at every size
   std::optional<double> min_efficiency;    // at every size but the baseline
+  // The largest size against its runs' recipe: comparable (the run is the published workload)
+  // and at least the published TFLOP/s per GPU, or not comparable with every difference.
+  bool claim_from_recipe = false;
 };
 
 enum class ScalingMode {

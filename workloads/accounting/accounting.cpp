@@ -197,12 +197,12 @@ CollectiveBytes collective_bytes(const RunConfig& c, std::size_t bytes_per_eleme
   return b;
 }
 
-MemoryEstimate estimate_memory(const RunConfig& c, std::size_t bytes_per_element) {
+std::vector<StageMemory> estimate_stage_memory(const RunConfig& c, std::size_t bytes_per_element,
+                                               bool recompute_mla_up_proj) {
   const ModelConfig& m = c.model;
   const Workload& w = c.workload;
+  const ParamCounts pc = param_counts(m);
   const double bpe = static_cast<double>(bytes_per_element);
-  const StackParams sp = stack_params(c);
-  const double params = static_cast<double>(sp.dense + sp.local_experts);
   const double h = static_cast<double>(m.hidden_size);
   const double heads = static_cast<double>(m.num_attention_heads);
   const double qk = static_cast<double>(m.qk_head_dim());
@@ -210,58 +210,135 @@ MemoryEstimate estimate_memory(const RunConfig& c, std::size_t bytes_per_element
   const double kv_lora = static_cast<double>(m.kv_lora_rank);
   const double k = static_cast<double>(m.num_experts_per_tok);
   const double moe_ffn = static_cast<double>(m.moe_intermediate_size);
-  const double tokens = static_cast<double>(w.tokens_per_rank());
+  const double tokens = static_cast<double>(w.tokens_per_rank());  // one micro-batch
+  const PipelineLayout layout = pipeline_layout(c);
+  const PipelineShape shape = pipeline_shape(c);
+  const double experts_local = static_cast<double>(m.n_routed_experts / c.layout.ep);
 
-  MemoryEstimate e;
-  e.weights = params * bpe;
-  e.gradients = params * bpe;
-  if (c.optimizer == Optimizer::adamw) {
-    // FP32 first and second moments, and FP32 master weights when the storage is narrower (BF16);
-    // ZeRO-1 shards them over the ranks that reduce each part.
-    const double per_param = 2.0 * 4.0 + (bytes_per_element < 4 ? 4.0 : 0.0);
-    const bool zero1 = c.grad_reduce == GradReduce::reduce_scatter;
-    const double dense_shard = zero1 ? static_cast<double>(c.layout.dp()) : 1.0;
-    const double expert_shard = zero1 ? static_cast<double>(c.layout.edp()) : 1.0;
-    e.optimizer = per_param * (static_cast<double>(sp.dense) / dense_shard +
-                               static_cast<double>(sp.local_experts) / expert_shard);
-  }
-
-  // Activations kept for backward, per token and layer: `el` tensors at bpe, `f32` 4-byte values
-  // (norm rstd, softmax log-sum-exp, router scores, indices and weights).
-  // Attention: block input and its normed copy (2h); with q_lora the latent and its normed copy
-  // (2 q_lora); q and k (2 heads x qk); the kv latent with the rope key (kv_lora + rope) and the
-  // normed latent (kv_lora); v and the attention output (2 heads x v); rstd per norm, lse per head.
-  // MLP: input and normed copy (2h), rstd. Dense: gate, up, activation (3 ffn).
-  // MoE: k dispatched rows (k h), per expert row gate/up/activation (3 k moe_ffn), k expert
-  // outputs (k h), shared experts' gate/up/activation; router scores (E), k indices, k weights.
-  double el_attn = 0, f32_attn = 0;
+  // Activations kept for backward, per token and layer: `el` tensors at bpe, `in` the inputs of
+  // GEMMs and of core attention (at 1 byte with --precision fp8, as Transformer Engine keeps the
+  // quantised copy for the backward; else at bpe), `f32` 4-byte values (norm rstd, softmax
+  // log-sum-exp, router scores, indices and weights).
+  // Attention: block input (h, el) and its normed copy (h, in); with q_lora the latent (el) and its
+  // normed copy (in); q, k, v and the attention output (2 heads x qk + 2 heads x v, in); the kv
+  // latent with the rope key (kv_lora + rope, el) and the normed latent (kv_lora, in); rstd per
+  // norm, lse per head.
+  // MLP: input (h, el) and normed copy (h, in), rstd. Dense: gate and up (2 ffn, el), activation
+  // (ffn, in). MoE: k dispatched rows (k h, in), per expert row gate/up (2 k moe_ffn, el) and
+  // activation (k moe_ffn, in), k expert outputs (k h, el), the shared experts' likewise; router
+  // scores (E), k indices, k weights.
+  const double gin = c.precision == Precision::fp8 ? 1.0 : bpe;
+  double el_attn = 0, in_attn = 0, f32_attn = 0;
   if (w.attention) {
     const double q_lora = m.q_lora_rank ? static_cast<double>(*m.q_lora_rank) : 0.0;
-    el_attn = 2 * h + 2 * q_lora + 2 * heads * qk +
-              (kv_lora + static_cast<double>(m.qk_rope_head_dim)) + kv_lora + 2 * heads * vh;
+    el_attn = h + q_lora + kv_lora + static_cast<double>(m.qk_rope_head_dim);
+    in_attn = h + q_lora + kv_lora + 2 * heads * qk + 2 * heads * vh;
+    if (recompute_mla_up_proj) in_attn -= 2 * heads * qk + heads * vh;  // q, k, v
     f32_attn = 1 + (m.q_lora_rank ? 1 : 0) + 1 + heads;
   }
-  const double el_mlp = 2 * h, f32_mlp = 1;
-  const double el_dense = 3 * static_cast<double>(m.intermediate_size);
-  const double el_moe =
-      2 * k * h + 3 * k * moe_ffn + 3 * static_cast<double>(m.n_shared_experts) * moe_ffn;
+  const double el_mlp = h, in_mlp = h, f32_mlp = 1;
+  const double ffn = static_cast<double>(m.intermediate_size);
+  const double shared_ffn = static_cast<double>(m.n_shared_experts) * moe_ffn;
+  const double el_moe = 2 * k * moe_ffn + k * h + 2 * shared_ffn;
+  const double in_moe = k * h + k * moe_ffn + shared_ffn;
   const double f32_moe = static_cast<double>(m.n_routed_experts) + 2 * k;
-  const double layers = static_cast<double>(w.layers);
-  const double dense_layers = static_cast<double>(w.dense_layers);
-  const double moe_layers = static_cast<double>(w.moe_layers());
-  const double per_token = layers * ((el_attn + el_mlp) * bpe + (f32_attn + f32_mlp) * 4) +
-                           dense_layers * el_dense * bpe +
-                           moe_layers * (el_moe * bpe + f32_moe * 4);
-  e.activations = tokens * per_token;
+  const auto layer_bytes_per_token = [&](int layer) {
+    const bool dense = layer < w.dense_layers;
+    return (el_attn + el_mlp) * bpe + (in_attn + in_mlp) * gin + (f32_attn + f32_mlp) * 4 +
+           (dense ? 2 * ffn * bpe + ffn * gin : el_moe * bpe + in_moe * gin + f32_moe * 4);
+  };
+  // The MTP layer: one more MoE layer's activations, plus its eh projection's input (2h).
+  const double mtp_bytes_per_token = layer_bytes_per_token(static_cast<int>(w.layers)) + 2 * h * bpe;
 
-  // One layer's exchange at a time: dispatch send + receive, and the same for the combine.
-  if (w.moe_layers() > 0) e.communication = 4.0 * tokens * k * h * bpe;
-  // Attention scores for one (sequence, head) at a time in FP32; router logits of one layer.
-  if (w.attention) {
-    e.workspace += static_cast<double>(w.seq_len) * static_cast<double>(w.seq_len) * 4.0;
+  std::vector<StageMemory> out;
+  for (int r = 0; r < shape.pp; ++r) {
+    StageMemory st;
+    st.pp_rank = r;
+    double dense = 0, local_experts = 0;
+    std::vector<double> chunk_act(static_cast<std::size_t>(shape.vp), 0.0);
+    for (int ch = 0; ch < shape.vp; ++ch) {
+      const PipelineStage& ps = layout.stage(r, ch);
+      st.stages.push_back(layout.stage_index(r, ch));
+      for (int l = ps.first_layer; l < ps.first_layer + ps.layers; ++l) {
+        ++st.layers;
+        const bool is_dense = l < w.dense_layers;
+        dense += static_cast<double>(layer_attention_params(m, pc, w.attention)) +
+                 static_cast<double>(is_dense ? pc.dense_mlp_per_layer
+                                              : pc.shared_experts + pc.router);
+        if (!is_dense) local_experts += experts_local * static_cast<double>(pc.expert);
+        chunk_act[static_cast<std::size_t>(ch)] += tokens * layer_bytes_per_token(l);
+      }
+      if (ps.embedding) {
+        st.embedding = true;
+        dense += static_cast<double>(pc.embedding);
+      }
+      if (ps.mtp > 0 && m.num_nextn_predict_layers > 0) {
+        st.mtp = ps.mtp;
+        const double global = static_cast<double>(m.num_nextn_predict_layers) *
+                              static_cast<double>(m.n_routed_experts * pc.expert);
+        dense += static_cast<double>(pc.mtp) - global;
+        local_experts += global / static_cast<double>(c.layout.ep);
+        chunk_act[static_cast<std::size_t>(ch)] += tokens * mtp_bytes_per_token * ps.mtp;
+      }
+      if (ps.loss) {
+        st.loss = true;
+        dense += static_cast<double>(pc.output_head);
+      }
+    }
+    st.params = dense + local_experts;
+    MemoryEstimate& e = st.memory;
+    e.weights = st.params * bpe;
+    // FP32 gradients, accumulated over the micro-batches (Megatron's main grads).
+    e.gradients = st.params * 4.0;
+    if (c.optimizer == Optimizer::adamw) {
+      // FP32 first and second moments, and FP32 master weights when the storage is narrower
+      // (BF16); ZeRO-1 shards them over the ranks that reduce each part.
+      const double per_param = 2.0 * 4.0 + (bytes_per_element < 4 ? 4.0 : 0.0);
+      const bool zero1 = c.grad_reduce == GradReduce::reduce_scatter;
+      const double dense_shard = zero1 ? static_cast<double>(c.layout.dp()) : 1.0;
+      const double expert_shard = zero1 ? static_cast<double>(c.layout.edp()) : 1.0;
+      e.optimizer = per_param * (dense / dense_shard + local_experts / expert_shard);
+    }
+    // The schedule's peak: the micro-batches whose forward ran and backward has not, per chunk.
+    std::vector<int> live(static_cast<std::size_t>(shape.vp), 0);
+    double now = 0;
+    for (const PipelineOp& op : pipeline_schedule(shape, r)) {
+      const double a = chunk_act[static_cast<std::size_t>(op.chunk)];
+      now += op.forward ? a : -a;
+      live[static_cast<std::size_t>(op.chunk)] += op.forward ? 1 : -1;
+      if (now > e.activations) {
+        e.activations = now;
+        st.in_flight = 0;
+        for (int n : live) st.in_flight += n;
+      }
+    }
+    // The loss over the vocabulary: one micro-batch's FP32 logits at a time (and the MTP head's).
+    if (st.loss) e.activations += tokens * static_cast<double>(m.vocab_size) * 4.0;
+
+    // One layer's exchange at a time: dispatch send + receive, and the same for the combine;
+    // pipeline transfers: a received gradient and up to 4 sent ones in flight.
+    if (w.moe_layers() > 0) e.communication = 4.0 * tokens * k * h * bpe;
+    if (shape.pp > 1) e.communication += 5.0 * tokens * h * bpe;
+    // Attention scores for one (sequence, head) at a time in FP32; router logits of one layer;
+    // the first stage's inputs and the last stage's output gradients of every micro-batch.
+    if (w.attention) {
+      e.workspace += static_cast<double>(w.seq_len) * static_cast<double>(w.seq_len) * 4.0;
+    }
+    if (w.moe_layers() > 0) e.workspace += tokens * static_cast<double>(m.n_routed_experts) * 4.0;
+    const double all_inputs = tokens * h * bpe * static_cast<double>(shape.microbatches);
+    if (r == 0) e.workspace += all_inputs;
+    if (r == shape.pp - 1) e.workspace += all_inputs;  // the last stage is on the last rank
+    out.push_back(std::move(st));
   }
-  if (w.moe_layers() > 0) e.workspace += tokens * static_cast<double>(m.n_routed_experts) * 4.0;
-  return e;
+  return out;
+}
+
+MemoryEstimate estimate_memory(const RunConfig& c, std::size_t bytes_per_element) {
+  MemoryEstimate largest;
+  for (const StageMemory& s : estimate_stage_memory(c, bytes_per_element)) {
+    if (s.memory.total() > largest.total()) largest = s.memory;
+  }
+  return largest;
 }
 
 MemoryEstimate estimate_reference_memory(const RunConfig& c, std::size_t bytes_per_element) {
@@ -286,6 +363,20 @@ nlohmann::json to_json(const StackAccounting& a) {
   j["tokens_per_step"] = a.tokens_per_step;
   j["flops_per_step"] = a.flops_per_step;
   j["convention"] = "megatron-core num_floating_point_operations";
+  return j;
+}
+
+nlohmann::json to_json(const StageMemory& s) {
+  nlohmann::json j;
+  j["pp_rank"] = s.pp_rank;
+  j["stages"] = s.stages;
+  j["layers"] = s.layers;
+  j["embedding"] = s.embedding;
+  j["mtp"] = s.mtp;
+  j["loss"] = s.loss;
+  j["params"] = s.params;
+  j["microbatches_in_flight"] = s.in_flight;
+  j["memory"] = to_json(s.memory);
   return j;
 }
 

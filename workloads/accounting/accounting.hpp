@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -76,6 +77,27 @@ struct MemoryEstimate {
     return weights + gradients + optimizer + activations + communication + workspace;
   }
 };
+// One pipeline rank's estimate: its stages' weights (with the embedding, output head and MTP layer
+// where the layout places them, run or not), FP32 main gradients, AdamW state (sharded over the
+// data-parallel ranks with ZeRO-1), the activations of the micro-batches the schedule keeps in
+// flight at its peak, the all-to-all and point-to-point buffers, and workspace.
+struct StageMemory {
+  int pp_rank = 0;
+  std::vector<int> stages;  // its virtual stages, chunk by chunk
+  int layers = 0;
+  bool embedding = false;
+  int mtp = 0;
+  bool loss = false;
+  double params = 0;  // held by one rank of the stage (its local experts)
+  int in_flight = 0;  // micro-batch chunks whose activations are kept at the peak
+  MemoryEstimate memory;
+};
+// recompute_mla_up_proj: Megatron's recompute of MLA's up-projections (q, k and v are recomputed
+// in the backward from the latents, which are kept anyway), as a recipe may run it; moebench's
+// own step keeps them.
+std::vector<StageMemory> estimate_stage_memory(const RunConfig& c, std::size_t bytes_per_element,
+                                               bool recompute_mla_up_proj = false);
+// The largest of the pipeline ranks' estimates.
 MemoryEstimate estimate_memory(const RunConfig& c, std::size_t bytes_per_element);
 // The single-process reference's memory (the whole global batch, all experts), on rank 0.
 MemoryEstimate estimate_reference_memory(const RunConfig& c, std::size_t bytes_per_element);
@@ -83,5 +105,6 @@ MemoryEstimate estimate_reference_memory(const RunConfig& c, std::size_t bytes_p
 nlohmann::json to_json(const StackAccounting& a);
 nlohmann::json to_json(const CollectiveBytes& b);
 nlohmann::json to_json(const MemoryEstimate& m);
+nlohmann::json to_json(const StageMemory& s);
 
 }  // namespace moebench

@@ -107,6 +107,9 @@ struct RunConfig {
   std::int64_t grad_bucket_bytes = std::int64_t{80} << 20;
   // --inject: a fault the communicator injects (harness/backends/fault), a testing aid.
   std::optional<FaultSpec> inject;
+  // --recipe: the published row this run's workload comes from, and the flags that overrode it.
+  std::optional<std::string> recipe;
+  std::vector<std::string> recipe_overrides;
 };
 
 // Sequences per step, job-wide: --global-batch, or micro_batch x dp (one micro-batch a step).

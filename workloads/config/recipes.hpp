@@ -1,0 +1,59 @@
+// The published rows moebench can run (workloads/config/recipes.json, compiled in): model,
+// system, layout, batch, precision, routing, and the published throughput. `--recipe NAME` sets a
+// run's workload from one; the run report carries it with every way the run differs from it, so
+// `moebench report --claim-from-recipe` can say whether the measured and the published figures
+// compare.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "workloads/config/run_config.hpp"
+
+namespace moebench {
+
+struct Recipe {
+  std::string name;
+  std::string model;  // a preset name
+  std::string system;
+  std::string gpu;
+  double gpu_memory_bytes = 0;
+  int gpus = 0;
+  int tp = 1, pp = 1, vp = 1, ep = 1;
+  std::int64_t micro_batch = 1, global_batch = 1, seq_len = 4096;
+  std::string precision;  // as published: mxfp8, fp8, bf16
+  std::string pipeline_layout;
+  std::string schedule;  // 1f1b, interleaved 1f1b, dualpipe
+  std::string routing;   // a --routing value
+  std::string grad_reduce;  // a --grad-reduce value
+  std::vector<std::string> recompute;  // Megatron's recompute_modules (only mla_up_proj modelled)
+  std::optional<double> tokens_per_s_per_gpu;
+  std::optional<double> tflops_per_gpu;
+  std::string source;
+};
+
+// Every recipe, in file order (parsed once; the file is checked by the tests).
+const std::vector<Recipe>& recipes();
+// A recipe by name; UsageError naming the valid names otherwise.
+const Recipe& recipe(const std::string& name);
+
+// The layout of `r` for a model of `layers` decoder layers: the recipe's own when the counts
+// match, else its stages kept (E, m and L in place) with the layers spread over them in
+// proportion to the recipe's (largest remainder), so a recipe scales down to a small model.
+std::string scaled_layout(const Recipe& r, int layers);
+
+// The precision moebench runs for a published one: fp8 for mxfp8 and fp8, else bf16.
+Precision run_precision(const Recipe& r);
+
+// Every way the run differs from the recipe, one line each ("precision: ...", "layers: ...",
+// "batch: ...", "gpus: ...", "routing: ...", "layout: ...", "model: ..."); empty when the run is
+// the recipe's workload. `device` is the GPU's name ("" on the cpu backend).
+std::vector<std::string> recipe_differences(const Recipe& r, const RunConfig& c,
+                                            const std::string& device);
+
+nlohmann::json to_json(const Recipe& r);
+
+}  // namespace moebench
