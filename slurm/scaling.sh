@@ -35,6 +35,7 @@ Slurm:
   --sbatch-arg ARG       one more sbatch option for every job (repeatable), e.g. --constraint=x
 The report job (see `moebench report --help`):
   --claim-tflops X  --claim-efficiency E  --min-tflops X  --min-efficiency E  --baseline N
+  --claim-from-recipe    judge the largest size against the runs' --recipe
   --allow-mixed FIELD (repeatable)  --plot (also STUDY/scaling.png)
 Other:
   --dry-run              print the sbatch commands instead of submitting them
@@ -89,6 +90,7 @@ while (($# > 0)); do
     --claim-tflops | --claim-efficiency | --min-tflops | --min-efficiency | --baseline)
       need "$@"; report_args+=("$1" "$2"); shift ;;
     --allow-mixed) need "$@"; report_args+=(--allow-mixed "$2"); shift ;;
+    --claim-from-recipe) report_args+=(--claim-from-recipe) ;;
     --plot) plot=1 ;;
     --dry-run) dry_run=1 ;;
     -h | --help) usage; exit 0 ;;

@@ -164,8 +164,9 @@ TEST_CASE("accounting: memory of a dense-only slice") {
   // per token: (2*256 + 3*512) * 4 bytes + one rstd (4 bytes) = 8196
   CHECK(e.activations == 65568.0);
   CHECK(e.communication == 0.0);
-  CHECK(e.workspace == 0.0);
-  CHECK(e.total() == 1573888.0 * 2 + 3147776.0 + 65568.0);
+  // The first stage's inputs and the last stage's output gradients: 2 * 8 tokens * 256 * 4.
+  CHECK(e.workspace == 16384.0);
+  CHECK(e.total() == 1573888.0 * 2 + 3147776.0 + 65568.0 + 16384.0);
   c.optimizer = Optimizer::none;
   CHECK(estimate_memory(c, 4).optimizer == 0.0);
 }
@@ -180,15 +181,16 @@ TEST_CASE("accounting: memory of an MoE slice with ZeRO-1, and its reference") {
   c.grad_reduce = GradReduce::reduce_scatter;
   MemoryEstimate e = estimate_memory(c, 2);
   // dense: 256 + 98304 + 4112 = 102672; local experts 8 * 98304 = 786432
-  CHECK(e.weights == 1778208.0);  // 889104 * 2
-  CHECK(e.gradients == 1778208.0);
+  CHECK(e.weights == 1778208.0);    // 889104 * 2
+  CHECK(e.gradients == 3556416.0);  // FP32 main gradients: 889104 * 4
   // moments and FP32 master weights of BF16 storage: 12 * (102672/4 + 786432/2)
   CHECK(e.optimizer == 5026608.0);
   // per token: elements 2*256 + 2*4*256 + 3*4*128 + 3*128 = 4480 at 2 bytes;
   // FP32 values 1 + 16 + 8 = 25 at 4 bytes: 9060 bytes * 8 tokens.
   CHECK(e.activations == 72480.0);
   CHECK(e.communication == 65536.0);  // 4 * 8 tokens * 4 * 256 * 2
-  CHECK(e.workspace == 512.0);        // router logits: 8 * 16 * 4
+  // router logits 8 * 16 * 4, the inputs and output gradients 2 * 8 * 256 * 2
+  CHECK(e.workspace == 512.0 + 8192.0);
 
   const CollectiveBytes b = collective_bytes(c, 2);
   CHECK(b.dispatch == 32768.0);  // 1 * 2 * 8 * 4 * 256 * 2
@@ -203,7 +205,7 @@ TEST_CASE("accounting: memory of an MoE slice with ZeRO-1, and its reference") {
   CHECK(e.optimizer == 0.0);
   CHECK(e.activations == 289920.0);    // 9060 * 32
   CHECK(e.communication == 262144.0);  // 4 * 32 * 4 * 256 * 2
-  CHECK(e.workspace == 2048.0);
+  CHECK(e.workspace == 2048.0 + 32768.0);
 }
 
 TEST_CASE("accounting: attention activations and workspace") {
@@ -214,7 +216,39 @@ TEST_CASE("accounting: attention activations and workspace") {
   // per token elements: attention 2*256 + 2*96 + 2*4*48 + 80 + 64 + 2*4*32 = 1488, MLP 512,
   // dense 1536, at 4 bytes; FP32: 3 rstd + 4 lse + 1 rstd = 8 values. (3536*4 + 32) * 8 tokens.
   CHECK(e.activations == 113408.0);
-  CHECK(e.workspace == 256.0);  // 8 * 8 scores * 4 bytes
+  CHECK(e.workspace == 256.0 + 16384.0);  // 8 * 8 scores * 4 bytes, inputs and output gradients
+}
+
+TEST_CASE("accounting: memory per pipeline stage follows the schedule's peak") {
+  // The whole tiny model (4 layers) over 2 stages, 4 micro-batches of 8 tokens, BF16.
+  RunConfig c = run_of("deepseek-v3-tiny", 4, 1, true);
+  c.workload.seq_len = 8;
+  c.layout.world = 2;
+  c.layout.pp = 2;
+  c.workload.global_batch = 4;
+  const std::vector<StageMemory> st = estimate_stage_memory(c, 2);
+  REQUIRE(st.size() == 2);
+  CHECK(st[0].layers == 2);
+  CHECK(st[1].layers == 2);
+  // 1F1B: rank 0 keeps its warm-up forward and one more (P - r), rank 1 one.
+  CHECK(st[0].in_flight == 2);
+  CHECK(st[1].in_flight == 1);
+  // The whole model: the embedding on the first stage, the head (+ final norm) and the MTP layer
+  // on the last (the even layout puts them there).
+  CHECK(st[0].embedding);
+  CHECK(st[1].loss);
+  const ParamCounts pc = param_counts(c.model);
+  CHECK(st[0].params - st[1].params ==
+        doctest::Approx(static_cast<double>(pc.embedding + pc.dense_mlp_per_layer) -
+                        static_cast<double>(pc.output_head + pc.shared_experts + pc.router +
+                                            16 * pc.expert)));
+  // The head's FP32 logits of one micro-batch: 8 tokens * 1024 * 4 bytes on top of the layers'.
+  CHECK(st[1].memory.activations > 8.0 * 1024 * 4);
+  CHECK(estimate_memory(c, 2).total() == std::max(st[0].memory.total(), st[1].memory.total()));
+  // The interleaved schedule keeps more in flight: (P - r - 1) * 2 + (V - 1) * P + 1 chunks.
+  c.layout.vp = 2;
+  const std::vector<StageMemory> iv = estimate_stage_memory(c, 2);
+  CHECK(iv[0].in_flight == 5);
 }
 
 TEST_CASE("accounting: JSON keys") {

@@ -53,11 +53,11 @@ TEST_CASE("run_config: parse_routing accepts the three forms") {
 
 TEST_CASE("run_config: parse_routing rejects anything else with the valid forms") {
   for (const char* bad : {"zipf:0", "zipf:abc", "zipf:", "zipf:-1", "zipf:inf", "zipf:1.2x",
-                          "Balanced", "random", ""}) {
+                          "Balanced", "Random", ""}) {
     CAPTURE(bad);
     const std::string msg = usage_message([&] { parse_routing(bad); });
     CHECK(contains(msg, "--routing"));
-    CHECK(contains(msg, "valid: router, balanced, zipf:S with S > 0"));
+    CHECK(contains(msg, "valid: router, balanced, random, zipf:S with S > 0"));
   }
   CHECK(contains(usage_message([] { parse_routing("zipf:0"); }), "must be a finite number > 0"));
   CHECK(contains(usage_message([] { parse_routing("zipf:abc"); }), "is not a number"));

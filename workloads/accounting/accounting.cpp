@@ -214,6 +214,10 @@ std::vector<StageMemory> estimate_stage_memory(const RunConfig& c, std::size_t b
   const PipelineLayout layout = pipeline_layout(c);
   const PipelineShape shape = pipeline_shape(c);
   const double experts_local = static_cast<double>(m.n_routed_experts / c.layout.ep);
+  // The embedding, output head and MTP layer count where the layout places them when the run is
+  // the whole model (not run yet, they are part of the workload the layout describes); a slice
+  // of layers is only its layers.
+  const bool whole = w.layers == m.num_hidden_layers;
 
   // Activations kept for backward, per token and layer: `el` tensors at bpe, `in` the inputs of
   // GEMMs and of core attention (at 1 byte with --precision fp8, as Transformer Engine keeps the
@@ -268,11 +272,11 @@ std::vector<StageMemory> estimate_stage_memory(const RunConfig& c, std::size_t b
         if (!is_dense) local_experts += experts_local * static_cast<double>(pc.expert);
         chunk_act[static_cast<std::size_t>(ch)] += tokens * layer_bytes_per_token(l);
       }
-      if (ps.embedding) {
+      if (ps.embedding && whole) {
         st.embedding = true;
         dense += static_cast<double>(pc.embedding);
       }
-      if (ps.mtp > 0 && m.num_nextn_predict_layers > 0) {
+      if (ps.mtp > 0 && m.num_nextn_predict_layers > 0 && whole) {
         st.mtp = ps.mtp;
         const double global = static_cast<double>(m.num_nextn_predict_layers) *
                               static_cast<double>(m.n_routed_experts * pc.expert);
@@ -280,7 +284,7 @@ std::vector<StageMemory> estimate_stage_memory(const RunConfig& c, std::size_t b
         local_experts += global / static_cast<double>(c.layout.ep);
         chunk_act[static_cast<std::size_t>(ch)] += tokens * mtp_bytes_per_token * ps.mtp;
       }
-      if (ps.loss) {
+      if (ps.loss && whole) {
         st.loss = true;
         dense += static_cast<double>(pc.output_head);
       }

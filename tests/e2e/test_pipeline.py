@@ -1,0 +1,193 @@
+"""Pipeline parallelism, gradient accumulation and recipes, end to end under mpirun (tiny preset).
+
+Each pipelined, accumulated step verifies against the single-process reference (the whole global
+batch through every layer in one process), so a wrong schedule, a lost micro-batch, a transfer to
+the wrong stage or gradients not summed over the micro-batches all show up as #wrong > 0.
+"""
+
+import json
+import os
+import tempfile
+
+import moebench_e2e as e2e
+
+PRESET = "deepseek-v3-tiny"
+SEQ = 64
+USAGE, VERIFICATION, CLAIM = 2, 3, 4
+# Recomputed from the report's own figures: only the order of a few divisions differs.
+REL_TOL = 1e-9
+
+
+def run(ctx, tmp, np, args, expect_rc=0, name="r.json", timeout=240):
+    out = os.path.join(tmp, name)
+    full = ["run", "--seq-len", SEQ, "--warmup", 1, "--steps", 2, "--out", out] + list(args)
+    r = e2e.run_moebench(ctx, full, np=np, timeout=timeout)
+    e2e.check(not r.timed_out, "moebench run did not finish within %d s" % timeout, r)
+    e2e.check(r.rc == expect_rc, "expected exit %d, got %s" % (expect_rc, r.rc), r)
+    print("  np %d %s: %.1f s" % (np, " ".join(str(a) for a in args), r.wall_s))
+    return r, (e2e.load_report(ctx, out) if expect_rc in (0, VERIFICATION) else None)
+
+
+def check_pipelined(rep, np, pp, vp, global_batch, micro_batch=1):
+    par, wl, res = rep["parallel"], rep["config"]["workload"], rep["results"]
+    pipe = par["pipeline"]
+    dp = np // pp
+    m = global_batch // (micro_batch * dp)
+    e2e.check(pipe["pp"] == pp and pipe["vp"] == vp, "pipeline is %r" % pipe)
+    e2e.check(pipe["microbatches_per_step"] == m and wl["microbatches_per_step"] == m,
+              "micro-batches per step: %r, expected %d" % (pipe["microbatches_per_step"], m))
+    e2e.check(wl["global_batch"] == global_batch, "global_batch is %r" % wl["global_batch"])
+    e2e.check(pipe["schedule"] == ("none" if pp == 1 else "1f1b" if vp == 1 else
+                                   "interleaved 1f1b"), "schedule %r" % pipe["schedule"])
+    e2e.check_close(pipe["theoretical_bubble"], (pp - 1) / (vp * m), REL_TOL, "theoretical bubble")
+    e2e.check(len(pipe["stages"]) == pp * vp, "%d stages" % len(pipe["stages"]))
+    e2e.check(sum(s["layers"] for s in pipe["stages"]) == wl["layers"], "layers over the stages")
+    e2e.check("pp_bubble" in res["phases"], "no pp_bubble phase")
+    if pp > 1:
+        e2e.check(pipe["measured_bubble"] is not None and pipe["measured_bubble"] > 0,
+                  "measured bubble %r" % pipe["measured_bubble"])
+    # Tokens and FLOPs per step count the whole global batch; TFLOP/s per GPU is Megatron's.
+    inst = rep["accounting"]["instantiated"]
+    e2e.check(inst["tokens_per_step"] == global_batch * SEQ, "tokens_per_step %r" %
+              inst["tokens_per_step"])
+    e2e.check_close(inst["flops_per_step"], inst["flops_per_token"] * global_batch * SEQ, REL_TOL,
+                    "flops_per_step")
+    median = res["step_time_s"]["median"]
+    e2e.check_close(res["tflops_per_gpu"], inst["flops_per_step"] / (median * np) / 1e12, REL_TOL,
+                    "tflops_per_gpu = flops_per_step / (median step x world)")
+    e2e.check_close(res["tokens_per_s_per_gpu"], global_batch * SEQ / (median * np), REL_TOL,
+                    "tokens_per_s_per_gpu")
+    v = rep["verification"]
+    e2e.check(v["enabled"] and v["passed"] and v["mismatches"] == 0 and v["compared"] > 0,
+              "verification %r" % {k: v[k] for k in ("passed", "mismatches", "compared")})
+
+
+def test_interleaved_pp2_vp2_ep2(ctx):
+    with tempfile.TemporaryDirectory() as tmp:
+        _, rep = run(ctx, tmp, 8, ["--preset", PRESET, "--pp", 2, "--vp", 2, "--ep", 2,
+                                   "--global-batch", 16, "--verify"])
+        check_pipelined(rep, 8, 2, 2, 16)
+        e2e.check(rep["parallel"]["pipeline"]["warmup_forwards"] == [4, 2],
+                  "warm-up forwards %r, Megatron's (P - r - 1) x 2 + (V - 1) x P" %
+                  rep["parallel"]["pipeline"]["warmup_forwards"])
+
+
+def test_pp4(ctx):
+    with tempfile.TemporaryDirectory() as tmp:
+        _, rep = run(ctx, tmp, 4, ["--preset", PRESET, "--pp", 4, "--global-batch", 8,
+                                   "--verify"])
+        check_pipelined(rep, 4, 4, 1, 8)
+
+
+def test_uneven_layout_zero1(ctx):
+    with tempfile.TemporaryDirectory() as tmp:
+        _, rep = run(ctx, tmp, 4, ["--preset", PRESET, "--pp", 2, "--pipeline-layout", "Et|tttL",
+                                   "--global-batch", 8, "--grad-reduce", "reduce-scatter",
+                                   "--verify"])
+        check_pipelined(rep, 4, 2, 1, 8)
+        stages = rep["parallel"]["pipeline"]["stages"]
+        e2e.check([s["layers"] for s in stages] == [1, 3], "stages %r" % stages)
+
+
+def test_accumulation_without_pipeline(ctx):
+    with tempfile.TemporaryDirectory() as tmp:
+        _, rep = run(ctx, tmp, 4, ["--preset", PRESET, "--ep", 2, "--global-batch", 16,
+                                   "--routing", "random", "--verify"])
+        check_pipelined(rep, 4, 1, 1, 16)
+
+
+def test_corrupted_pipeline_transfer_is_caught(ctx):
+    with tempfile.TemporaryDirectory() as tmp:
+        _, rep = run(ctx, tmp, 4, ["--preset", PRESET, "--pp", 2, "--vp", 2, "--global-batch", 8,
+                                   "--verify", "--inject", "corrupt:rank=1,phase=pp"],
+                     expect_rc=VERIFICATION)
+        v = rep["verification"]
+        e2e.check(not v["passed"] and v["mismatches"] > 0, "verification %r" % v)
+        e2e.check(rep["config"]["inject"] == "corrupt:rank=1,phase=pp,step=0", "inject %r" %
+                  rep["config"]["inject"])
+
+
+def test_bad_pipeline_input(ctx):
+    cases = [
+        (4, ["--pp", 2, "--global-batch", 5], "not a multiple of --micro-batch 1 x dp 2 = 2"),
+        (4, ["--pp", 2, "--vp", 2, "--global-batch", 6], "a multiple of --pp 2"),
+        (4, ["--pp", 2, "--pipeline-layout", "Et|ttL"], "places 3 decoder layers"),
+        (4, ["--pp", 2, "--pipeline-layout", "Et|tx|tL"], "unknown symbol 'x'"),
+        (4, ["--pp", 4, "--vp", 2], "do not split evenly"),
+        (4, ["--recipe", "no-such-row"], "valid: gb300-mxfp8-256"),
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        for np, args, expected in cases:
+            out = os.path.join(tmp, "bad.json")
+            r = e2e.run_moebench(ctx, ["run", "--preset", PRESET, "--out", out] + args, np=np,
+                                 timeout=60)
+            e2e.check(r.rc == USAGE, "%r: expected exit %d" % (args, USAGE), r)
+            e2e.check(expected in r.stderr, "%r: stderr should say %r" % (args, expected), r)
+            e2e.check(not os.path.exists(out), "%r: a report was written" % (args,))
+
+
+def test_recipe_scaled_down_and_judged(ctx):
+    """The GB300 recipe's layout (pp 2, vp 8) spread over the tiny model, at two sizes."""
+    with tempfile.TemporaryDirectory() as tmp:
+        reports = []
+        for np, gbs in ((4, 8), (8, 16)):  # weak scaling: the global batch grows with dp
+            name = "rec%d.json" % np
+            _, rep = run(ctx, tmp, np, ["--recipe", "gb300-mxfp8-256", "--preset", PRESET,
+                                        "--ep", 2, "--global-batch", gbs, "--verify"], name=name)
+            reports.append(os.path.join(tmp, name))
+            rec = rep["config"]["recipe"]
+            e2e.check(rec["name"] == "gb300-mxfp8-256", "recipe %r" % rec["name"])
+            e2e.check(rec["published"]["tflops_per_gpu"] == 1648, "published %r" % rec["published"])
+            e2e.check(set(rec["overrides"]) == {"--preset", "--ep", "--global-batch", "--seq-len"},
+                      "overrides %r" % rec["overrides"])
+            e2e.check(not rec["comparable"], "a tiny CPU run cannot be comparable")
+            for topic in ("model:", "layers:", "precision:", "layout:", "batch:", "gpus:"):
+                e2e.check(any(d.startswith(topic) for d in rec["differences"]),
+                          "no %r difference in %r" % (topic, rec["differences"]))
+            pipe = rep["parallel"]["pipeline"]
+            e2e.check(pipe["pp"] == 2 and pipe["vp"] == 8, "pipeline %r" % pipe)
+            e2e.check(rep["config"]["precision"] == "fp8", "precision %r" %
+                      rep["config"]["precision"])
+            e2e.check(rep["config"]["workload"]["routing"] == "random", "routing")
+            check_pipelined(rep, np, 2, 8, gbs)
+        r = e2e.run_moebench(ctx, ["report"] + reports + ["--claim-from-recipe", "--out",
+                                                          os.path.join(tmp, "s.json")],
+                             timeout=60)
+        e2e.check(r.rc == CLAIM, "report --claim-from-recipe: expected exit %d" % CLAIM, r)
+        e2e.check("not comparable: model: deepseek-v3-tiny, not deepseek-v3" in r.stdout,
+                  "the verdict and its differences should be printed", r)
+        with open(os.path.join(tmp, "s.json")) as f:
+            s = json.load(f)
+        v = [x for x in s["verdicts"] if x["name"] == "claim_from_recipe"]
+        e2e.check(len(v) == 1 and not v[0]["passed"], "verdicts %r" % s["verdicts"])
+
+
+def test_plan_recipes_fit(ctx):
+    r = e2e.run_moebench(ctx, ["recipes", "--json"], timeout=30)
+    e2e.check(r.rc == 0, "moebench recipes --json", r)
+    recipes = json.loads(r.stdout)
+    keys = {"name", "system", "gpus", "tp", "pp", "vp", "ep", "micro_batch", "global_batch",
+            "seq_len", "precision", "tokens_per_s_per_gpu", "tflops_per_gpu", "source"}
+    for rec in recipes:
+        e2e.check(keys <= set(rec), "recipe %s lacks %r" % (rec.get("name"), keys - set(rec)))
+        p = e2e.run_moebench(ctx, ["plan", "--recipe", rec["name"], "--json"], timeout=60)
+        e2e.check(p.rc == 0, "plan --recipe %s" % rec["name"], p)
+        plan = json.loads(p.stdout)
+        mem = plan["memory"]
+        e2e.check(len(mem["per_stage"]) == rec["pp"], "%s: one estimate per stage" % rec["name"])
+        e2e.check(mem["max_rank_bytes"] == max(s["memory"]["total_bytes"]
+                                               for s in mem["per_stage"]), "max_rank_bytes")
+        e2e.check(mem["max_rank_bytes"] < rec["gpu_memory_bytes"],
+                  "%s: %.1f GB does not fit %.0f GB" % (rec["name"], mem["max_rank_bytes"] / 1e9,
+                                                        rec["gpu_memory_bytes"] / 1e9))
+        print("  %-26s %6.1f GB of %3.0f GB" % (rec["name"], mem["max_rank_bytes"] / 1e9,
+                                               rec["gpu_memory_bytes"] / 1e9))
+    e2e.check(any(x["name"] == "gb300-mxfp8-256" and x["tflops_per_gpu"] == 1648
+                  for x in recipes), "the GB300 1,648 row is listed")
+
+
+if __name__ == "__main__":
+    e2e.run_main([test_interleaved_pp2_vp2_ep2, test_pp4, test_uneven_layout_zero1,
+                  test_accumulation_without_pipeline, test_corrupted_pipeline_transfer_is_caught,
+                  test_bad_pipeline_input, test_recipe_scaled_down_and_judged,
+                  test_plan_recipes_fit])
