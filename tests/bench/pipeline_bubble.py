@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Benchmark, not a test: the pipeline bubble measured on the cpu backend beside (P - 1) / (V m).
+
+Runs the tiny preset's shapes with 8 layers (so that P x V = 8 stages hold a layer each) at
+(P, V, m) = (2, 1, 8), (4, 1, 8) and (4, 2, 8), one rank per stage (dp 1), and prints each run's
+measured bubble (the mean over ranks of the pp_bubble phase over the rest of the step) beside the
+theoretical one. On an oversubscribed host (more ranks than cores) the ranks share cores, so a
+waiting rank's MPI polling takes time from a computing one: compare the ratios within one run.
+
+    python3 tests/bench/pipeline_bubble.py --binary build/moebench [--steps 5]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--binary", required=True)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--seq-len", type=int, default=128)
+    args = ap.parse_args()
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_mpi_yield_when_idle="1")
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = json.loads(subprocess.run([args.binary, "plan", "--preset", "deepseek-v3-tiny",
+                                          "--json"], check=True, capture_output=True,
+                                         text=True).stdout)
+        model = dict(plan["config"]["model"])
+        model.pop("name", None)
+        model["num_hidden_layers"] = 8
+        model["first_k_dense_replace"] = 2
+        cfg = os.path.join(tmp, "tiny8.json")
+        with open(cfg, "w") as f:
+            json.dump(model, f)
+        print("%3s %3s %3s %12s %12s %10s %14s" % ("P", "V", "m", "theoretical", "measured",
+                                                   "ratio", "step (ms)"))
+        for pp, vp, m in ((2, 1, 8), (4, 1, 8), (4, 2, 8)):
+            out = os.path.join(tmp, "r.json")
+            cmd = ["mpirun", "-np", str(pp), "--oversubscribe", args.binary, "run",
+                   "--model-config", cfg, "--seq-len", str(args.seq_len), "--pp", str(pp),
+                   "--vp", str(vp), "--global-batch", str(m), "--warmup", "1", "--steps",
+                   str(args.steps), "--quiet", "--out", out]
+            subprocess.run(cmd, check=True, env=env, capture_output=True)
+            with open(out) as f:
+                rep = json.load(f)
+            p = rep["parallel"]["pipeline"]
+            step = rep["results"]["step_time_s"]["median"]
+            print("%3d %3d %3d %12.4f %12.4f %10.2f %14.1f" % (
+                pp, vp, m, p["theoretical_bubble"], p["measured_bubble"],
+                p["measured_bubble"] / p["theoretical_bubble"], step * 1e3), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
