@@ -42,8 +42,6 @@ const char* lane_name(CommLane lane) {
       return "background";
     case CommLane::pipeline:
       return "pipeline";
-    case CommLane::pipeline_send:
-      return "pipeline_send";
   }
   return "?";
 }

@@ -30,10 +30,8 @@ using CommRequest = int;
 // started; the lanes run concurrently (nccl: a stream each), so gradient buckets in flight on the
 // background lane do not hold up the next layer's all-to-all on the critical lane, and pipeline
 // transfers have a lane of their own.
-// pipeline_send: the sends of pipeline transfers, apart from their receives, so that a send
-// waiting for its neighbour never holds up a receive queued behind it.
-enum class CommLane { critical, background, pipeline, pipeline_send };
-constexpr int kCommLanes = 4;
+enum class CommLane { critical, background, pipeline };
+constexpr int kCommLanes = 3;
 const char* lane_name(CommLane lane);
 
 // One transfer of a batched point-to-point exchange (Megatron-Core's P2POp for
@@ -110,9 +108,6 @@ class Communicator {
   void barrier(Group g);
   // Waits until every previously issued operation of this communicator has completed.
   void synchronize() { do_synchronize(); }
-  // Waits for the operations of one lane only: the host can then read what they wrote while
-  // pipeline sends (which complete once the neighbour receives them) stay in flight.
-  void synchronize(CommLane lane) { do_synchronize_lane(lane); }
 
   // Whether a shard sits exactly at this rank's place in an all-gather's output.
   bool shard_at_own_place(Group g, const Mat& shard, const Mat& buf) const;
@@ -131,7 +126,6 @@ class Communicator {
   virtual void do_batch_p2p(Group g, std::span<const P2POp> ops) = 0;
   virtual void do_barrier(Group g) = 0;
   virtual void do_synchronize() = 0;
-  virtual void do_synchronize_lane(CommLane lane) = 0;
   // The defaults run the blocking call and keep a completed request of its host time.
   virtual CommRequest do_start_alltoallv(Group g, Mat send, std::span<const std::int64_t> send_rows,
                                          std::span<const std::int64_t> send_offsets, Mat recv,

@@ -95,19 +95,37 @@ PassTransfers pass_transfers(const PipelineShape& s, int pp_rank, const Pipeline
 
 std::vector<P2PBatch> p2p_batches(const PipelineShape& s, int pp_rank) {
   const std::vector<PipelineOp> ops = pipeline_schedule(s, pp_rank);
-  std::vector<P2PBatch> batches(ops.size() + 1);
-  for (std::size_t k = 0; k < ops.size(); ++k) {
-    const PassTransfers t = pass_transfers(s, pp_rank, ops[k]);
-    batches[k].recv = t.recv;
-    batches[k + 1].send = t.send;
+  const std::size_t total = ops.size() / 2;  // forwards (= backwards)
+  const std::size_t warmup = static_cast<std::size_t>(warmup_forwards(s, pp_rank));
+  // Blocks: warm-up forwards alone, steady-state (forward, backward) pairs, cool-down backwards.
+  std::vector<std::pair<std::size_t, std::size_t>> blocks;
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < warmup; ++i, ++k) blocks.emplace_back(k, 1);
+  for (std::size_t i = 0; i < total - warmup; ++i, k += 2) blocks.emplace_back(k, 2);
+  for (; k < ops.size(); ++k) blocks.emplace_back(k, 1);
+  std::vector<P2PBatch> batches(blocks.size() + 1);
+  for (std::size_t b = 0; b < blocks.size(); ++b) {
+    batches[b].first_pass = blocks[b].first;
+    batches[b].passes = blocks[b].second;
+    for (std::size_t p = blocks[b].first; p < blocks[b].first + blocks[b].second; ++p) {
+      const PassTransfers t = pass_transfers(s, pp_rank, ops[p]);
+      batches[b].recv.insert(batches[b].recv.end(), t.recv.begin(), t.recv.end());
+      batches[b + 1].send.insert(batches[b + 1].send.end(), t.send.begin(), t.send.end());
+    }
   }
+  batches.back().first_pass = ops.size();
   return batches;
 }
 
 std::string check_p2p_batches(const PipelineShape& s) {
-  const int P = s.pp;
   std::vector<std::vector<P2PBatch>> all;
-  for (int r = 0; r < P; ++r) all.push_back(p2p_batches(s, r));
+  for (int r = 0; r < s.pp; ++r) all.push_back(p2p_batches(s, r));
+  return check_p2p_batches(s, all);
+}
+
+std::string check_p2p_batches(const PipelineShape& s,
+                              const std::vector<std::vector<P2PBatch>>& all) {
+  const int P = s.pp;
   const auto rank_of = [&](int stage) { return stage % P; };
   // Matching order: the sends from a to b, in a's order, equal the receives b posts from a.
   std::map<std::pair<int, int>, std::vector<PipelineTransfer>> sends, recvs;
@@ -126,8 +144,8 @@ std::string check_p2p_batches(const PipelineShape& s) {
     }
     return "a transfer is received that no rank sends";
   }
-  // Each rank waits at its current batch until the peers have sent what it receives (posted in
-  // the peer's current or an earlier batch, after the pass that produced it).
+  // Rendezvous: each rank waits at its current batch until every transfer in it is posted by the
+  // peer (in the peer's current batch, or an earlier one it has completed).
   std::vector<std::map<std::pair<bool, std::pair<int, int>>, int>> posted_at(P);
   for (int r = 0; r < P; ++r) {
     for (std::size_t k = 0; k < all[r].size(); ++k) {
@@ -147,7 +165,13 @@ std::string check_p2p_batches(const PipelineShape& s) {
     for (int r = 0; r < P; ++r) {
       if (at[r] >= static_cast<int>(all[r].size())) continue;
       const P2PBatch& b = all[r][static_cast<std::size_t>(at[r])];
-      bool ready = true;  // sends never hold a rank up: they complete in the background
+      bool ready = true;
+      for (const PipelineTransfer& t : b.send) {
+        const int peer = rank_of(t.to);
+        ready = ready &&
+                posted_at[peer].at({false, {t.microbatch * 2 + (t.activation ? 0 : 1), t.from}}) <=
+                    at[peer];
+      }
       for (const PipelineTransfer& t : b.recv) {
         const int peer = rank_of(t.from);
         ready = ready &&

@@ -56,20 +56,28 @@ struct PassTransfers {
 };
 PassTransfers pass_transfers(const PipelineShape& s, int pp_rank, const PipelineOp& op);
 
-// The exchanges `pp_rank` runs, one batch before each pass and one after the last: batch k
-// starts the sends of what pass k - 1 produced and the receives pass k needs. Pass k waits for
-// batch k's receives only; the sends complete in the background (a rank never waits for its
-// neighbour to take its output, which in the interleaved schedule would deadlock two ranks that
-// both send before they receive), and are waited for before their buffer is reused.
+// The exchanges `pp_rank` runs, paired as Megatron's schedules pair them
+// (send_forward_recv_backward, send_backward_recv_forward, and in the interleaved steady state
+// send_forward_backward_recv_forward_backward): the passes form blocks, each warm-up forward and
+// cool-down backward its own, each steady-state forward with the backward after it; the batch
+// before a block sends what the previous block produced and receives what this block needs, all
+// at once (one batch_isend_irecv: NCCL and MPI progress its sends and receives together), and
+// completes before the block runs. The last batch sends the last block's output.
 struct P2PBatch {
+  std::size_t first_pass = 0;  // the block it precedes: passes [first_pass, first_pass + passes)
+  std::size_t passes = 0;
   std::vector<PipelineTransfer> send;
   std::vector<PipelineTransfer> recv;
 };
 std::vector<P2PBatch> p2p_batches(const PipelineShape& s, int pp_rank);
 
-// Runs every rank's batches (a batch's receives complete once the peers have sent them) and checks that transfers between each pair of ranks are
+// Runs every rank's batches under rendezvous semantics (a batch completes once every peer has
+// posted the matching transfers: a send waits for its receive as much as the reverse) and checks that transfers between each pair of ranks are
 // posted in the same order on both sides (NCCL and MPI match them in order): "" when the whole
 // step completes, else what stalled or mismatched. For the tests and for validation.
 std::string check_p2p_batches(const PipelineShape& s);
+// The same check of any batches, one list per pipeline rank (the tests feed it wrong ones).
+std::string check_p2p_batches(const PipelineShape& s,
+                              const std::vector<std::vector<P2PBatch>>& per_rank);
 
 }  // namespace moebench

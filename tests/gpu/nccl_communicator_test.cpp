@@ -235,8 +235,7 @@ int main(int argc, char** argv) {
       }
       for (mb::DType type : {mb::DType::bf16, mb::DType::f32}) {
         for (mb::CommLane lane :
-             {mb::CommLane::critical, mb::CommLane::background, mb::CommLane::pipeline,
-          mb::CommLane::pipeline_send}) {
+             {mb::CommLane::critical, mb::CommLane::background, mb::CommLane::pipeline}) {
           for (mb::Group g : {mb::Group::world, mb::Group::expert, mb::Group::expert_data}) {
             mb::test::test_started_forms(*comm, *compute, g, topo, type, lane, ck);
             mb::test::test_p2p(*comm, *compute, g, type, lane, ck);

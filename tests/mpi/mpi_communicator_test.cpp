@@ -304,8 +304,7 @@ int main(int argc, char** argv) {
     test_misuse(*comm, ck);
     mb::CpuCompute cpu(1);
     for (mb::CommLane lane :
-         {mb::CommLane::critical, mb::CommLane::background, mb::CommLane::pipeline,
-          mb::CommLane::pipeline_send}) {
+         {mb::CommLane::critical, mb::CommLane::background, mb::CommLane::pipeline}) {
       for (mb::Group g : mb::kGroups) {
         if (!comm->info(g).member()) continue;
         mb::test::test_started_forms(*comm, cpu, g, topo, mb::DType::f32, lane, ck);

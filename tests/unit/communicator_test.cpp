@@ -34,7 +34,6 @@ class Counting final : public Communicator {
   void do_batch_p2p(Group, std::span<const P2POp>) override { ++calls; }
   void do_barrier(Group) override { ++calls; }
   void do_synchronize() override {}
-  void do_synchronize_lane(CommLane) override {}
 };
 
 Mat f32(std::vector<float>& v, std::int64_t rows, std::int64_t cols) {

@@ -145,6 +145,36 @@ TEST_CASE("every schedule is a valid pipeline and its exchanges complete in matc
   }
 }
 
+TEST_CASE("the exchange check finds the deadlock of pairing each send with the next receive") {
+  // Sending what pass k - 1 produced together with what pass k needs, pass by pass, deadlocks
+  // the interleaved schedule under rendezvous (both neighbours send first): the checker says so.
+  const PipelineShape s{2, 2, 4};
+  std::vector<std::vector<P2PBatch>> naive;
+  for (int r = 0; r < s.pp; ++r) {
+    const std::vector<PipelineOp> ops = pipeline_schedule(s, r);
+    std::vector<P2PBatch> b(ops.size() + 1);
+    for (std::size_t k = 0; k < ops.size(); ++k) {
+      const PassTransfers t = pass_transfers(s, r, ops[k]);
+      b[k].recv = t.recv;
+      b[k + 1].send = t.send;
+    }
+    naive.push_back(b);
+  }
+  CHECK(doctest::String(check_p2p_batches(s, naive).c_str()) == doctest::Contains("stalls"));
+  // Receiving in an order the sender does not send in is found too.
+  std::vector<std::vector<P2PBatch>> swapped;
+  for (int r = 0; r < s.pp; ++r) swapped.push_back(p2p_batches(s, r));
+  for (P2PBatch& b : swapped[1]) {
+    if (b.recv.size() == 2) {
+      std::swap(b.recv[0], b.recv[1]);
+      break;
+    }
+  }
+  const std::string why = check_p2p_batches(s, swapped);
+  CHECK_FALSE(why.empty());
+  CHECK(check_p2p_batches(s) == "");
+}
+
 TEST_CASE("transfers: nothing into the first forward or the last backward") {
   const PipelineShape s{2, 2, 2};
   const PassTransfers first = pass_transfers(s, 0, {true, 0, 0});

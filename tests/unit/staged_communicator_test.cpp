@@ -145,7 +145,6 @@ class TwoRankHost final : public Communicator {
   }
   void do_barrier(Group) override { ++barriers; }
   void do_synchronize() override { ++syncs; }
-  void do_synchronize_lane(CommLane) override { ++syncs; }
 
  public:
   int barriers = 0;

@@ -320,9 +320,9 @@ std::vector<StageMemory> estimate_stage_memory(const RunConfig& c, std::size_t b
     if (st.loss) e.activations += tokens * static_cast<double>(m.vocab_size) * 4.0;
 
     // One layer's exchange at a time: dispatch send + receive, and the same for the combine;
-    // pipeline transfers: a received gradient and up to 4 sent ones in flight.
+    // pipeline transfers: a received gradient and the one to send.
     if (w.moe_layers() > 0) e.communication = 4.0 * tokens * k * h * bpe;
-    if (shape.pp > 1) e.communication += 5.0 * tokens * h * bpe;
+    if (shape.pp > 1) e.communication += 2.0 * tokens * h * bpe;
     // Attention scores for one (sequence, head) at a time in FP32; router logits of one layer;
     // the first stage's inputs and the last stage's output gradients of every micro-batch.
     if (w.attention) {

@@ -80,10 +80,10 @@ void MoeBlock::forward(LayerContext& ctx, int layer, Mat xn, Mat y) {
                      ensure_rows(c, weights_, n, k, DType::f32));
     ctx.add_flops(Phase::router, static_cast<double>(n) * router_flops_per_token(m));
     // The counts the all-to-all needs: the host synchronisation of the dispatch. Nothing is in
-    // flight on the critical lane here (pipeline sends may be, on their own lane: they complete
-    // when the neighbour receives); synchronising it first lets a device backend watch for a
-    // hung collective with its timeout before the host blocks on the compute stream.
-    ctx.comm.synchronize(CommLane::critical);
+    // flight on the communicator here (pipeline exchanges complete before the passes they
+    // precede); synchronising it first lets a device backend watch for a hung collective with its
+    // timeout before the host blocks on the compute stream.
+    ctx.comm.synchronize();
     std::vector<std::int32_t> idx(static_cast<std::size_t>(n * k));
     c.download_i32(indices_.view().row_slice(0, n), idx.data());
     plan_ = make_dispatch_plan(idx, n, static_cast<int>(k), static_cast<int>(E),

@@ -139,75 +139,39 @@ TrainingStep::Slot& TrainingStep::acquire(Chunk& chunk, int mb) {
     slot = s.get();
     chunk.slots.push_back(std::move(s));
   }
-  slot->send = -1;
   chunk.in_flight[mb] = slot;
   return *slot;
 }
 
-int TrainingStep::send_buffer(LayerContext& ctx) {
-  for (std::size_t i = 0; i < send_buffers_.size(); ++i) {
-    if (send_buffers_[i].send < 0) return static_cast<int>(i);
-  }
-  if (send_buffers_.size() < kSendBuffers) {
-    send_buffers_.push_back({compute_.alloc(tokens_, config_.model.hidden_size), -1});
-    return static_cast<int>(send_buffers_.size()) - 1;
-  }
-  // Every buffer has a send in flight: the oldest (lowest request) finishes first.
-  std::size_t oldest = 0;
-  for (std::size_t i = 1; i < send_buffers_.size(); ++i) {
-    if (send_buffers_[i].send < send_buffers_[oldest].send) oldest = i;
-  }
-  ctx.wait(Phase::pp_bubble, send_buffers_[oldest].send);
-  send_buffers_[oldest].send = -1;
-  return static_cast<int>(oldest);
-}
-
-void TrainingStep::exchange(LayerContext& ctx, std::size_t k) {
+void TrainingStep::exchange(LayerContext& ctx, std::size_t b) {
   if (shape_.pp == 1) return;
-  const P2PBatch& batch = batches_[k];
-  // The sends of what pass k - 1 produced: its output (forward) or its input gradient.
-  if (!batch.send.empty()) {
-    std::vector<P2POp> ops;
-    std::vector<CommRequest*> owners;
-    for (const PipelineTransfer& t : batch.send) {
-      Chunk& chunk = chunk_of_stage(t.from);
-      if (t.activation) {
-        Slot& slot = *chunk.in_flight.at(t.microbatch);
-        ops.push_back({P2POp::Kind::send, rank_of_stage(t.to), slot.acts.back().view()});
-        owners.push_back(&slot.send);
-      } else {
-        SendBuffer& b = send_buffers_.at(static_cast<std::size_t>(filled_));  // backward() filled
-        ops.push_back({P2POp::Kind::send, rank_of_stage(t.to), b.t.view()});
-        owners.push_back(&b.send);
-      }
-      ctx.add_bytes(Phase::pp_bubble,
-                    static_cast<double>(ops.back().buf.numel()) * dtype_size(ops.back().buf.dtype),
-                    1.0, 2);
-    }
-    CommRequest r;
-    {
-      auto scope = timer_.scope(Phase::pp_bubble);
-      r = ctx.track(Phase::pp_bubble,
-                    comm_.start_batch_p2p(Group::pipeline, ops, CommLane::pipeline_send));
-    }
-    for (CommRequest* o : owners) *o = r;
-    pending_sends_.push_back(r);
+  const P2PBatch& batch = batches_[b];
+  if (batch.send.empty() && batch.recv.empty()) return;
+  // The sends of what the previous block produced (its outputs, its input gradients), then the
+  // receives this block reads, in one batch: the order both sides agree on
+  // (harness/parallel/pipeline_schedule.hpp checks it).
+  std::vector<P2POp> ops;
+  for (const PipelineTransfer& t : batch.send) {
+    Chunk& chunk = chunk_of_stage(t.from);
+    const Mat buf = t.activation ? chunk.in_flight.at(t.microbatch)->acts.back().view()
+                                 : send_buffers_.at(static_cast<std::size_t>(filled_)).t.view();
+    ops.push_back({P2POp::Kind::send, rank_of_stage(t.to), buf});
+    ctx.add_bytes(Phase::pp_bubble, static_cast<double>(buf.numel()) * dtype_size(buf.dtype), 1.0,
+                  2);
   }
-  if (!batch.recv.empty()) {
-    std::vector<P2POp> ops;
-    for (const PipelineTransfer& t : batch.recv) {
-      Chunk& chunk = chunk_of_stage(t.to);
-      Mat buf = t.activation ? acquire(chunk, t.microbatch).acts.front().view() : grad_recv_.view();
-      ops.push_back({P2POp::Kind::recv, rank_of_stage(t.from), buf});
-    }
-    CommRequest r;
-    {
-      auto scope = timer_.scope(Phase::pp_bubble);
-      r = ctx.track(Phase::pp_bubble,
-                    comm_.start_batch_p2p(Group::pipeline, ops, CommLane::pipeline));
-    }
-    ctx.wait(Phase::pp_bubble, r);
+  for (const PipelineTransfer& t : batch.recv) {
+    Chunk& chunk = chunk_of_stage(t.to);
+    const Mat buf =
+        t.activation ? acquire(chunk, t.microbatch).acts.front().view() : grad_recv_.view();
+    ops.push_back({P2POp::Kind::recv, rank_of_stage(t.from), buf});
   }
+  CommRequest r;
+  {
+    auto scope = timer_.scope(Phase::pp_bubble);
+    r = ctx.track(Phase::pp_bubble,
+                  comm_.start_batch_p2p(Group::pipeline, ops, CommLane::pipeline));
+  }
+  ctx.wait(Phase::pp_bubble, r);
 }
 
 void TrainingStep::forward(LayerContext& ctx, int mb, Chunk& chunk) {
@@ -236,8 +200,12 @@ void TrainingStep::backward(LayerContext& ctx, int mb, Chunk& chunk) {
   // the kept input gradients.
   Mat target;
   if (chunk.stage > 0) {
-    filled_ = send_buffer(ctx);
-    target = send_buffers_[static_cast<std::size_t>(filled_)].t;
+    // Sent in the batch after this block, which completes before the next block overwrites it.
+    if (send_buffers_.empty()) {
+      send_buffers_.push_back({compute_.alloc(tokens_, config_.model.hidden_size), -1});
+    }
+    filled_ = 0;
+    target = send_buffers_.front().t;
   } else if (!input_grads_.empty()) {
     target = input_grads_.view().row_slice(mb * tokens_, tokens_);
   } else {
@@ -254,9 +222,7 @@ void TrainingStep::backward(LayerContext& ctx, int mb, Chunk& chunk) {
     if (config_.overlap && last_microbatch) start_buckets(ctx, chunk.layers[i]);
     dout = dx;
   }
-  // The slot is free once its output's send is done (long since, in a 1F1B schedule).
-  if (slot.send >= 0) ctx.wait(Phase::pp_bubble, slot.send);
-  slot.send = -1;
+  // The slot is free: its output was sent in the batch after its forward.
   chunk.in_flight.erase(mb);
   chunk.free.push_back(&slot);
 }
@@ -268,8 +234,8 @@ void TrainingStep::backward(LayerContext& ctx, int mb, Chunk& chunk) {
 //  - with --comm-barrier on, the barrier before a collective (LayerContext::wait_for_group; not
 //    before gradient buckets with --overlap on, where it would serialise them with the backward);
 //  - the end of the step: Communicator::synchronize(), then Compute::synchronize().
-// Pipeline receives are waited for on the compute stream (nccl) or the host (mpi) before the pass
-// that reads them, as pp_bubble. Everything else is ordered on the streams; phase times come from
+// Each pipeline exchange is waited for on the compute stream (nccl) or the host (mpi) before the
+// block of passes that reads it, as pp_bubble. Everything else is ordered on the streams; phase times come from
 // compute marks read after the step (harness/measure/phase_timer.hpp). On host backends every call
 // returns when its work is done, so the host clock is the marks' clock.
 StepSample TrainingStep::run() {
@@ -279,8 +245,6 @@ StepSample TrainingStep::run() {
   comm_.clear_requests();
   timer_.reset();
   bucket_requests_.clear();
-  pending_sends_.clear();
-  for (SendBuffer& b : send_buffers_) b.send = -1;
   LayerContext ctx{compute_, comm_, timer_, sample, config_, topo_, params_};
   ctx.tokens = tokens_;
 
@@ -289,18 +253,19 @@ StepSample TrainingStep::run() {
     auto scope = timer_.scope(Phase::optimizer);  // the optimiser's zero_grad
     params_.zero_grads();
   }
-  for (std::size_t k = 0; k < schedule_.size(); ++k) {
-    exchange(ctx, k);
-    const PipelineOp& op = schedule_[k];
-    Chunk& chunk = chunks_[static_cast<std::size_t>(op.chunk)];
-    if (op.forward) {
-      forward(ctx, op.microbatch, chunk);
-    } else {
-      backward(ctx, op.microbatch, chunk);
+  for (std::size_t b = 0; b < batches_.size(); ++b) {
+    exchange(ctx, b);
+    const P2PBatch& block = batches_[b];
+    for (std::size_t k = block.first_pass; k < block.first_pass + block.passes; ++k) {
+      const PipelineOp& op = schedule_[k];
+      Chunk& chunk = chunks_[static_cast<std::size_t>(op.chunk)];
+      if (op.forward) {
+        forward(ctx, op.microbatch, chunk);
+      } else {
+        backward(ctx, op.microbatch, chunk);
+      }
     }
   }
-  exchange(ctx, schedule_.size());
-  for (CommRequest r : pending_sends_) ctx.wait(Phase::pp_bubble, r);
   reduce_gradients(ctx);
   if (config_.optimizer == Optimizer::adamw) optimizer_step(ctx);
   comm_.synchronize();

@@ -56,7 +56,6 @@ class TrainingStep {
   struct Slot {
     std::vector<TransformerLayer> layers;
     std::vector<Tensor> acts;  // acts[i]: the input of layer i; acts[n]: the chunk's output
-    CommRequest send = -1;     // the output's send to the next stage, when in flight
   };
   struct Chunk {
     int stage = 0;
@@ -65,7 +64,7 @@ class TrainingStep {
     std::vector<Slot*> free;
     std::map<int, Slot*> in_flight;  // micro-batch -> slot
   };
-  // A buffer for a gradient sent to the previous stage, busy until its send completes.
+  // The buffer of the gradient sent to the previous stage in the next exchange.
   struct SendBuffer {
     Tensor t;
     CommRequest send = -1;
@@ -74,12 +73,9 @@ class TrainingStep {
   Slot& acquire(Chunk& chunk, int mb);
   void forward(LayerContext& ctx, int mb, Chunk& chunk);
   void backward(LayerContext& ctx, int mb, Chunk& chunk);
-  // Starts batch k's receives (into the buffers pass k reads) and waits for them (pp_bubble);
-  // starts the sends of what pass k - 1 produced.
-  void exchange(LayerContext& ctx, std::size_t k);
-  // A free send buffer's index (waiting for the oldest send when all are busy).
-  int send_buffer(LayerContext& ctx);
-  static constexpr std::size_t kSendBuffers = 4;
+  // Runs exchange b (the previous block's sends and block b's receives, into the buffers its
+  // passes read) and waits for it (pp_bubble).
+  void exchange(LayerContext& ctx, std::size_t b);
   int rank_of_stage(int stage) const { return stage % shape_.pp; }
   Chunk& chunk_of_stage(int stage) { return chunks_[static_cast<std::size_t>(stage / shape_.pp)]; }
 
@@ -109,7 +105,6 @@ class TrainingStep {
   Tensor grad_recv_;              // a gradient received from the next stage
   std::vector<SendBuffer> send_buffers_;
   int filled_ = -1;  // the send buffer the last backward filled
-  std::vector<CommRequest> pending_sends_;  // this step's, waited for at its end
   Tensor grad_a_, grad_b_;
   Tensor shard_grads_[2], shard_params_[2];
   Tensor adam_m_[2], adam_v_[2];

@@ -74,7 +74,6 @@ class FaultCommunicator final : public Communicator {
   }
   void do_barrier(Group g) override { inner_->barrier(g); }
   void do_synchronize() override { inner_->synchronize(); }
-  void do_synchronize_lane(CommLane lane) override { inner_->synchronize(lane); }
 
   CommRequest do_start_alltoallv(Group g, Mat send, std::span<const std::int64_t> send_rows,
                                  std::span<const std::int64_t> send_offsets, Mat recv,

@@ -56,7 +56,6 @@ class LocalCommunicator final : public Communicator {
 
   void do_barrier(Group) override {}  // one process: nobody to wait for
   void do_synchronize() override {}
-  void do_synchronize_lane(CommLane) override {}
 
  private:
   Compute& compute_;

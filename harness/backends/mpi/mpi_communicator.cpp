@@ -55,7 +55,6 @@ struct PendingOp {
   double busy_s = 0;                  // host seconds inside MPI for it: the start and the wait
   bool done = false;                  // MPI_Waitall returned
   bool waited = false;                // passed to wait()
-  CommLane lane = CommLane::critical;
   // MPI_Ialltoallv reads its count and displacement arrays until the operation completes.
   std::vector<int> counts;
 };
@@ -132,11 +131,10 @@ class MpiCommunicator final : public Communicator {
   CommRequest do_start_alltoallv(Group g, Mat send, std::span<const std::int64_t> send_rows,
                                  std::span<const std::int64_t> send_offsets, Mat recv,
                                  std::span<const std::int64_t> recv_rows,
-                                 std::span<const std::int64_t> recv_offsets,
-                                 CommLane lane) override {
+                                 std::span<const std::int64_t> recv_offsets, CommLane) override {
     std::vector<int> counts =
         alltoallv_counts(send, send_rows, send_offsets, recv_rows, recv_offsets);
-    PendingOp& op = new_request("MPI_Wait (MPI_Ialltoallv)", lane);
+    PendingOp& op = new_request("MPI_Wait (MPI_Ialltoallv)");
     op.counts = std::move(counts);
     const int* sc = op.counts.data();
     const std::size_t n = op.counts.size() / 4;
@@ -147,34 +145,34 @@ class MpiCommunicator final : public Communicator {
     });
   }
 
-  CommRequest do_start_allreduce_sum(Group g, Mat buf, CommLane lane) override {
+  CommRequest do_start_allreduce_sum(Group g, Mat buf, CommLane) override {
     const int n = allreduce_count(buf);
-    PendingOp& op = new_request("MPI_Wait (MPI_Iallreduce)", lane);
+    PendingOp& op = new_request("MPI_Wait (MPI_Iallreduce)");
     return issue(op, "MPI_Iallreduce", [&](MPI_Request* r) {
       return MPI_Iallreduce(MPI_IN_PLACE, buf.data, n, MPI_FLOAT, MPI_SUM, comm(g), r);
     });
   }
 
-  CommRequest do_start_reduce_scatter_sum(Group g, Mat buf, Mat shard, CommLane lane) override {
+  CommRequest do_start_reduce_scatter_sum(Group g, Mat buf, Mat shard, CommLane) override {
     const int n = reduce_scatter_count(buf, shard);
-    PendingOp& op = new_request("MPI_Wait (MPI_Ireduce_scatter_block)", lane);
+    PendingOp& op = new_request("MPI_Wait (MPI_Ireduce_scatter_block)");
     return issue(op, "MPI_Ireduce_scatter_block", [&](MPI_Request* r) {
       return MPI_Ireduce_scatter_block(buf.data, shard.data, n, MPI_FLOAT, MPI_SUM, comm(g), r);
     });
   }
 
-  CommRequest do_start_allgather(Group g, Mat shard, Mat buf, CommLane lane) override {
+  CommRequest do_start_allgather(Group g, Mat shard, Mat buf, CommLane) override {
     const int n = allgather_count(shard, buf);
     const bool in_place = shard_at_own_place(g, shard, buf);
-    PendingOp& op = new_request("MPI_Wait (MPI_Iallgather)", lane);
+    PendingOp& op = new_request("MPI_Wait (MPI_Iallgather)");
     return issue(op, "MPI_Iallgather", [&](MPI_Request* r) {
       return MPI_Iallgather(in_place ? MPI_IN_PLACE : shard.data, n, MPI_FLOAT, buf.data, n,
                             MPI_FLOAT, comm(g), r);
     });
   }
 
-  CommRequest do_start_batch_p2p(Group g, std::span<const P2POp> ops, CommLane lane) override {
-    PendingOp& op = new_request("MPI_Waitall (batch_p2p)", lane);
+  CommRequest do_start_batch_p2p(Group g, std::span<const P2POp> ops, CommLane) override {
+    PendingOp& op = new_request("MPI_Waitall (batch_p2p)");
     try {
       issue_p2p(op, g, ops);
     } catch (...) {
@@ -210,11 +208,6 @@ class MpiCommunicator final : public Communicator {
   // Completes every started operation: the host is then ordered after all of them.
   void do_synchronize() override {
     for (PendingOp& op : requests_) complete(op);
-  }
-  void do_synchronize_lane(CommLane lane) override {
-    for (PendingOp& op : requests_) {
-      if (op.lane == lane) complete(op);
-    }
   }
 
  private:
@@ -269,10 +262,9 @@ class MpiCommunicator final : public Communicator {
     op.busy_s += seconds_since(t0);
   }
 
-  PendingOp& new_request(const char* wait_call, CommLane lane) {
+  PendingOp& new_request(const char* wait_call) {
     PendingOp& op = requests_.emplace_back();
     op.wait_call = wait_call;
-    op.lane = lane;
     return op;
   }
 

@@ -188,23 +188,13 @@ class NcclCommunicator final : public Communicator {
     host_->barrier(g);
   }
 
-  void do_synchronize_lane(CommLane lane) override {
-    const int i = InFlightLog::lane_index(lane);
-    prune(i);
-    if (log_.idle()) {
-      if (!aborted_) poll_async_errors();
-      return;
-    }
-    poll_until_idle({streams_[i]}, "communication");
-    prune(i);
-  }
   void do_synchronize() override {
     for (int i = 0; i < kLanes; ++i) prune(i);
     if (log_.idle()) {
       if (!aborted_) poll_async_errors();
       return;
     }
-    poll_until_idle({streams_[0], streams_[1], streams_[2], streams_[3]}, "communication");
+    poll_until_idle({streams_[0], streams_[1], streams_[2]}, "communication");
     for (int i = 0; i < kLanes; ++i) prune(i);
   }
 
@@ -234,8 +224,6 @@ class NcclCommunicator final : public Communicator {
                "cudaStreamCreateWithPriority");
     // Pipeline transfers: the next stage waits for them, as the next layer does for an all-to-all.
     check_cuda(cudaStreamCreateWithPriority(&streams_[2], cudaStreamNonBlocking, priority_high),
-               "cudaStreamCreateWithPriority");
-    check_cuda(cudaStreamCreateWithPriority(&streams_[3], cudaStreamNonBlocking, priority_high),
                "cudaStreamCreateWithPriority");
     check_cuda(cudaEventCreateWithFlags(&compute_done_, cudaEventDisableTiming), "cudaEventCreate");
 

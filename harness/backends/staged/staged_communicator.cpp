@@ -104,7 +104,6 @@ class StagedCommunicator final : public Communicator {
     host_->barrier(g);
   }
   void do_synchronize() override { host_->synchronize(); }
-  void do_synchronize_lane(CommLane lane) override { host_->synchronize(lane); }
 
  private:
   static const Communicator& checked(const std::unique_ptr<Communicator>& host) {
