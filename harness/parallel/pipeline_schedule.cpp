@@ -101,7 +101,12 @@ std::vector<P2PBatch> p2p_batches(const PipelineShape& s, int pp_rank) {
   std::vector<std::pair<std::size_t, std::size_t>> blocks;
   std::size_t k = 0;
   for (std::size_t i = 0; i < warmup; ++i, ++k) blocks.emplace_back(k, 1);
-  for (std::size_t i = 0; i < total - warmup; ++i, k += 2) blocks.emplace_back(k, 2);
+  // 1F1B exchanges after every pass (Megatron's send_forward_recv_backward, then
+  // send_backward_recv_forward); the interleaved schedule after every (forward, backward) pair.
+  const std::size_t pair = s.vp == 1 ? 1 : 2;
+  for (std::size_t i = 0; i < total - warmup; ++i) {
+    for (std::size_t j = 0; j < 2; j += pair, k += pair) blocks.emplace_back(k, pair);
+  }
   for (; k < ops.size(); ++k) blocks.emplace_back(k, 1);
   std::vector<P2PBatch> batches(blocks.size() + 1);
   for (std::size_t b = 0; b < blocks.size(); ++b) {

@@ -58,8 +58,10 @@ PassTransfers pass_transfers(const PipelineShape& s, int pp_rank, const Pipeline
 
 // The exchanges `pp_rank` runs, paired as Megatron's schedules pair them
 // (send_forward_recv_backward, send_backward_recv_forward, and in the interleaved steady state
-// send_forward_backward_recv_forward_backward): the passes form blocks, each warm-up forward and
-// cool-down backward its own, each steady-state forward with the backward after it; the batch
+// send_forward_backward_recv_forward_backward): the passes form blocks, every pass its own in
+// 1F1B, and in the interleaved schedule each warm-up forward and cool-down backward its own and
+// each steady-state forward with the backward after it (pairing 1F1B's that way would make every
+// block wait a round trip, pairing the interleaved one's pass by pass deadlocks); the batch
 // before a block sends what the previous block produced and receives what this block needs, all
 // at once (one batch_isend_irecv: NCCL and MPI progress its sends and receives together), and
 // completes before the block runs. The last batch sends the last block's output.
