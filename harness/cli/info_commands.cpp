@@ -54,17 +54,16 @@ nlohmann::ordered_json plan_json(const RunConfig& c) {
   // Per pipeline rank, in the storage a GPU run uses (BF16), and the largest.
   nlohmann::ordered_json stages = nlohmann::ordered_json::array();
   const Recipe* rec = c.recipe ? &recipe(*c.recipe) : nullptr;
-  const bool recompute =
-      rec && std::find(rec->recompute.begin(), rec->recompute.end(), "mla_up_proj") !=
-                 rec->recompute.end();
+  const bool recompute = rec && std::find(rec->recompute.begin(), rec->recompute.end(),
+                                          "mla_up_proj") != rec->recompute.end();
   double largest = 0;
   for (const StageMemory& s : estimate_stage_memory(c, 2, recompute)) {
     stages.push_back(nlohmann::ordered_json(to_json(s)));
     largest = std::max(largest, s.memory.total());
   }
   j["memory"]["storage"] = "bf16";
-  j["memory"]["recompute"] = recompute ? nlohmann::ordered_json::array({"mla_up_proj"})
-                                       : nlohmann::ordered_json::array();
+  j["memory"]["recompute"] =
+      recompute ? nlohmann::ordered_json::array({"mla_up_proj"}) : nlohmann::ordered_json::array();
   // What moebench's own step keeps (it recomputes nothing).
   j["memory"]["max_rank_bytes_without_recompute"] = estimate_memory(c, 2).total();
   j["memory"]["per_stage"] = stages;
@@ -98,10 +97,10 @@ void print_plan(const RunConfig& c, std::ostream& os) {
        << pipeline_layout(c).text << ", " << microbatches(c) << " micro-batches a step\n";
   }
   for (const StageMemory& s : estimate_stage_memory(c, 2)) {
-    os << "# memory of pipeline rank " << s.pp_rank << " (bf16): " << gib(s.memory.total())
-       << " (" << s.layers << " layers" << (s.embedding ? ", embedding" : "")
-       << (s.mtp ? ", MTP" : "") << (s.loss ? ", head and loss" : "") << "; "
-       << s.in_flight << " micro-batch chunks in flight at the peak)\n";
+    os << "# memory of pipeline rank " << s.pp_rank << " (bf16): " << gib(s.memory.total()) << " ("
+       << s.layers << " layers" << (s.embedding ? ", embedding" : "") << (s.mtp ? ", MTP" : "")
+       << (s.loss ? ", head and loss" : "") << "; " << s.in_flight
+       << " micro-batch chunks in flight at the peak)\n";
   }
   if (c.recipe) {
     const Recipe& r = recipe(*c.recipe);
@@ -122,8 +121,8 @@ void print_plan(const RunConfig& c, std::ostream& os) {
 }  // namespace
 
 int plan_command(const CliOptions& o) {
-  const int world = o.world.value_or(
-      o.workload.recipe.empty() ? 1 : recipe(o.workload.recipe).gpus);
+  const int world =
+      o.world.value_or(o.workload.recipe.empty() ? 1 : recipe(o.workload.recipe).gpus);
   const RunConfig c = resolve_run_config(o, world);
   if (!o.out.empty()) ensure_writable_destination(o.out);
   const nlohmann::ordered_json j = plan_json(c);
@@ -170,8 +169,9 @@ int recipes_command(const CliOptions& o) {
                 r.gpus, layout.c_str(), batch.c_str(), r.precision.c_str(), tok.c_str(), tf.c_str(),
                 r.pipeline_layout.c_str());
   }
-  std::printf("# published figures (workloads/config/recipes.json names each source); "
-              "`moebench run --recipe NAME` runs one\n");
+  std::printf(
+      "# published figures (workloads/config/recipes.json names each source); "
+      "`moebench run --recipe NAME` runs one\n");
   return 0;
 }
 

@@ -31,9 +31,9 @@ std::optional<Precision> optional_precision(const std::string& text) {
 
 const std::vector<std::string>& recipe_flags() {
   static const std::vector<std::string> flags = {
-      "--preset", "--model-config",    "--seq-len", "--micro-batch", "--global-batch",
-      "--layers", "--dense-layers",    "--pp",      "--vp",          "--pipeline-layout",
-      "--ep",     "--precision",       "--routing", "--attention",   "--grad-reduce"};
+      "--preset", "--model-config", "--seq-len", "--micro-batch", "--global-batch",
+      "--layers", "--dense-layers", "--pp",      "--vp",          "--pipeline-layout",
+      "--ep",     "--precision",    "--routing", "--attention",   "--grad-reduce"};
   return flags;
 }
 
@@ -56,9 +56,12 @@ void add_workload_flags(CLI::App* app, WorkloadFlags& w, NamedFlags& n) {
   app->add_option("--dense-layers", w.dense_layers,
                   "of which dense (default: the model's proportion)");
   app->add_option("--attention", w.attention, "on|off (default on)");
-  app->add_option("--routing", w.routing, "router|balanced|random|zipf:S (default balanced: exact per-expert counts inside the group limit; random: Megatron's forced load balancing)");
+  app->add_option("--routing", w.routing,
+                  "router|balanced|random|zipf:S (default balanced: exact per-expert counts inside "
+                  "the group limit; random: Megatron's forced load balancing)");
   app->add_option("--ep", w.ep, "expert-parallel size: experts split over N consecutive ranks");
-  app->add_option("--pp", w.pp, "pipeline-parallel size: stages over N groups of ranks (default 1)");
+  app->add_option("--pp", w.pp,
+                  "pipeline-parallel size: stages over N groups of ranks (default 1)");
   app->add_option("--vp", w.vp,
                   "model chunks per pipeline rank: interleaved 1F1B when > 1 (default 1, or the "
                   "--pipeline-layout's)");
@@ -254,8 +257,7 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
           "give one of --preset NAME (deepseek-v3, deepseek-v3-tiny) or --model-config FILE, not "
           "both");
     }
-    if (o.workload.recipe.empty() && o.workload.preset.empty() &&
-        o.workload.model_config.empty()) {
+    if (o.workload.recipe.empty() && o.workload.preset.empty() && o.workload.model_config.empty()) {
       throw UsageError(
           "give one of --preset NAME (deepseek-v3, deepseek-v3-tiny), --model-config FILE or "
           "--recipe NAME (`moebench recipes`)");
@@ -341,8 +343,7 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
     for (const std::string& f : w.given) c.recipe_overrides.push_back(f);
   }
   c.layout.ranks_per_node = w.ranks_per_node;
-  const std::string grad_reduce =
-      rec && !given("--grad-reduce") ? rec->grad_reduce : w.grad_reduce;
+  const std::string grad_reduce = rec && !given("--grad-reduce") ? rec->grad_reduce : w.grad_reduce;
   c.grad_reduce =
       grad_reduce == "reduce-scatter" ? GradReduce::reduce_scatter : GradReduce::allreduce;
   c.optimizer = w.optimizer == "none" ? Optimizer::none : Optimizer::adamw;

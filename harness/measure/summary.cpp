@@ -115,4 +115,19 @@ RunResults summarize_run(const std::vector<RankSamples>& ranks, double tokens_pe
   return out;
 }
 
+std::optional<double> measured_bubble(const RunResults& r) {
+  double sum = 0;
+  int n = 0;
+  for (const RankResult& rr : r.per_rank) {
+    const double bubble = rr.phase_time_s[static_cast<std::size_t>(Phase::pp_bubble)];
+    const double rest = rr.step_time_s - bubble;
+    if (rest > 0) {
+      sum += bubble / rest;
+      ++n;
+    }
+  }
+  if (n == 0) return std::nullopt;
+  return sum / n;
+}
+
 }  // namespace moebench

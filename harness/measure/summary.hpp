@@ -1,6 +1,8 @@
 // From every rank's step samples to the run's results: pure, so it is tested without MPI.
 #pragma once
 
+#include <optional>
+
 #include <string>
 #include <vector>
 
@@ -25,5 +27,9 @@ struct RankSamples {
 // flops_per_step_per_gpu: the instantiated stack's Megatron FLOPs per rank per step.
 RunResults summarize_run(const std::vector<RankSamples>& ranks, double tokens_per_rank,
                          double flops_per_step_per_gpu);
+
+// The pipeline bubble as (P - 1) / (V m) counts it: each rank's pp_bubble time over the rest of
+// its step (its own passes and reductions), the mean over ranks; none without per-rank times.
+std::optional<double> measured_bubble(const RunResults& r);
 
 }  // namespace moebench

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "harness/measure/summary.hpp"
 #include "workloads/config/recipes.hpp"
 
 namespace moebench {
@@ -106,18 +107,6 @@ ojson pipeline_json(const RunRecord& r) {
   }
   ojson warmup = ojson::array();
   for (int rank = 0; rank < shape.pp; ++rank) warmup.push_back(warmup_forwards(shape, rank));
-  // The measured bubble: each rank's pp_bubble time over the rest of its step (the time of its
-  // own passes and reductions), the mean over ranks, as (P - 1) / (V m) counts it.
-  double sum = 0;
-  int n = 0;
-  for (const RankResult& rr : r.results.per_rank) {
-    const double bubble = rr.phase_time_s[static_cast<std::size_t>(Phase::pp_bubble)];
-    const double rest = rr.step_time_s - bubble;
-    if (rest > 0) {
-      sum += bubble / rest;
-      ++n;
-    }
-  }
   ojson j{{"pp", shape.pp},
           {"vp", shape.vp},
           {"schedule", shape.pp == 1   ? "none"
@@ -128,7 +117,8 @@ ojson pipeline_json(const RunRecord& r) {
           {"warmup_forwards", warmup},
           {"theoretical_bubble", theoretical_bubble(shape)},
           {"stages", stages}};
-  j["measured_bubble"] = n > 0 ? ojson(sum / n) : ojson(nullptr);
+  const std::optional<double> bubble = measured_bubble(r.results);
+  j["measured_bubble"] = bubble ? ojson(*bubble) : ojson(nullptr);
   return j;
 }
 

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <string>
 
+#include "harness/measure/summary.hpp"
+
 namespace moebench {
 
 namespace {
@@ -30,13 +32,27 @@ std::string header(const RunRecord& r) {
   const RunConfig& c = r.config;
   const Workload& w = c.workload;
   std::string out;
-  out += sprintf_str("# moebench: model %s, %lld layers (%lld dense, %lld MoE), %lld tokens/rank\n",
-                     c.model.name.c_str(), static_cast<long long>(w.layers),
-                     static_cast<long long>(w.dense_layers), static_cast<long long>(w.moe_layers()),
-                     static_cast<long long>(w.tokens_per_rank()));
+  out += sprintf_str(
+      "# moebench: model %s, %lld layers (%lld dense, %lld MoE), %lld tokens/micro-batch\n",
+      c.model.name.c_str(), static_cast<long long>(w.layers),
+      static_cast<long long>(w.dense_layers), static_cast<long long>(w.moe_layers()),
+      static_cast<long long>(w.tokens_per_rank()));
   out += sprintf_str("# world %d, ep %d, edp %d, nodes %d (%d ranks/node), backend %s, comm %s\n",
                      c.layout.world, c.layout.ep, c.layout.edp(), r.topology.nodes,
                      r.topology.ranks_per_node, r.meta.backend.c_str(), r.meta.comm.c_str());
+  const PipelineShape shape = pipeline_shape(c);
+  out += sprintf_str("# global batch %lld (%d micro-batch%s of %lld a rank), pp %d, vp %d",
+                     static_cast<long long>(global_batch(c)), shape.microbatches,
+                     shape.microbatches == 1 ? "" : "es", static_cast<long long>(w.micro_batch),
+                     shape.pp, shape.vp);
+  if (shape.pp > 1) {
+    const std::optional<double> bubble = measured_bubble(r.results);
+    out += sprintf_str(" (%s, layout %s): bubble %.3f measured, %.3f theoretical",
+                       shape.vp == 1 ? "1f1b" : "interleaved 1f1b", pipeline_layout(c).text.c_str(),
+                       bubble.value_or(0.0), theoretical_bubble(shape));
+  }
+  out += "\n";
+  if (c.recipe) out += "# recipe " + *c.recipe + " (its published figures are in the report)\n";
   out += sprintf_str("# %d warmup + %d timed steps; times are the slowest rank's, medians\n#\n",
                      c.warmup, c.steps);
   return out;

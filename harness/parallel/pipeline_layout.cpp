@@ -30,8 +30,8 @@ class Expander {
                      std::to_string(pos_ + 1) + "; " + kSyntax);
   }
   void skip() {
-    while (pos_ < text_.size() && (text_[pos_] == ',' || std::isspace(static_cast<unsigned char>(
-                                                             text_[pos_])))) {
+    while (pos_ < text_.size() &&
+           (text_[pos_] == ',' || std::isspace(static_cast<unsigned char>(text_[pos_])))) {
       ++pos_;
     }
   }
@@ -85,8 +85,8 @@ std::string repeat_text(char c, int n) {
 }
 
 std::string stage_text(const PipelineStage& s) {
-  return std::string(s.embedding ? "E" : "") + repeat_text('t', s.layers) + repeat_text('m', s.mtp) +
-         (s.loss ? "L" : "");
+  return std::string(s.embedding ? "E" : "") + repeat_text('t', s.layers) +
+         repeat_text('m', s.mtp) + (s.loss ? "L" : "");
 }
 
 }  // namespace

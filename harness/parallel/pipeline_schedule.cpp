@@ -21,10 +21,12 @@ void validate(const PipelineShape& s) {
                      "pipeline ranks");
   }
   if (s.vp > 1 && s.microbatches % s.pp != 0) {
-    throw UsageError("the interleaved schedule (--vp " + str(s.vp) + ") needs micro-batches per "
-                     "step a multiple of --pp " + str(s.pp) + ", got " + str(s.microbatches) +
-                     " (global batch / (micro-batch x dp)); use a global batch of " +
-                     str(s.pp) + " x micro-batch x dp x k sequences");
+    throw UsageError("the interleaved schedule (--vp " + str(s.vp) +
+                     ") needs micro-batches per "
+                     "step a multiple of --pp " +
+                     str(s.pp) + ", got " + str(s.microbatches) +
+                     " (global batch / (micro-batch x dp)); use a global batch of " + str(s.pp) +
+                     " x micro-batch x dp x k sequences");
   }
 }
 

@@ -74,9 +74,10 @@ struct P2PBatch {
 std::vector<P2PBatch> p2p_batches(const PipelineShape& s, int pp_rank);
 
 // Runs every rank's batches under rendezvous semantics (a batch completes once every peer has
-// posted the matching transfers: a send waits for its receive as much as the reverse) and checks that transfers between each pair of ranks are
-// posted in the same order on both sides (NCCL and MPI match them in order): "" when the whole
-// step completes, else what stalled or mismatched. For the tests and for validation.
+// posted the matching transfers: a send waits for its receive as much as the reverse) and checks
+// that transfers between each pair of ranks are posted in the same order on both sides (NCCL and
+// MPI match them in order): "" when the whole step completes, else what stalled or mismatched. For
+// the tests and for validation.
 std::string check_p2p_batches(const PipelineShape& s);
 // The same check of any batches, one list per pipeline rank (the tests feed it wrong ones).
 std::string check_p2p_batches(const PipelineShape& s,

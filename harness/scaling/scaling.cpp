@@ -304,9 +304,9 @@ Verdict recipe_verdict(const std::vector<RunPoint>& runs, const SizeResult& larg
     throw UsageError("--claim-from-recipe: recipe " + run->recipe +
                      " publishes no TFLOP/s per GPU to judge against");
   }
-  Verdict v = at_least("claim_from_recipe", "recipe " + run->recipe + "'s published TFLOP/s per GPU",
-                       largest, largest.tflops_per_gpu.median, *run->recipe_tflops_per_gpu,
-                       nullptr);
+  Verdict v =
+      at_least("claim_from_recipe", "recipe " + run->recipe + "'s published TFLOP/s per GPU",
+               largest, largest.tflops_per_gpu.median, *run->recipe_tflops_per_gpu, nullptr);
   if (run->recipe_differences.empty()) {
     v.reason = "comparable: " + v.reason;
     return v;

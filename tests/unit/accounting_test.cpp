@@ -239,9 +239,9 @@ TEST_CASE("accounting: memory per pipeline stage follows the schedule's peak") {
   CHECK(st[1].loss);
   const ParamCounts pc = param_counts(c.model);
   CHECK(st[0].params - st[1].params ==
-        doctest::Approx(static_cast<double>(pc.embedding + pc.dense_mlp_per_layer) -
-                        static_cast<double>(pc.output_head + pc.shared_experts + pc.router +
-                                            16 * pc.expert)));
+        doctest::Approx(
+            static_cast<double>(pc.embedding + pc.dense_mlp_per_layer) -
+            static_cast<double>(pc.output_head + pc.shared_experts + pc.router + 16 * pc.expert)));
   // The head's FP32 logits of one micro-batch: 8 tokens * 1024 * 4 bytes on top of the layers'.
   CHECK(st[1].memory.activations > 8.0 * 1024 * 4);
   CHECK(estimate_memory(c, 2).total() == std::max(st[0].memory.total(), st[1].memory.total()));

@@ -67,8 +67,8 @@ TEST_CASE("bad layouts name the rule") {
                        UsageError);
   CHECK_THROWS_WITH_AS(parse_pipeline_layout("tE|tL", 2), doctest::Contains("E (the embedding)"),
                        UsageError);
-  CHECK_THROWS_WITH_AS(parse_pipeline_layout("EtL|t", 2), doctest::Contains("L (the loss) must be in the last"),
-                       UsageError);
+  CHECK_THROWS_WITH_AS(parse_pipeline_layout("EtL|t", 2),
+                       doctest::Contains("L (the loss) must be in the last"), UsageError);
   CHECK_THROWS_WITH_AS(parse_pipeline_layout("Et|mtL", 2), doctest::Contains("before the m"),
                        UsageError);
   CHECK_THROWS_WITH_AS(parse_pipeline_layout("E(t|t", 2), doctest::Contains("without ')'"),
@@ -78,6 +78,6 @@ TEST_CASE("bad layouts name the rule") {
 }
 
 TEST_CASE("nothing follows the loss") {
-  CHECK_THROWS_WITH_AS(parse_pipeline_layout("Et|tLt", 2), doctest::Contains("nothing may follow L"),
-                       UsageError);
+  CHECK_THROWS_WITH_AS(parse_pipeline_layout("Et|tLt", 2),
+                       doctest::Contains("nothing may follow L"), UsageError);
 }

@@ -76,8 +76,8 @@ TEST_CASE("1F1B: warm-up P - rank - 1 forwards, then one forward one backward, t
   const std::vector<PipelineOp> r0 = pipeline_schedule(s, 0);
   REQUIRE(r0.size() == 16);
   const std::vector<PipelineOp> want0 = {
-      {true, 0, 0},  {true, 1, 0},  {true, 2, 0},  {true, 3, 0},  {false, 0, 0}, {true, 4, 0},
-      {false, 1, 0}, {true, 5, 0},  {false, 2, 0}, {true, 6, 0},  {false, 3, 0}, {true, 7, 0},
+      {true, 0, 0},  {true, 1, 0},  {true, 2, 0},  {true, 3, 0}, {false, 0, 0}, {true, 4, 0},
+      {false, 1, 0}, {true, 5, 0},  {false, 2, 0}, {true, 6, 0}, {false, 3, 0}, {true, 7, 0},
       {false, 4, 0}, {false, 5, 0}, {false, 6, 0}, {false, 7, 0}};
   CHECK(r0 == want0);
   const std::vector<PipelineOp> r3 = pipeline_schedule(s, 3);
@@ -193,8 +193,8 @@ TEST_CASE("transfers: nothing into the first forward or the last backward") {
 
 TEST_CASE("Megatron's constraints are usage errors with the rule") {
   CHECK_THROWS_AS(validate(PipelineShape{1, 2, 4}), UsageError);
-  CHECK_THROWS_WITH_AS(validate(PipelineShape{4, 2, 6}),
-                       doctest::Contains("a multiple of --pp 4"), UsageError);
+  CHECK_THROWS_WITH_AS(validate(PipelineShape{4, 2, 6}), doctest::Contains("a multiple of --pp 4"),
+                       UsageError);
   CHECK_NOTHROW(validate(PipelineShape{4, 1, 6}));
   CHECK(theoretical_bubble({4, 2, 8}) == doctest::Approx(3.0 / 16.0));
   CHECK(theoretical_bubble({1, 1, 8}) == 0.0);

@@ -25,7 +25,8 @@ std::string line_of(const std::string& text, const std::string& start) {
 TEST_CASE("table: header, one row per phase and the summary, in friendly units") {
   const std::string t = format_run_table(testing::sample_run_record());
   MESSAGE(t);
-  CHECK(has(t, "model deepseek-v3, 4 layers (1 dense, 3 MoE), 4096 tokens/rank"));
+  CHECK(has(t, "model deepseek-v3, 4 layers (1 dense, 3 MoE), 4096 tokens/micro-batch"));
+  CHECK(has(t, "global batch 4 (1 micro-batch of 1 a rank), pp 1, vp 1"));
   CHECK(has(t, "world 4, ep 2, edp 2, nodes 1 (4 ranks/node), backend cpu, comm mpi"));
   CHECK(has(t, "time(ms)"));
   CHECK(has(t, "busbw(GB/s)"));

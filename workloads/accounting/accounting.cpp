@@ -252,7 +252,8 @@ std::vector<StageMemory> estimate_stage_memory(const RunConfig& c, std::size_t b
            (dense ? 2 * ffn * bpe + ffn * gin : el_moe * bpe + in_moe * gin + f32_moe * 4);
   };
   // The MTP layer: one more MoE layer's activations, plus its eh projection's input (2h).
-  const double mtp_bytes_per_token = layer_bytes_per_token(static_cast<int>(w.layers)) + 2 * h * bpe;
+  const double mtp_bytes_per_token =
+      layer_bytes_per_token(static_cast<int>(w.layers)) + 2 * h * bpe;
 
   std::vector<StageMemory> out;
   for (int r = 0; r < shape.pp; ++r) {
@@ -266,9 +267,9 @@ std::vector<StageMemory> estimate_stage_memory(const RunConfig& c, std::size_t b
       for (int l = ps.first_layer; l < ps.first_layer + ps.layers; ++l) {
         ++st.layers;
         const bool is_dense = l < w.dense_layers;
-        dense += static_cast<double>(layer_attention_params(m, pc, w.attention)) +
-                 static_cast<double>(is_dense ? pc.dense_mlp_per_layer
-                                              : pc.shared_experts + pc.router);
+        dense +=
+            static_cast<double>(layer_attention_params(m, pc, w.attention)) +
+            static_cast<double>(is_dense ? pc.dense_mlp_per_layer : pc.shared_experts + pc.router);
         if (!is_dense) local_experts += experts_local * static_cast<double>(pc.expert);
         chunk_act[static_cast<std::size_t>(ch)] += tokens * layer_bytes_per_token(l);
       }

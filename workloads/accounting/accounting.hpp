@@ -78,9 +78,10 @@ struct MemoryEstimate {
   }
 };
 // One pipeline rank's estimate: its stages' weights (with the embedding, output head and MTP layer
-// where the layout places them when every layer is instantiated, run or not), FP32 main gradients, AdamW state (sharded over the
-// data-parallel ranks with ZeRO-1), the activations of the micro-batches the schedule keeps in
-// flight at its peak, the all-to-all and point-to-point buffers, and workspace.
+// where the layout places them when every layer is instantiated, run or not), FP32 main gradients,
+// AdamW state (sharded over the data-parallel ranks with ZeRO-1), the activations of the
+// micro-batches the schedule keeps in flight at its peak, the all-to-all and point-to-point
+// buffers, and workspace.
 struct StageMemory {
   int pp_rank = 0;
   std::vector<int> stages;  // its virtual stages, chunk by chunk

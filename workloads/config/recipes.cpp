@@ -120,7 +120,8 @@ std::vector<std::string> recipe_differences(const Recipe& r, const RunConfig& c,
   }
   if (c.fp8_emulated()) d.push_back("precision: fp8 emulated in FP32 on the cpu backend");
   const ParallelLayout& p = c.layout;
-  const std::string layout = p.pipeline_layout.empty() ? pipeline_layout(c).text : p.pipeline_layout;
+  const std::string layout =
+      p.pipeline_layout.empty() ? pipeline_layout(c).text : p.pipeline_layout;
   if (p.pp != r.pp || p.vp != r.vp || p.ep != r.ep || r.tp != 1) {
     d.push_back("layout: tp 1, pp " + str(p.pp) + ", vp " + str(p.vp) + ", ep " + str(p.ep) +
                 ", not tp " + str(r.tp) + ", pp " + str(r.pp) + ", vp " + str(r.vp) + ", ep " +
@@ -146,8 +147,8 @@ std::vector<std::string> recipe_differences(const Recipe& r, const RunConfig& c,
     d.push_back("routing: " + to_string(c.workload.routing) + ", not " + r.routing);
   }
   if (device.find(r.gpu) == std::string::npos) {
-    d.push_back("system: " + (device.empty() ? std::string("the cpu backend") : device) +
-                ", not " + r.gpu);
+    d.push_back("system: " + (device.empty() ? std::string("the cpu backend") : device) + ", not " +
+                r.gpu);
   }
   return d;
 }
@@ -175,7 +176,8 @@ nlohmann::json to_json(const Recipe& r) {
   j["recompute"] = r.recompute;
   j["tokens_per_s_per_gpu"] =
       r.tokens_per_s_per_gpu ? nlohmann::json(*r.tokens_per_s_per_gpu) : nlohmann::json(nullptr);
-  j["tflops_per_gpu"] = r.tflops_per_gpu ? nlohmann::json(*r.tflops_per_gpu) : nlohmann::json(nullptr);
+  j["tflops_per_gpu"] =
+      r.tflops_per_gpu ? nlohmann::json(*r.tflops_per_gpu) : nlohmann::json(nullptr);
   j["source"] = r.source;
   return j;
 }

@@ -26,9 +26,9 @@ struct Recipe {
   std::int64_t micro_batch = 1, global_batch = 1, seq_len = 4096;
   std::string precision;  // as published: mxfp8, fp8, bf16
   std::string pipeline_layout;
-  std::string schedule;  // 1f1b, interleaved 1f1b, dualpipe
-  std::string routing;   // a --routing value
-  std::string grad_reduce;  // a --grad-reduce value
+  std::string schedule;                // 1f1b, interleaved 1f1b, dualpipe
+  std::string routing;                 // a --routing value
+  std::string grad_reduce;             // a --grad-reduce value
   std::vector<std::string> recompute;  // Megatron's recompute_modules (only mla_up_proj modelled)
   std::optional<double> tokens_per_s_per_gpu;
   std::optional<double> tflops_per_gpu;

@@ -153,31 +153,38 @@ void validate(const RunConfig& c) {
   }
   const std::int64_t per_step = w.micro_batch * grid.dp();
   if (w.global_batch < 0 || w.global_batch % per_step != 0) {
-    throw UsageError("--global-batch " + s(w.global_batch) + " is not a multiple of --micro-batch " +
-                     s(w.micro_batch) + " x dp " + s(grid.dp()) + " = " + s(per_step) +
-                     " sequences; valid: " + s(per_step) + ", " + s(2 * per_step) + ", " +
-                     s(4 * per_step) + ", ... (any multiple)");
+    throw UsageError("--global-batch " + s(w.global_batch) +
+                     " is not a multiple of --micro-batch " + s(w.micro_batch) + " x dp " +
+                     s(grid.dp()) + " = " + s(per_step) + " sequences; valid: " + s(per_step) +
+                     ", " + s(2 * per_step) + ", " + s(4 * per_step) + ", ... (any multiple)");
   }
   if (!p.pipeline_layout.empty()) {
     const PipelineLayout layout = parse_pipeline_layout(p.pipeline_layout, p.pp);
     if (layout.vp != p.vp) {
-      throw UsageError("--pipeline-layout "" + p.pipeline_layout + "" has " +
-                       s(static_cast<std::int64_t>(layout.stages.size())) + " stages: vp " +
-                       s(layout.vp) + " with --pp " + s(p.pp) + ", but --vp is " + s(p.vp) +
-                       "; give --vp " + s(layout.vp) + " or a layout of " + s(p.pp * p.vp) +
-                       " stages");
+      throw UsageError(
+          "--pipeline-layout "
+          " + p.pipeline_layout + "
+          " has " +
+          s(static_cast<std::int64_t>(layout.stages.size())) + " stages: vp " + s(layout.vp) +
+          " with --pp " + s(p.pp) + ", but --vp is " + s(p.vp) + "; give --vp " + s(layout.vp) +
+          " or a layout of " + s(p.pp * p.vp) + " stages");
     }
     if (layout.decoder_layers() != w.layers) {
-      throw UsageError("--pipeline-layout "" + p.pipeline_layout + "" places " +
-                       s(layout.decoder_layers()) + " decoder layers (t) but the run instantiates " +
-                       s(w.layers) + " (--layers); the layout must hold every layer once");
+      throw UsageError(
+          "--pipeline-layout "
+          " + p.pipeline_layout + "
+          " places " +
+          s(layout.decoder_layers()) + " decoder layers (t) but the run instantiates " +
+          s(w.layers) + " (--layers); the layout must hold every layer once");
     }
     if (layout.mtp_layers() != 0 && layout.mtp_layers() != c.model.num_nextn_predict_layers) {
-      throw UsageError("--pipeline-layout "" + p.pipeline_layout + "" places " +
-                       s(layout.mtp_layers()) + " MTP layers (m) but " + c.model.name + " has " +
-                       s(c.model.num_nextn_predict_layers) +
-                       " (num_nextn_predict_layers); valid: 0 or " +
-                       s(c.model.num_nextn_predict_layers));
+      throw UsageError(
+          "--pipeline-layout "
+          " + p.pipeline_layout + "
+          " places " +
+          s(layout.mtp_layers()) + " MTP layers (m) but " + c.model.name + " has " +
+          s(c.model.num_nextn_predict_layers) + " (num_nextn_predict_layers); valid: 0 or " +
+          s(c.model.num_nextn_predict_layers));
     }
   } else {
     even_pipeline_layout(static_cast<int>(w.layers), p.pp, p.vp);  // UsageError when uneven

@@ -44,7 +44,7 @@ struct AdamWParams {
 // The instantiated stack and the tokens each rank processes.
 struct Workload {
   std::int64_t seq_len = 4096;
-  std::int64_t micro_batch = 1;   // sequences per micro-batch per rank (Megatron's micro_batch_size)
+  std::int64_t micro_batch = 1;  // sequences per micro-batch per rank (Megatron's micro_batch_size)
   std::int64_t global_batch = 0;  // sequences per step, job-wide (0: micro_batch x dp)
   std::int64_t layers = 0;        // instantiated transformer layers
   std::int64_t dense_layers = 0;  // of which the first ones are dense
@@ -59,11 +59,11 @@ struct Workload {
 // The layout as the flags give it; grid() is the parallel grid it makes (harness/parallel).
 struct ParallelLayout {
   int world = 1;
-  int ep = 1;              // expert-parallel group size (consecutive ranks)
-  int pp = 1;              // pipeline ranks
-  int vp = 1;              // model chunks per pipeline rank (interleaved 1F1B when > 1)
+  int ep = 1;                   // expert-parallel group size (consecutive ranks)
+  int pp = 1;                   // pipeline ranks
+  int vp = 1;                   // model chunks per pipeline rank (interleaved 1F1B when > 1)
   std::string pipeline_layout;  // --pipeline-layout as given; empty: layers split evenly
-  int ranks_per_node = 0;  // 0: from the MPI shared-memory split
+  int ranks_per_node = 0;       // 0: from the MPI shared-memory split
 
   // UsageError when the sizes do not fit the world (validate() says so first).
   ParallelGrid grid() const { return ParallelGrid(world, GridShape{1, 1, ep, pp}); }

@@ -230,9 +230,9 @@ MB_HD float router_logit(const RouterParams& p, float logit, std::uint64_t globa
                          int expert) {
   if (p.mode != kRouteRandom) return logit;
   // Box-Muller on two uniform draws; u1 in (0, 1] so the log is finite.
-  const std::uint64_t index =
-      (global_token * static_cast<std::uint64_t>(kMaxExperts) + static_cast<std::uint64_t>(expert)) *
-      2;
+  const std::uint64_t index = (global_token * static_cast<std::uint64_t>(kMaxExperts) +
+                               static_cast<std::uint64_t>(expert)) *
+                              2;
   const std::uint64_t stream = route_detail::kRandomLogitStream + p.layer;
   const float u1 = 1.0f - uniform01(p.seed, stream, index);
   const float u2 = uniform01(p.seed, stream, index + 1);

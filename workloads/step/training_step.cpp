@@ -107,8 +107,8 @@ void TrainingStep::initialize() {
                              1.0f);
       }
       if (last_stage_) {
-        compute_.fill_random(douts_.view().row_slice(row, seq), config_.seed,
-                             output_grad_stream(s), 1.0f);
+        compute_.fill_random(douts_.view().row_slice(row, seq), config_.seed, output_grad_stream(s),
+                             1.0f);
       }
     }
   }
@@ -177,8 +177,8 @@ void TrainingStep::exchange(LayerContext& ctx, std::size_t b) {
 void TrainingStep::forward(LayerContext& ctx, int mb, Chunk& chunk) {
   Slot& slot = acquire(chunk, mb);
   ctx.first_token = first_sequence(mb) * config_.workload.seq_len;
-  Mat x = chunk.stage == 0 ? inputs_.view().row_slice(mb * tokens_, tokens_)
-                           : slot.acts.front().view();
+  Mat x =
+      chunk.stage == 0 ? inputs_.view().row_slice(mb * tokens_, tokens_) : slot.acts.front().view();
   const std::size_t n = chunk.layers.size();
   if (n == 0 && chunk.stage == 0) compute_.copy(x, slot.acts.back());  // an empty first stage
   for (std::size_t i = 0; i < n; ++i) {
@@ -235,9 +235,9 @@ void TrainingStep::backward(LayerContext& ctx, int mb, Chunk& chunk) {
 //    before gradient buckets with --overlap on, where it would serialise them with the backward);
 //  - the end of the step: Communicator::synchronize(), then Compute::synchronize().
 // Each pipeline exchange is waited for on the compute stream (nccl) or the host (mpi) before the
-// block of passes that reads it, as pp_bubble. Everything else is ordered on the streams; phase times come from
-// compute marks read after the step (harness/measure/phase_timer.hpp). On host backends every call
-// returns when its work is done, so the host clock is the marks' clock.
+// block of passes that reads it, as pp_bubble. Everything else is ordered on the streams; phase
+// times come from compute marks read after the step (harness/measure/phase_timer.hpp). On host
+// backends every call returns when its work is done, so the host clock is the marks' clock.
 StepSample TrainingStep::run() {
   StepSample sample;
   compute_.synchronize();

@@ -99,8 +99,8 @@ class TrainingStep {
   std::vector<Chunk> chunks_;
   std::vector<PipelineOp> schedule_;
   std::vector<P2PBatch> batches_;
-  Tensor inputs_;   // first stage: every micro-batch's input (micro-batches x tokens rows)
-  Tensor douts_;    // last stage: every micro-batch's output gradient
+  Tensor inputs_;  // first stage: every micro-batch's input (micro-batches x tokens rows)
+  Tensor douts_;   // last stage: every micro-batch's output gradient
   Tensor outputs_, input_grads_;  // with config.verify, on the last and first stage
   Tensor grad_recv_;              // a gradient received from the next stage
   std::vector<SendBuffer> send_buffers_;
