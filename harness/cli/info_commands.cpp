@@ -54,18 +54,27 @@ nlohmann::ordered_json plan_json(const RunConfig& c) {
   // Per pipeline rank, in the storage a GPU run uses (BF16), and the largest.
   nlohmann::ordered_json stages = nlohmann::ordered_json::array();
   const Recipe* rec = c.recipe ? &recipe(*c.recipe) : nullptr;
-  const bool recompute = rec && std::find(rec->recompute.begin(), rec->recompute.end(),
-                                          "mla_up_proj") != rec->recompute.end();
+  // With a recipe, the workload as Megatron runs it (its recompute, Transformer Engine's FP8
+  // copies of GEMM inputs); moebench's own step beside it.
+  ActivationPolicy policy;
+  if (rec) {
+    policy.recompute_mla_up_proj = std::find(rec->recompute.begin(), rec->recompute.end(),
+                                             "mla_up_proj") != rec->recompute.end();
+    policy.fp8_saved_inputs = true;
+  }
   double largest = 0;
-  for (const StageMemory& s : estimate_stage_memory(c, 2, recompute)) {
+  for (const StageMemory& s : estimate_stage_memory(c, 2, policy)) {
     stages.push_back(nlohmann::ordered_json(to_json(s)));
     largest = std::max(largest, s.memory.total());
   }
   j["memory"]["storage"] = "bf16";
-  j["memory"]["recompute"] =
-      recompute ? nlohmann::ordered_json::array({"mla_up_proj"}) : nlohmann::ordered_json::array();
-  // What moebench's own step keeps (it recomputes nothing).
-  j["memory"]["max_rank_bytes_without_recompute"] = estimate_memory(c, 2).total();
+  j["memory"]["as_run_by"] = rec ? "megatron" : "moebench";
+  j["memory"]["recompute"] = policy.recompute_mla_up_proj
+                                 ? nlohmann::ordered_json::array({"mla_up_proj"})
+                                 : nlohmann::ordered_json::array();
+  j["memory"]["fp8_saved_inputs"] = policy.fp8_saved_inputs && c.precision == Precision::fp8;
+  // What moebench's own step keeps (no recompute, activations in storage precision).
+  j["memory"]["moebench_max_rank_bytes"] = estimate_memory(c, 2).total();
   j["memory"]["per_stage"] = stages;
   j["memory"]["max_rank_bytes"] = largest;
   if (rec) {
@@ -104,10 +113,13 @@ void print_plan(const RunConfig& c, std::ostream& os) {
   }
   if (c.recipe) {
     const Recipe& r = recipe(*c.recipe);
-    const double largest = estimate_memory(c, 2).total();
-    os << "# recipe " << r.name << ": largest rank " << gib(largest) << " of the "
-       << gib(r.gpu_memory_bytes) << " of a " << r.gpu << ": "
-       << (largest <= r.gpu_memory_bytes ? "fits" : "does NOT fit") << "\n";
+    const nlohmann::ordered_json j = plan_json(c);
+    const double largest = j["memory"]["max_rank_bytes"].get<double>();
+    os << "# recipe " << r.name << " as Megatron runs it: largest rank " << gib(largest)
+       << " of the " << gib(r.gpu_memory_bytes) << " of a " << r.gpu << ": "
+       << (largest <= r.gpu_memory_bytes ? "fits" : "does NOT fit")
+       << " (moebench's own step, activations in BF16 and no recompute: "
+       << gib(j["memory"]["moebench_max_rank_bytes"].get<double>()) << ")\n";
   }
   for (int bytes : {2, 4}) {
     const MemoryEstimate m = estimate_memory(c, bytes);

@@ -177,6 +177,9 @@ def test_plan_recipes_fit(ctx):
         e2e.check(len(mem["per_stage"]) == rec["pp"], "%s: one estimate per stage" % rec["name"])
         e2e.check(mem["max_rank_bytes"] == max(s["memory"]["total_bytes"]
                                                for s in mem["per_stage"]), "max_rank_bytes")
+        e2e.check(mem["as_run_by"] == "megatron", "as_run_by %r" % mem["as_run_by"])
+        e2e.check(mem["moebench_max_rank_bytes"] >= mem["max_rank_bytes"],
+                  "moebench's own step keeps at least what Megatron keeps")
         e2e.check(mem["max_rank_bytes"] < rec["gpu_memory_bytes"],
                   "%s: %.1f GB does not fit %.0f GB" % (rec["name"], mem["max_rank_bytes"] / 1e9,
                                                         rec["gpu_memory_bytes"] / 1e9))

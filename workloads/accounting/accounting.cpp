@@ -198,7 +198,7 @@ CollectiveBytes collective_bytes(const RunConfig& c, std::size_t bytes_per_eleme
 }
 
 std::vector<StageMemory> estimate_stage_memory(const RunConfig& c, std::size_t bytes_per_element,
-                                               bool recompute_mla_up_proj) {
+                                               ActivationPolicy policy) {
   const ModelConfig& m = c.model;
   const Workload& w = c.workload;
   const ParamCounts pc = param_counts(m);
@@ -220,8 +220,8 @@ std::vector<StageMemory> estimate_stage_memory(const RunConfig& c, std::size_t b
   const bool whole = w.layers == m.num_hidden_layers;
 
   // Activations kept for backward, per token and layer: `el` tensors at bpe, `in` the inputs of
-  // GEMMs and of core attention (at 1 byte with --precision fp8, as Transformer Engine keeps the
-  // quantised copy for the backward; else at bpe), `f32` 4-byte values (norm rstd, softmax
+  // GEMMs and of core attention (at bpe, or at 1 byte under fp8 with policy.fp8_saved_inputs),
+  // `f32` 4-byte values (norm rstd, softmax
   // log-sum-exp, router scores, indices and weights).
   // Attention: block input (h, el) and its normed copy (h, in); with q_lora the latent (el) and its
   // normed copy (in); q, k, v and the attention output (2 heads x qk + 2 heads x v, in); the kv
@@ -231,13 +231,13 @@ std::vector<StageMemory> estimate_stage_memory(const RunConfig& c, std::size_t b
   // (ffn, in). MoE: k dispatched rows (k h, in), per expert row gate/up (2 k moe_ffn, el) and
   // activation (k moe_ffn, in), k expert outputs (k h, el), the shared experts' likewise; router
   // scores (E), k indices, k weights.
-  const double gin = c.precision == Precision::fp8 ? 1.0 : bpe;
+  const double gin = policy.fp8_saved_inputs && c.precision == Precision::fp8 ? 1.0 : bpe;
   double el_attn = 0, in_attn = 0, f32_attn = 0;
   if (w.attention) {
     const double q_lora = m.q_lora_rank ? static_cast<double>(*m.q_lora_rank) : 0.0;
     el_attn = h + q_lora + kv_lora + static_cast<double>(m.qk_rope_head_dim);
     in_attn = h + q_lora + kv_lora + 2 * heads * qk + 2 * heads * vh;
-    if (recompute_mla_up_proj) in_attn -= 2 * heads * qk + heads * vh;  // q, k, v
+    if (policy.recompute_mla_up_proj) in_attn -= 2 * heads * qk + heads * vh;  // q, k, v
     f32_attn = 1 + (m.q_lora_rank ? 1 : 0) + 1 + heads;
   }
   const double el_mlp = h, in_mlp = h, f32_mlp = 1;

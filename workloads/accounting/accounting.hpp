@@ -93,12 +93,19 @@ struct StageMemory {
   int in_flight = 0;  // micro-batch chunks whose activations are kept at the peak
   MemoryEstimate memory;
 };
-// recompute_mla_up_proj: Megatron's recompute of MLA's up-projections (q, k and v are recomputed
-// in the backward from the latents, which are kept anyway), as a recipe may run it; moebench's
-// own step keeps them.
+// How a trainer keeps activations, where it differs from moebench's own step (the defaults).
+struct ActivationPolicy {
+  // Megatron's recompute of MLA's up-projections: q, k and v are recomputed in the backward from
+  // the latents, which are kept anyway.
+  bool recompute_mla_up_proj = false;
+  // With --precision fp8, the inputs of GEMMs and of core attention kept in FP8 (1 byte), as
+  // Transformer Engine keeps its quantised copies; moebench's step keeps them in storage
+  // precision.
+  bool fp8_saved_inputs = false;
+};
 std::vector<StageMemory> estimate_stage_memory(const RunConfig& c, std::size_t bytes_per_element,
-                                               bool recompute_mla_up_proj = false);
-// The largest of the pipeline ranks' estimates.
+                                               ActivationPolicy policy = {});
+// The largest of the pipeline ranks' estimates, for moebench's own step.
 MemoryEstimate estimate_memory(const RunConfig& c, std::size_t bytes_per_element);
 // The single-process reference's memory (the whole global batch, all experts), on rank 0.
 MemoryEstimate estimate_reference_memory(const RunConfig& c, std::size_t bytes_per_element);
