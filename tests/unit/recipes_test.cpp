@@ -1,0 +1,129 @@
+// The published recipes (workloads/config/recipes.json, compiled in) and how a run is set beside
+// one. The figures checked here are the ones ../shared/reference/deepseek-v3.md lists, written out
+// by hand.
+#include "workloads/config/recipes.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "harness/core/error.hpp"
+
+using namespace moebench;
+
+namespace {
+
+bool has_prefix(const std::vector<std::string>& lines, const std::string& prefix) {
+  return std::any_of(lines.begin(), lines.end(),
+                     [&](const std::string& l) { return l.rfind(prefix, 0) == 0; });
+}
+
+// The run a recipe describes, as --recipe NAME alone resolves it at the recipe's GPU count.
+RunConfig run_of(const Recipe& r) {
+  RunConfig c;
+  c.model = preset(r.model);
+  c.workload.seq_len = r.seq_len;
+  c.workload.micro_batch = r.micro_batch;
+  c.workload.global_batch = r.global_batch;
+  c.workload.layers = c.model.num_hidden_layers;
+  c.workload.dense_layers = c.model.first_k_dense_replace;
+  c.workload.routing = parse_routing(r.routing);
+  c.layout.world = r.gpus;
+  c.layout.ep = r.ep;
+  c.layout.pp = r.pp;
+  c.layout.vp = r.vp;
+  c.layout.pipeline_layout = r.pipeline_layout;
+  c.grad_reduce = r.grad_reduce == "reduce-scatter" ? GradReduce::reduce_scatter
+                                                    : GradReduce::allreduce;
+  c.backend = ComputeBackend::cuda;
+  c.comm = CommBackend::nccl;
+  c.precision = run_precision(r);
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("recipes: NVIDIA's GB300 row, and every row is a valid DeepSeek-V3 layout") {
+  const Recipe& gb300 = recipe("gb300-mxfp8-256");
+  CHECK(gb300.gpus == 256);
+  CHECK(gb300.pp == 2);
+  CHECK(gb300.vp == 8);
+  CHECK(gb300.ep == 32);
+  CHECK(gb300.global_batch == 4096);
+  CHECK(gb300.tflops_per_gpu == 1648.0);
+  CHECK(gb300.tokens_per_s_per_gpu == 6338.0);
+  CHECK(gb300.gpu_memory_bytes == 288e9);
+  CHECK(gb300.pipeline_layout == "Et*4|(t*4|)*14tmL");
+  REQUIRE(recipes().size() >= 5);
+  for (const Recipe& r : recipes()) {
+    CAPTURE(r.name);
+    CHECK(r.tp == 1);  // moebench has no tensor parallelism: only such rows are listed
+    const PipelineLayout l = parse_pipeline_layout(r.pipeline_layout, r.pp);
+    CHECK(l.vp == r.vp);
+    CHECK(l.decoder_layers() == 61);
+    CHECK(l.mtp_layers() == 1);
+    CHECK(l.has_embedding());
+    CHECK(l.has_loss());
+    CHECK(r.gpus % (r.pp * r.ep) == 0);
+    const RunConfig c = run_of(r);
+    CHECK_NOTHROW(validate(c));  // the global batch divides into micro-batches for the schedule
+    CHECK(r.tflops_per_gpu.has_value());
+  }
+  CHECK_THROWS_WITH_AS(recipe("gb300"), doctest::Contains("valid: gb300-mxfp8-256"), UsageError);
+}
+
+TEST_CASE("recipes: a layout spread over a smaller model keeps its stages, E, m and L") {
+  const Recipe& r = recipe("gb300-mxfp8-256");
+  CHECK(scaled_layout(r, 61) == r.pipeline_layout);
+  const std::string small = scaled_layout(r, 4);
+  const PipelineLayout l = parse_pipeline_layout(small, 2);
+  CHECK(l.vp == 8);
+  CHECK(l.decoder_layers() == 4);
+  CHECK(l.has_embedding());
+  CHECK(l.has_loss());
+  CHECK(l.mtp_layers() == 1);
+  // Largest remainder: the four stages with the largest shares, the first ones on ties.
+  CHECK(l.stages[0].layers == 1);
+  const PipelineLayout b = parse_pipeline_layout(scaled_layout(recipe("b300-mxfp8-256"), 16), 8);
+  int total = 0;
+  for (const PipelineStage& s : b.stages) {
+    CHECK(s.layers >= 1);  // 8, 8, ..., 5 over 61 layers: every stage keeps one of 16 or more
+    total += s.layers;
+  }
+  CHECK(total == 16);
+}
+
+TEST_CASE("recipes: the differences of a run from its row, one line each") {
+  const Recipe& r = recipe("gb300-mxfp8-256");
+  RunConfig c = run_of(r);
+  // The row's own workload on a GB300 still differs in what moebench does not do yet.
+  std::vector<std::string> d = recipe_differences(r, c, "NVIDIA GB300");
+  CHECK(has_prefix(d, "layers: the embedding, the output head, the loss and the MTP layer"));
+  CHECK(has_prefix(d, "precision: fp8 with one scale per tensor, not mxfp8"));
+  CHECK_FALSE(has_prefix(d, "layout:"));
+  CHECK_FALSE(has_prefix(d, "batch:"));
+  CHECK_FALSE(has_prefix(d, "gpus:"));
+  CHECK_FALSE(has_prefix(d, "routing:"));
+  CHECK_FALSE(has_prefix(d, "system:"));
+  CHECK(d.size() == 2);
+  // Each change shows up under its own topic.
+  c.layout.world = 512;
+  c.workload.global_batch = 8192;
+  c.workload.routing = parse_routing("balanced");
+  c.layout.vp = 1;
+  c.layout.pipeline_layout = "Et*30|t*31mL";
+  d = recipe_differences(r, c, "NVIDIA H200");
+  CHECK(has_prefix(d, "gpus: 512, not 256"));
+  CHECK(has_prefix(d, "batch: micro-batch 1, global batch 8192"));
+  CHECK(has_prefix(d, "routing: balanced, not random"));
+  CHECK(has_prefix(d, "layout: tp 1, pp 2, vp 1, ep 32, not tp 1, pp 2, vp 8, ep 32"));
+  CHECK(has_prefix(d, "layout: pipeline layout Et*30|t*31mL"));
+  CHECK(has_prefix(d, "system: NVIDIA H200, not GB300"));
+  c.workload.layers = 4;
+  c.precision = Precision::bf16;
+  d = recipe_differences(r, c, "");
+  CHECK(has_prefix(d, "layers: 4 of the model's 61 decoder layers"));
+  CHECK(has_prefix(d, "precision: bf16, not mxfp8"));
+  CHECK(has_prefix(d, "system: the cpu backend, not GB300"));
+  CHECK(run_precision(r) == Precision::fp8);
+}
