@@ -6,7 +6,9 @@
 #      gpu.communicator.* tests when the nccl backend is built),
 #   2. a --verify step of the tiny preset on one GPU (and with --comm nccl when built),
 #   3. a --verify step with --precision fp8 on one GPU,
-#   4. a 4-rank --verify run sharing that GPU (--comm mpi --backend cuda --ep 4),
+#   4. a 4-rank --verify run sharing that GPU (--comm mpi --backend cuda --ep 4), and a 4-rank
+#      pipelined one (--pp 2 --vp 2 --ep 2, 4 micro-batches a rank: the interleaved schedule, its
+#      point-to-point exchanges and gradient accumulation on the device),
 #   5. the performance probe (moebench bench --backend cuda), in BF16 and in FP8,
 # and write ONE JSON summary, summary.json, into the output folder with the figures and versions
 # (tests/device/summarize.py; tests/device/README.md says how to read it).
@@ -169,6 +171,9 @@ else
 fi
 step run_4rank 300 env CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}" "${mpirun_cmd[@]}" -np 4 \
   "$bin" run "${tiny[@]}" --backend "$backend" --comm mpi --ep 4 --out "$out/run-4rank.json"
+step run_4rank_pp 300 env CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}" "${mpirun_cmd[@]}" \
+  -np 4 "$bin" run "${tiny[@]}" --backend "$backend" --comm mpi --pp 2 --vp 2 --ep 2 \
+  --global-batch 8 --out "$out/run-4rank-pp.json"
 # shellcheck disable=SC2086  # CHECK_SH_BENCH_ARGS is a list of flags
 step bench 420 "$bin" bench --backend "$backend" --out "$out/bench.json" ${CHECK_SH_BENCH_ARGS:-}
 # The same probe with the linear layers' GEMMs in FP8 (E4M3, per-tensor scales): the step

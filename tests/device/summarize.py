@@ -101,6 +101,9 @@ def run_summary(doc):
         "step_time_median_s": step.get("median"),
         "tflops_per_gpu": res.get("tflops_per_gpu"),
         "communication_overlap": res.get("communication_overlap"),
+        "pipeline": {k: doc.get("parallel", {}).get("pipeline", {}).get(k)
+                     for k in ("pp", "vp", "microbatches_per_step", "theoretical_bubble",
+                               "measured_bubble")},
     }
 
 
@@ -191,7 +194,7 @@ def main():
     log_text = open(log_path, errors="replace").read() if os.path.isfile(log_path) else ""
 
     runs = {}
-    for name in ("run-1gpu", "run-1gpu-nccl", "run-1gpu-fp8", "run-4rank"):
+    for name in ("run-1gpu", "run-1gpu-nccl", "run-1gpu-fp8", "run-4rank", "run-4rank-pp"):
         summary = run_summary(load_json(os.path.join(args.out, name + ".json")))
         if summary is not None:
             runs[name] = summary

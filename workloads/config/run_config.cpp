@@ -190,12 +190,6 @@ void validate(const RunConfig& c) {
     even_pipeline_layout(static_cast<int>(w.layers), p.pp, p.vp);  // UsageError when uneven
   }
   validate(PipelineShape{p.pp, p.vp, microbatches(c)});
-  if (p.pp > 1 && c.comm == CommBackend::mpi && c.backend != ComputeBackend::cpu) {
-    throw UsageError("--pp " + s(p.pp) + " with --backend " + to_string(c.backend) +
-                     " --comm mpi: pipeline transfers of device buffers need --comm nccl (the "
-                     "staged host path blocks on its sends, which the interleaved schedule "
-                     "cannot wait for)");
-  }
   if (c.inject && c.inject->rank >= p.world) {
     throw UsageError("--inject " + to_string(*c.inject) + ": no rank " + s(c.inject->rank) +
                      " in a world of " + s(p.world) + "; valid: rank=0 to rank=" + s(p.world - 1));
