@@ -162,6 +162,18 @@ def test_recipe_scaled_down_and_judged(ctx):
         e2e.check(len(v) == 1 and not v[0]["passed"], "verdicts %r" % s["verdicts"])
 
 
+def test_scaling_groups_by_layout(ctx):
+    """Runs of different pipeline layouts are different workloads for `moebench report`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        run(ctx, tmp, 4, ["--preset", PRESET, "--pp", 2, "--ep", 2, "--global-batch", 8],
+            name="pp2.json")
+        run(ctx, tmp, 8, ["--preset", PRESET, "--ep", 2, "--global-batch", 16], name="pp1.json")
+        r = e2e.run_moebench(ctx, ["report", os.path.join(tmp, "pp2.json"),
+                                   os.path.join(tmp, "pp1.json"), "--quiet"], timeout=60)
+        e2e.check(r.rc == USAGE, "report of two layouts: expected exit %d" % USAGE, r)
+        e2e.check("parallel.pipeline.pp is 2" in r.stderr, "the message names the field", r)
+
+
 def test_plan_recipes_fit(ctx):
     r = e2e.run_moebench(ctx, ["recipes", "--json"], timeout=30)
     e2e.check(r.rc == 0, "moebench recipes --json", r)
@@ -193,4 +205,4 @@ if __name__ == "__main__":
     e2e.run_main([test_interleaved_pp2_vp2_ep2, test_pp4, test_uneven_layout_zero1,
                   test_accumulation_without_pipeline, test_corrupted_pipeline_transfer_is_caught,
                   test_bad_pipeline_input, test_recipe_scaled_down_and_judged,
-                  test_plan_recipes_fit])
+                  test_scaling_groups_by_layout, test_plan_recipes_fit])
