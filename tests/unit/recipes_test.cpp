@@ -1,6 +1,6 @@
 // The published recipes (workloads/config/recipes.json, compiled in) and how a run is set beside
-// one. The figures checked here are the ones ../shared/reference/deepseek-v3.md lists, written out
-// by hand.
+// one. The figures checked here are the published ones (Megatron-Bridge's performance summary),
+// written out by hand.
 #include "workloads/config/recipes.hpp"
 
 #include <doctest/doctest.h>
