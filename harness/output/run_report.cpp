@@ -135,9 +135,26 @@ ojson parallel_json(const RunRecord& r) {
                {"pipeline", pipeline_json(r)}};
 }
 
+// What the full model has that this run does not run: its FLOPs are in full_model, not in
+// instantiated, so the run's TFLOP/s is not a published row's until the list is empty.
+ojson not_run_json(const RunConfig& c) {
+  ojson out = ojson::array();
+  if (c.workload.layers < c.model.num_hidden_layers) {
+    out.push_back("decoder layers " + std::to_string(c.workload.layers) + " to " +
+                  std::to_string(c.model.num_hidden_layers - 1));
+  }
+  if (!c.workload.attention) out.push_back("attention");
+  out.push_back("embedding");
+  out.push_back("output head");
+  out.push_back("loss");
+  if (c.model.num_nextn_predict_layers > 0) out.push_back("mtp");
+  return out;
+}
+
 ojson accounting_json(const RunRecord& r) {
   return ojson{{"full_model", ojson(to_json(r.full_model))},
                {"instantiated", ojson(to_json(r.instantiated))},
+               {"not_run", not_run_json(r.config)},
                {"collective_bytes", ojson(to_json(r.collective_bytes))},
                {"memory_estimate", ojson(to_json(r.memory))}};
 }

@@ -57,6 +57,9 @@ def check_pipelined(rep, np, pp, vp, global_batch, micro_batch=1):
                     "tflops_per_gpu = flops_per_step / (median step x world)")
     e2e.check_close(res["tokens_per_s_per_gpu"], global_batch * SEQ / (median * np), REL_TOL,
                     "tokens_per_s_per_gpu")
+    not_run = rep["accounting"]["not_run"]
+    e2e.check({"embedding", "output head", "loss", "mtp"} <= set(not_run),
+              "accounting.not_run %r should list what the tiny run does not run" % not_run)
     v = rep["verification"]
     e2e.check(v["enabled"] and v["passed"] and v["mismatches"] == 0 and v["compared"] > 0,
               "verification %r" % {k: v[k] for k in ("passed", "mismatches", "compared")})
