@@ -86,7 +86,8 @@ nlohmann::ordered_json plan_json(const RunConfig& c) {
   return j;
 }
 
-void print_plan(const RunConfig& c, std::ostream& os) {
+// `j` is plan_json(c), whose recipe figures the text repeats.
+void print_plan(const RunConfig& c, const nlohmann::ordered_json& j, std::ostream& os) {
   const double tokens = static_cast<double>(tokens_per_step(c));
   const StackAccounting full = account_full_model(c.model, c.workload.seq_len, tokens);
   const StackAccounting inst = account_instantiated(c);
@@ -113,7 +114,6 @@ void print_plan(const RunConfig& c, std::ostream& os) {
   }
   if (c.recipe) {
     const Recipe& r = recipe(*c.recipe);
-    const nlohmann::ordered_json j = plan_json(c);
     const double largest = j["memory"]["max_rank_bytes"].get<double>();
     os << "# recipe " << r.name << " as Megatron runs it: largest rank " << gib(largest)
        << " of the " << gib(r.gpu_memory_bytes) << " of a " << r.gpu << ": "
@@ -141,7 +141,7 @@ int plan_command(const CliOptions& o) {
   if (o.json) {
     std::cout << j.dump(2) << "\n";
   } else {
-    print_plan(c, std::cout);
+    print_plan(c, j, std::cout);
   }
   if (!o.out.empty()) write_file_atomically(o.out, j.dump(2) + "\n");
   return 0;

@@ -329,14 +329,17 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
   c.layout.ep = rec && !given("--ep") ? rec->ep : w.ep;
   c.layout.pp = rec && !given("--pp") ? rec->pp : w.pp;
   c.layout.pipeline_layout = w.pipeline_layout;
-  c.layout.vp = w.vp.value_or(1);
-  if (rec && !given("--vp")) c.layout.vp = rec->vp;
+  // --vp, else the recipe's, else the stage count of --pipeline-layout, else 1.
+  if (w.vp) {
+    c.layout.vp = *w.vp;
+  } else if (rec) {
+    c.layout.vp = rec->vp;
+  } else if (!w.pipeline_layout.empty() && c.layout.pp >= 1) {
+    c.layout.vp = parse_pipeline_layout(w.pipeline_layout, c.layout.pp).vp;
+  }
   if (rec && !given("--pipeline-layout") && c.layout.pp == rec->pp && c.layout.vp == rec->vp) {
     // The recipe's layout, its layers spread over its stages when the model is smaller.
     c.layout.pipeline_layout = scaled_layout(*rec, static_cast<int>(c.workload.layers));
-  }
-  if (!w.vp && !c.layout.pipeline_layout.empty() && c.layout.pp >= 1 && !(rec && !given("--vp"))) {
-    c.layout.vp = parse_pipeline_layout(c.layout.pipeline_layout, c.layout.pp).vp;
   }
   if (rec) {
     c.recipe = rec->name;

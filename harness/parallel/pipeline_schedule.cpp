@@ -153,16 +153,19 @@ std::string check_p2p_batches(const PipelineShape& s,
   }
   // Rendezvous: each rank waits at its current batch until every transfer in it is posted by the
   // peer (in the peer's current batch, or an earlier one it has completed).
-  std::vector<std::map<std::pair<bool, std::pair<int, int>>, int>> posted_at(P);
+  // A transfer's identity on both sides: (is the send, (micro-batch and direction, from stage)).
+  using Key = std::pair<bool, std::pair<int, int>>;
+  const auto key = [](bool send, const PipelineTransfer& t) {
+    return Key{send, {t.microbatch * 2 + (t.activation ? 0 : 1), t.from}};
+  };
+  std::vector<std::map<Key, int>> posted_at(P);
   for (int r = 0; r < P; ++r) {
     for (std::size_t k = 0; k < all[r].size(); ++k) {
       for (const PipelineTransfer& t : all[r][k].send) {
-        posted_at[r][{true, {t.microbatch * 2 + (t.activation ? 0 : 1), t.from}}] =
-            static_cast<int>(k);
+        posted_at[r][key(true, t)] = static_cast<int>(k);
       }
       for (const PipelineTransfer& t : all[r][k].recv) {
-        posted_at[r][{false, {t.microbatch * 2 + (t.activation ? 0 : 1), t.from}}] =
-            static_cast<int>(k);
+        posted_at[r][key(false, t)] = static_cast<int>(k);
       }
     }
   }
@@ -175,15 +178,11 @@ std::string check_p2p_batches(const PipelineShape& s,
       bool ready = true;
       for (const PipelineTransfer& t : b.send) {
         const int peer = rank_of(t.to);
-        ready = ready &&
-                posted_at[peer].at({false, {t.microbatch * 2 + (t.activation ? 0 : 1), t.from}}) <=
-                    at[peer];
+        ready = ready && posted_at[peer].at(key(false, t)) <= at[peer];
       }
       for (const PipelineTransfer& t : b.recv) {
         const int peer = rank_of(t.from);
-        ready = ready &&
-                posted_at[peer].at({true, {t.microbatch * 2 + (t.activation ? 0 : 1), t.from}}) <=
-                    at[peer];
+        ready = ready && posted_at[peer].at(key(true, t)) <= at[peer];
       }
       if (ready) {
         ++at[r];

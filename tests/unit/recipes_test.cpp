@@ -33,8 +33,8 @@ RunConfig run_of(const Recipe& r) {
   c.layout.pp = r.pp;
   c.layout.vp = r.vp;
   c.layout.pipeline_layout = r.pipeline_layout;
-  c.grad_reduce = r.grad_reduce == "reduce-scatter" ? GradReduce::reduce_scatter
-                                                    : GradReduce::allreduce;
+  c.grad_reduce =
+      r.grad_reduce == "reduce-scatter" ? GradReduce::reduce_scatter : GradReduce::allreduce;
   c.backend = ComputeBackend::cuda;
   c.comm = CommBackend::nccl;
   c.precision = run_precision(r);

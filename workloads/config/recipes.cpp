@@ -120,8 +120,7 @@ std::vector<std::string> recipe_differences(const Recipe& r, const RunConfig& c,
   }
   if (c.fp8_emulated()) d.push_back("precision: fp8 emulated in FP32 on the cpu backend");
   const ParallelLayout& p = c.layout;
-  const std::string layout =
-      p.pipeline_layout.empty() ? pipeline_layout(c).text : p.pipeline_layout;
+  const std::string layout = pipeline_layout(c).text;
   if (p.pp != r.pp || p.vp != r.vp || p.ep != r.ep || r.tp != 1) {
     d.push_back("layout: tp 1, pp " + str(p.pp) + ", vp " + str(p.vp) + ", ep " + str(p.ep) +
                 ", not tp " + str(r.tp) + ", pp " + str(r.pp) + ", vp " + str(r.vp) + ", ep " +

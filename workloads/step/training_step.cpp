@@ -52,7 +52,10 @@ TrainingStep::TrainingStep(const RunConfig& config, const Topology& topo, Comput
   if (last_stage_) douts_ = compute.alloc(rows, h);
   if (config.verify && last_stage_) outputs_ = compute.alloc(rows, h);
   if (config.verify && first_stage_) input_grads_ = compute.alloc(rows, h);
-  if (shape_.pp > 1) grad_recv_ = compute.alloc(tokens_, h);
+  if (shape_.pp > 1) {
+    grad_recv_ = compute.alloc(tokens_, h);
+    grad_send_ = compute.alloc(tokens_, h);
+  }
 
   const std::int64_t padded[2] = {params_.padded_numel(ParamGroup::dense),
                                   params_.padded_numel(ParamGroup::expert)};
@@ -144,7 +147,6 @@ TrainingStep::Slot& TrainingStep::acquire(Chunk& chunk, int mb) {
 }
 
 void TrainingStep::exchange(LayerContext& ctx, std::size_t b) {
-  if (shape_.pp == 1) return;
   const P2PBatch& batch = batches_[b];
   if (batch.send.empty() && batch.recv.empty()) return;
   // The sends of what the previous block produced (its outputs, its input gradients), then the
@@ -153,8 +155,8 @@ void TrainingStep::exchange(LayerContext& ctx, std::size_t b) {
   std::vector<P2POp> ops;
   for (const PipelineTransfer& t : batch.send) {
     Chunk& chunk = chunk_of_stage(t.from);
-    const Mat buf = t.activation ? chunk.in_flight.at(t.microbatch)->acts.back().view()
-                                 : send_buffers_.at(static_cast<std::size_t>(filled_)).t.view();
+    const Mat buf =
+        t.activation ? chunk.in_flight.at(t.microbatch)->acts.back().view() : grad_send_.view();
     ops.push_back({P2POp::Kind::send, rank_of_stage(t.to), buf});
     ctx.add_bytes(Phase::pp_bubble, static_cast<double>(buf.numel()) * dtype_size(buf.dtype), 1.0,
                   2);
@@ -200,12 +202,7 @@ void TrainingStep::backward(LayerContext& ctx, int mb, Chunk& chunk) {
   // the kept input gradients.
   Mat target;
   if (chunk.stage > 0) {
-    // Sent in the batch after this block, which completes before the next block overwrites it.
-    if (send_buffers_.empty()) {
-      send_buffers_.push_back({compute_.alloc(tokens_, config_.model.hidden_size), -1});
-    }
-    filled_ = 0;
-    target = send_buffers_.front().t;
+    target = grad_send_;
   } else if (!input_grads_.empty()) {
     target = input_grads_.view().row_slice(mb * tokens_, tokens_);
   } else {

@@ -64,11 +64,6 @@ class TrainingStep {
     std::vector<Slot*> free;
     std::map<int, Slot*> in_flight;  // micro-batch -> slot
   };
-  // The buffer of the gradient sent to the previous stage in the next exchange.
-  struct SendBuffer {
-    Tensor t;
-    CommRequest send = -1;
-  };
 
   Slot& acquire(Chunk& chunk, int mb);
   void forward(LayerContext& ctx, int mb, Chunk& chunk);
@@ -103,8 +98,9 @@ class TrainingStep {
   Tensor douts_;   // last stage: every micro-batch's output gradient
   Tensor outputs_, input_grads_;  // with config.verify, on the last and first stage
   Tensor grad_recv_;              // a gradient received from the next stage
-  std::vector<SendBuffer> send_buffers_;
-  int filled_ = -1;  // the send buffer the last backward filled
+  // A gradient for the previous stage: filled by a backward, sent in the next exchange, which
+  // completes before the next block of passes.
+  Tensor grad_send_;
   Tensor grad_a_, grad_b_;
   Tensor shard_grads_[2], shard_params_[2];
   Tensor adam_m_[2], adam_v_[2];
