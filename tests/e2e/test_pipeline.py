@@ -175,6 +175,16 @@ def test_scaling_groups_by_layout(ctx):
                                    os.path.join(tmp, "pp1.json"), "--quiet"], timeout=60)
         e2e.check(r.rc == USAGE, "report of two layouts: expected exit %d" % USAGE, r)
         e2e.check("parallel.pipeline.pp is 2" in r.stderr, "the message names the field", r)
+        # Two runs of one layout, but neither names a recipe: nothing to judge against.
+        run(ctx, tmp, 8, ["--preset", PRESET, "--pp", 2, "--ep", 2, "--global-batch", 16],
+            name="pp2-8.json")
+        r = e2e.run_moebench(ctx, ["report", os.path.join(tmp, "pp2.json"),
+                                   os.path.join(tmp, "pp2-8.json"), "--claim-from-recipe",
+                                   "--out", os.path.join(tmp, "s.json")], timeout=60)
+        e2e.check(r.rc == USAGE, "--claim-from-recipe without a recipe: exit %d" % USAGE, r)
+        e2e.check("names a recipe; run `moebench run --recipe NAME`" in r.stderr,
+                  "the message says what to do", r)
+        e2e.check(not os.path.exists(os.path.join(tmp, "s.json")), "no scaling report written")
 
 
 def test_plan_recipes_fit(ctx):
