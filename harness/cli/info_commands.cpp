@@ -101,7 +101,8 @@ void print_plan(const RunConfig& c, const nlohmann::ordered_json& j, std::ostrea
        << human(a->flops_per_step, "FLOP") << "/step\n";
   }
   os << "# instantiated: " << c.workload.layers << " layers (" << c.workload.dense_layers
-     << " dense), attention " << (c.workload.attention ? "on" : "off") << "\n";
+     << " dense), attention " << (c.workload.attention ? "on" : "off") << ", head "
+     << (c.workload.head ? "on" : "off") << ", mtp " << c.workload.mtp << "\n";
   if (c.layout.pp > 1) {
     os << "# pipeline: pp " << c.layout.pp << ", vp " << c.layout.vp << ", layout "
        << pipeline_layout(c).text << ", " << microbatches(c) << " micro-batches a step\n";

@@ -33,7 +33,8 @@ const std::vector<std::string>& recipe_flags() {
   static const std::vector<std::string> flags = {
       "--preset", "--model-config", "--seq-len", "--micro-batch", "--global-batch",
       "--layers", "--dense-layers", "--pp",      "--vp",          "--pipeline-layout",
-      "--ep",     "--precision",    "--routing", "--attention",   "--grad-reduce"};
+      "--ep",     "--precision",    "--routing", "--attention",   "--grad-reduce",
+      "--head",   "--mtp"};
   return flags;
 }
 
@@ -56,6 +57,14 @@ void add_workload_flags(CLI::App* app, WorkloadFlags& w, NamedFlags& n) {
   app->add_option("--dense-layers", w.dense_layers,
                   "of which dense (default: the model's proportion)");
   app->add_option("--attention", w.attention, "on|off (default on)");
+  app->add_option("--head", w.head,
+                  "on|off: the model's ends, the embedding of seeded token ids on the first stage "
+                  "and the final norm, output head and cross-entropy loss on the last (default "
+                  "on, or off where --pipeline-layout has no E and L)");
+  app->add_option("--mtp", w.mtp,
+                  "MTP layers (DeepSeek-V3's multi-token prediction, sharing the embedding and "
+                  "the head; default the model's num_nextn_predict_layers with --head on, or "
+                  "--pipeline-layout's m count; 0 with --head off)");
   app->add_option("--routing", w.routing,
                   "router|balanced|random|zipf:S (default balanced: exact per-expert counts inside "
                   "the group limit; random: Megatron's forced load balancing)");
@@ -263,6 +272,7 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
           "--recipe NAME (`moebench recipes`)");
     }
     on_off("--attention", o.workload.attention);
+    if (!o.workload.head.empty()) on_off("--head", o.workload.head);
     on_off("--comm-barrier", o.workload.comm_barrier);
     on_off("--overlap", o.workload.overlap);
     grad_bucket_bytes(o.workload.grad_bucket_mb);
@@ -340,6 +350,30 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
   if (rec && !given("--pipeline-layout") && c.layout.pp == rec->pp && c.layout.vp == rec->vp) {
     // The recipe's layout, its layers spread over its stages when the model is smaller.
     c.layout.pipeline_layout = scaled_layout(*rec, static_cast<int>(c.workload.layers));
+  }
+  // The model's ends: as --head says; else as the given layout places E and L; else on.
+  const std::optional<PipelineLayout> given_layout =
+      !w.pipeline_layout.empty() && c.layout.pp >= 1
+          ? std::optional<PipelineLayout>(parse_pipeline_layout(w.pipeline_layout, c.layout.pp))
+          : std::nullopt;
+  if (!w.head.empty()) {
+    c.workload.head = on_off("--head", w.head);
+  } else {
+    c.workload.head = !given_layout || given_layout->has_embedding() || given_layout->has_loss();
+  }
+  if (w.mtp) {
+    c.workload.mtp = *w.mtp;
+  } else if (given_layout) {
+    c.workload.mtp = given_layout->mtp_layers();
+  } else {
+    c.workload.mtp = c.workload.head ? c.model.num_nextn_predict_layers : 0;
+  }
+  if (rec && !given("--pipeline-layout") && !c.layout.pipeline_layout.empty()) {
+    // The recipe's layout without what --head off or --mtp 0 does not run.
+    const bool head = c.workload.head, mtp = c.workload.mtp > 0;
+    std::erase_if(c.layout.pipeline_layout, [&](char ch) {
+      return (!head && (ch == 'E' || ch == 'L')) || (!mtp && ch == 'm');
+    });
   }
   if (rec) {
     c.recipe = rec->name;

@@ -22,6 +22,8 @@ struct WorkloadFlags {
   std::optional<std::int64_t> layers;
   std::optional<std::int64_t> dense_layers;
   std::string attention = "on";
+  std::string head;                 // on|off; empty: on, or off where --pipeline-layout has no E/L
+  std::optional<std::int64_t> mtp;  // none: the model's, or --pipeline-layout's m count
   std::string routing = "balanced";
   int ep = 1;
   int pp = 1;

@@ -384,6 +384,17 @@ void Compute::gathered_row_dot(Mat a, Mat index, Mat b, Mat out) {
   do_gathered_row_dot(a, index, b, out);
 }
 
+// ---- the loss -------------------------------------------------------------------------------
+
+void Compute::cross_entropy(Mat logits, Mat labels, float grad_scale, Mat loss) {
+  check_float(logits, "cross_entropy logits");
+  MB_CHECK(logits.cols > 0, "cross_entropy over an empty vocabulary");
+  check_index(labels, logits.rows, "cross_entropy labels");
+  check_dtype(loss, DType::f32, "cross_entropy loss");
+  check_shape(loss, logits.rows, 1, "cross_entropy loss");
+  do_cross_entropy(logits, labels, grad_scale, loss);
+}
+
 // ---- the optimizer --------------------------------------------------------------------------
 
 void Compute::adamw(const AdamWStep& s, Mat param, Mat grad, Mat m, Mat v, Mat master) {

@@ -178,6 +178,13 @@ class Compute {
   // out[i] = dot(a[index[i]], b[i]) (the gradient of a combine weight).
   void gathered_row_dot(Mat a, Mat index, Mat b, Mat out);
 
+  // Cross-entropy of each row of logits (rows x vocab) against its label (rows x 1, i32, in
+  // [0, vocab)), fused with its backward as Megatron-Core's fused cross-entropy is: loss
+  // (rows x 1, FP32) gets -log softmax(row)[label], and logits is overwritten with
+  // grad_scale * (softmax(row) - onehot(label)), the gradient of grad_scale * sum(loss). A label
+  // outside the vocabulary is a RuntimeError (cuda: at the next synchronisation).
+  void cross_entropy(Mat logits, Mat labels, float grad_scale, Mat loss);
+
   // AdamW on a flat parameter range; m and v are the optimiser's FP32 moments. master, when not
   // empty, is the FP32 master copy of a lower-precision param (as mixed-precision trainers keep
   // one): the update reads and writes master, and param receives its value rounded to storage.
@@ -234,6 +241,8 @@ class Compute {
                                      const Mat& dst) = 0;
   virtual void do_gathered_row_dot(const Mat& a, const Mat& index, const Mat& b,
                                    const Mat& out) = 0;
+  virtual void do_cross_entropy(const Mat& logits, const Mat& labels, float grad_scale,
+                                const Mat& loss) = 0;
   virtual void do_adamw(const AdamWStep& s, const Mat& param, const Mat& grad, const Mat& m,
                         const Mat& v, const Mat& master) = 0;
 

@@ -18,6 +18,7 @@ enum class Phase : int {
   experts,
   shared_expert,
   combine,
+  head,
   grad_reduce,
   optimizer,
   comm_wait,
@@ -54,6 +55,10 @@ constexpr std::array<PhaseDef, kPhaseCount> kPhases = {{
      "the shared experts' MLP on local tokens"},
     {Phase::combine, "combine", PhaseKind::communication,
      "all-to-all of expert outputs back (and its reverse in backward)"},
+    {Phase::head, "head", PhaseKind::compute,
+     "the model's ends: the embedding lookup and its gradient, the final norm, the output head "
+     "GEMM and the cross-entropy loss, and the MTP layers' norms and input projection (their "
+     "transformer layers count in the phases above)"},
     {Phase::grad_reduce, "grad_reduce", PhaseKind::communication,
      "data-parallel gradient reduction (and the ZeRO-1 parameter all-gather)"},
     {Phase::optimizer, "optimizer", PhaseKind::compute, "AdamW (and the zeroing of the gradients)"},

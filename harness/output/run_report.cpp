@@ -144,10 +144,16 @@ ojson not_run_json(const RunConfig& c) {
                   std::to_string(c.model.num_hidden_layers - 1));
   }
   if (!c.workload.attention) out.push_back("attention");
-  out.push_back("embedding");
-  out.push_back("output head");
-  out.push_back("loss");
-  if (c.model.num_nextn_predict_layers > 0) out.push_back("mtp");
+  if (!c.workload.head) {
+    out.push_back("embedding");
+    out.push_back("output head");
+    out.push_back("loss");
+  }
+  const std::int64_t mtp = c.workload.mtp, model_mtp = c.model.num_nextn_predict_layers;
+  if (mtp + 1 == model_mtp) out.push_back("mtp layer " + std::to_string(mtp));
+  if (mtp + 1 < model_mtp) {
+    out.push_back("mtp layers " + std::to_string(mtp) + " to " + std::to_string(model_mtp - 1));
+  }
   return out;
 }
 

@@ -32,10 +32,15 @@ std::string header(const RunRecord& r) {
   const RunConfig& c = r.config;
   const Workload& w = c.workload;
   std::string out;
+  const std::string ends = !w.head ? ""
+                           : w.mtp > 0
+                               ? sprintf_str(", embedding, head and loss, %lld MTP layer%s",
+                                             static_cast<long long>(w.mtp), w.mtp == 1 ? "" : "s")
+                               : std::string(", embedding, head and loss");
   out += sprintf_str(
-      "# moebench: model %s, %lld layers (%lld dense, %lld MoE), %lld tokens/micro-batch\n",
+      "# moebench: model %s, %lld layers (%lld dense, %lld MoE)%s, %lld tokens/micro-batch\n",
       c.model.name.c_str(), static_cast<long long>(w.layers),
-      static_cast<long long>(w.dense_layers), static_cast<long long>(w.moe_layers()),
+      static_cast<long long>(w.dense_layers), static_cast<long long>(w.moe_layers()), ends.c_str(),
       static_cast<long long>(w.tokens_per_rank()));
   out += sprintf_str("# world %d, ep %d, edp %d, nodes %d (%d ranks/node), backend %s, comm %s\n",
                      c.layout.world, c.layout.ep, c.layout.edp(), r.topology.nodes,

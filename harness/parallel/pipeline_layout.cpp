@@ -202,7 +202,7 @@ PipelineLayout parse_pipeline_layout(const std::string& text, int pp) {
   return layout;
 }
 
-PipelineLayout even_pipeline_layout(int layers, int pp, int vp) {
+PipelineLayout even_pipeline_layout(int layers, int pp, int vp, bool ends, int mtp) {
   const int stages = pp * vp;
   if (stages < 1 || layers % stages != 0) {
     std::string valid;
@@ -228,8 +228,9 @@ PipelineLayout even_pipeline_layout(int layers, int pp, int vp) {
     PipelineStage st;
     st.first_layer = s * per;
     st.layers = per;
-    st.embedding = s == 0;
-    st.loss = s == stages - 1;
+    st.embedding = ends && s == 0;
+    st.loss = ends && s == stages - 1;
+    st.mtp = s == stages - 1 ? mtp : 0;
     layout.stages.push_back(st);
   }
   layout.text = layout_text(layout.stages);

@@ -44,9 +44,10 @@ struct PipelineLayout {
 // every t.
 PipelineLayout parse_pipeline_layout(const std::string& text, int pp);
 
-// `layers` decoder layers split evenly over pp * vp stages (embedding on the first, loss on the
-// last); UsageError naming the valid counts when they do not divide.
-PipelineLayout even_pipeline_layout(int layers, int pp, int vp);
+// `layers` decoder layers split evenly over pp * vp stages, with `ends` the embedding on the first
+// and the loss on the last, and `mtp` MTP layers on the last; UsageError naming the valid counts
+// when they do not divide.
+PipelineLayout even_pipeline_layout(int layers, int pp, int vp, bool ends = true, int mtp = 0);
 
 // The layout in its own syntax, compressed ("Et*2|t*2|t*2|t*2L").
 std::string layout_text(const std::vector<PipelineStage>& stages);

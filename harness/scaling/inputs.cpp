@@ -61,13 +61,26 @@ std::vector<FieldValue> workload_key(const json& doc) {
   for (const auto& [name, value] : doc.at("config").at("model").items()) {
     key.emplace_back("config.model." + name, value.dump());
   }
-  for (const char* p :
-       {"/config/workload/layers", "/config/workload/dense_layers", "/config/workload/moe_layers",
-        "/config/workload/attention", "/config/workload/routing", "/config/workload/seq_len",
-        "/config/workload/micro_batch", "/config/precision", "/config/overlap", "/parallel/ep",
-        "/config/grad_reduce", "/config/optimizer", "/meta/backend", "/meta/comm",
-        "/config/recipe/name", "/parallel/pipeline/pp", "/parallel/pipeline/vp",
-        "/parallel/pipeline/layout"}) {
+  for (const char* p : {"/config/workload/layers",
+                        "/config/workload/dense_layers",
+                        "/config/workload/moe_layers",
+                        "/config/workload/attention",
+                        "/config/workload/head",
+                        "/config/workload/mtp_layers",
+                        "/config/workload/routing",
+                        "/config/workload/seq_len",
+                        "/config/workload/micro_batch",
+                        "/config/precision",
+                        "/config/overlap",
+                        "/parallel/ep",
+                        "/config/grad_reduce",
+                        "/config/optimizer",
+                        "/meta/backend",
+                        "/meta/comm",
+                        "/config/recipe/name",
+                        "/parallel/pipeline/pp",
+                        "/parallel/pipeline/vp",
+                        "/parallel/pipeline/layout"}) {
     add_key(key, doc, p);
   }
   return key;

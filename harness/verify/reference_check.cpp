@@ -68,9 +68,9 @@ std::vector<float> expected_range(const RunConfig& config, const Topology& topo,
 
 // The reference's rows of this rank's micro-batches, in the order the rank keeps them: micro-batch
 // mb holds the sequences from step.first_sequence(mb) on, which the reference holds in order.
-std::vector<float> expected_rows(const RunConfig& config, const TrainingStep& step,
+std::vector<float> expected_rows(const RunConfig& config, const TrainingStep& step, Mat got,
                                  const std::vector<float>& ref) {
-  const std::int64_t h = config.model.hidden_size;
+  const std::int64_t h = got.cols;  // hidden, or (--head on) the losses per head
   const std::int64_t n = step.tokens() * h;
   std::vector<float> out;
   for (int mb = 0; mb < step.microbatches(); ++mb) {
@@ -105,11 +105,14 @@ VerificationResult verify_step(const RunConfig& config, const Topology& topo,
 
   VerificationResult result;
   result.enabled = true;
-  result.reference = "single process on rank 0 (world 1, ep 1, pp 1, all " +
-                     std::to_string(config.workload.layers) + " layers and " +
-                     std::to_string(config.model.n_routed_experts) +
-                     " experts, the global batch of " + std::to_string(global_batch(config)) +
-                     " sequences in one micro-batch), same compute backend";
+  result.reference =
+      "single process on rank 0 (world 1, ep 1, pp 1, all " +
+      std::to_string(config.workload.layers) + " layers" +
+      (config.workload.head ? std::string(", the embedding, the head and loss") +
+                                  (config.workload.mtp > 0 ? " and the MTP layers" : "")
+                            : std::string()) +
+      " and " + std::to_string(config.model.n_routed_experts) + " experts, the global batch of " +
+      std::to_string(global_batch(config)) + " sequences in one micro-batch), same compute backend";
   const VerifyTolerance tol =
       verify_tolerance(compute.activation_dtype(), compute.linear_precision());
   result.rtol = tol.rtol;
@@ -121,13 +124,18 @@ VerificationResult verify_step(const RunConfig& config, const Topology& topo,
   // ranks compare none (the counts are summed over ranks).
   const auto rows_check = [&](const char* name, bool holds, Mat got,
                               const std::vector<float>& want) {
-    if (!holds) return TensorCheck{name, 0, 0, 0, 0};
-    return compare(name, download(compute, got), expected_rows(config, step, want),
+    if (!holds || got.numel() == 0) return TensorCheck{name, 0, 0, 0, 0};
+    return compare(name, download(compute, got), expected_rows(config, step, got, want),
                    tol.atol_of_max * max_abs(want), tol.rtol);
   };
-  local.push_back(rows_check("output", step.holds_last_stage(), step.output(), ref.output));
-  local.push_back(
-      rows_check("input_grad", step.holds_first_stage(), step.input_grad(), ref.input_grad));
+  // With --head on the last stage's output is each token's loss per head, and the first stage's
+  // input gradient is the embedding's, among the dense gradients.
+  local.push_back(rows_check(config.workload.head ? "loss" : "output", step.holds_last_stage(),
+                             step.output(), ref.output));
+  if (!config.workload.head) {
+    local.push_back(
+        rows_check("input_grad", step.holds_first_stage(), step.input_grad(), ref.input_grad));
+  }
   for (ParamGroup g : {ParamGroup::dense, ParamGroup::expert}) {
     const std::int64_t first = step.reduced_grads_offset(g);
     const std::int64_t count = std::max<std::int64_t>(

@@ -7,6 +7,11 @@ measured bubble (the mean over ranks of the pp_bubble phase over the rest of the
 theoretical one. On an oversubscribed host (more ranks than cores) the ranks share cores, so a
 waiting rank's MPI polling takes time from a computing one: compare the ratios within one run.
 
+Each shape runs twice: the decoder alone (--head off: equal stages, the schedule's own bubble,
+which is what (P - 1) / (V m) assumes) and the whole model (the embedding on the first stage, the
+head, loss and MTP layer on the last: unequal stages, whose imbalance adds to the bubble unless
+the layout gives the last stage fewer layers, as the published layouts do).
+
     python3 tests/bench/pipeline_bubble.py --binary build/moebench [--steps 5]
 """
 
@@ -37,21 +42,22 @@ def main():
         cfg = os.path.join(tmp, "tiny8.json")
         with open(cfg, "w") as f:
             json.dump(model, f)
-        print("%3s %3s %3s %12s %12s %10s %14s" % ("P", "V", "m", "theoretical", "measured",
-                                                   "ratio", "step (ms)"))
-        for pp, vp, m in ((2, 1, 8), (4, 1, 8), (4, 2, 8)):
+        print("%-8s %3s %3s %3s %12s %12s %10s %14s" % ("model", "P", "V", "m", "theoretical",
+                                                         "measured", "ratio", "step (ms)"))
+        for head, (pp, vp, m) in [(h, s) for h in ("off", "on")
+                                  for s in ((2, 1, 8), (4, 1, 8), (4, 2, 8))]:
             out = os.path.join(tmp, "r.json")
             cmd = ["mpirun", "-np", str(pp), "--oversubscribe", args.binary, "run",
                    "--model-config", cfg, "--seq-len", str(args.seq_len), "--pp", str(pp),
-                   "--vp", str(vp), "--global-batch", str(m), "--warmup", "1", "--steps",
-                   str(args.steps), "--quiet", "--out", out]
+                   "--vp", str(vp), "--global-batch", str(m), "--head", head, "--warmup", "1",
+                   "--steps", str(args.steps), "--quiet", "--out", out]
             subprocess.run(cmd, check=True, env=env, capture_output=True)
             with open(out) as f:
                 rep = json.load(f)
             p = rep["parallel"]["pipeline"]
             step = rep["results"]["step_time_s"]["median"]
-            print("%3d %3d %3d %12.4f %12.4f %10.2f %14.1f" % (
-                pp, vp, m, p["theoretical_bubble"], p["measured_bubble"],
+            print("%-8s %3d %3d %3d %12.4f %12.4f %10.2f %14.1f" % (
+                "decoder" if head == "off" else "whole", pp, vp, m, p["theoretical_bubble"], p["measured_bubble"],
                 p["measured_bubble"] / p["theoretical_bubble"], step * 1e3), flush=True)
     return 0
 

@@ -57,12 +57,24 @@ def check_pipelined(rep, np, pp, vp, global_batch, micro_batch=1):
                     "tflops_per_gpu = flops_per_step / (median step x world)")
     e2e.check_close(res["tokens_per_s_per_gpu"], global_batch * SEQ / (median * np), REL_TOL,
                     "tokens_per_s_per_gpu")
+    # The whole tiny model runs (its 4 layers, the embedding, head and loss, its MTP layer): the
+    # run's FLOPs per token are the full model's, exactly (the same integer terms).
     not_run = rep["accounting"]["not_run"]
-    e2e.check({"embedding", "output head", "loss", "mtp"} <= set(not_run),
-              "accounting.not_run %r should list what the tiny run does not run" % not_run)
+    e2e.check(not_run == [], "accounting.not_run %r: the whole tiny model runs" % not_run)
+    e2e.check(wl["head"] and wl["mtp_layers"] == 1, "head %r, mtp %r" % (wl["head"],
+                                                                         wl["mtp_layers"]))
+    full = rep["accounting"]["full_model"]
+    e2e.check(inst["flops_per_token"] == full["flops_per_token"],
+              "instantiated %r FLOP/token, full model %r" % (inst["flops_per_token"],
+                                                             full["flops_per_token"]))
+    e2e.check(res["phases"]["head"]["time_s"]["median"] > 0, "no time in the head phase")
     v = rep["verification"]
     e2e.check(v["enabled"] and v["passed"] and v["mismatches"] == 0 and v["compared"] > 0,
               "verification %r" % {k: v[k] for k in ("passed", "mismatches", "compared")})
+    # Every token's main and MTP loss, on the last stage.
+    loss = [t for t in v["tensors"] if t["name"] == "loss"]
+    e2e.check(len(loss) == 1 and loss[0]["compared"] == 2 * global_batch * SEQ,
+              "verified losses %r, expected 2 per token" % loss)
 
 
 def test_interleaved_pp2_vp2_ep2(ctx):
@@ -84,7 +96,7 @@ def test_pp4(ctx):
 
 def test_uneven_layout_zero1(ctx):
     with tempfile.TemporaryDirectory() as tmp:
-        _, rep = run(ctx, tmp, 4, ["--preset", PRESET, "--pp", 2, "--pipeline-layout", "Et|tttL",
+        _, rep = run(ctx, tmp, 4, ["--preset", PRESET, "--pp", 2, "--pipeline-layout", "Et|tttmL",
                                    "--global-batch", 8, "--grad-reduce", "reduce-scatter",
                                    "--verify"])
         check_pipelined(rep, 4, 2, 1, 8)
@@ -118,6 +130,16 @@ def test_bad_pipeline_input(ctx):
         (4, ["--pp", 2, "--pipeline-layout", "Et|tx|tL"], "unknown symbol 'x'"),
         (4, ["--pp", 4, "--vp", 2], "do not split evenly"),
         (4, ["--recipe", "no-such-row"], "valid: gb300-mxfp8-256"),
+        (1, ["--head", "off", "--mtp", 1], "needs --head on"),
+        (1, ["--mtp", 2], "--mtp 2 is out of range for deepseek-v3-tiny"),
+        (1, ["--head", "maybe"], "--head"),
+        (4, ["--pp", 2, "--pipeline-layout", "Et|tttmL", "--mtp", 0], "places 1 MTP layers"),
+        (4, ["--pp", 2, "--pipeline-layout", "Et|tttm|L", "--vp", 1],
+         "has 3 stages, not a multiple of --pp 2"),
+        (4, ["--pp", 2, "--vp", 2, "--pipeline-layout", "Et|t|ttm|L"],
+         "m (an MTP layer) before the last stage"),
+        (4, ["--pp", 2, "--pipeline-layout", "Et|tttmL", "--head", "off"],
+         "--mtp 1 needs --head on"),
     ]
     with tempfile.TemporaryDirectory() as tmp:
         for np, args, expected in cases:
@@ -144,9 +166,12 @@ def test_recipe_scaled_down_and_judged(ctx):
             e2e.check(set(rec["overrides"]) == {"--preset", "--ep", "--global-batch", "--seq-len"},
                       "overrides %r" % rec["overrides"])
             e2e.check(not rec["comparable"], "a tiny CPU run cannot be comparable")
-            for topic in ("model:", "layers:", "precision:", "layout:", "batch:", "gpus:"):
+            for topic in ("model:", "precision:", "layout:", "batch:", "gpus:"):
                 e2e.check(any(d.startswith(topic) for d in rec["differences"]),
                           "no %r difference in %r" % (topic, rec["differences"]))
+            # Every layer of the tiny model, its ends and its MTP layer ran: no layer differs.
+            e2e.check(not any(d.startswith("layers:") for d in rec["differences"]),
+                      "a 'layers:' difference in %r" % rec["differences"])
             pipe = rep["parallel"]["pipeline"]
             e2e.check(pipe["pp"] == 2 and pipe["vp"] == 8, "pipeline %r" % pipe)
             e2e.check(rep["config"]["precision"] == "fp8", "precision %r" %

@@ -141,7 +141,9 @@ def check_report(ctx, r, rep, np, ep, verify=True, micro_batch=1, balanced=True,
 
     if balanced:
         model = cfg["model"]
-        moe_layers = wl["layers"] - wl["dense_layers"]
+        # The decoder's MoE layers and the MTP layer (an MoE layer of its own, with its own
+        # all-to-alls).
+        moe_layers = wl["layers"] - wl["dense_layers"] + wl["mtp_layers"]
         want = (moe_layers * 2 * wl["tokens_per_rank"] * model["num_experts_per_tok"] *
                 model["hidden_size"] * FP32_BYTES)
         # Balanced routing sends exactly top_k rows per token; the measured bytes are a mean over
@@ -224,6 +226,27 @@ def test_attention_off(ctx):
                   rep["results"]["phases"]["attention"]["flops"])
 
 
+def test_head_off(ctx):
+    """--head off: the decoder alone, from a seeded input to a seeded output gradient."""
+    with tempfile.TemporaryDirectory() as tmp:
+        r, rep = run_tiny(ctx, tmp, 2, 2, ["--head", "off"])
+        check_report(ctx, r, rep, 2, 2)
+        wl = rep["config"]["workload"]
+        e2e.check(wl["head"] is False and wl["mtp_layers"] == 0, "head %r, mtp %r" %
+                  (wl["head"], wl["mtp_layers"]))
+        e2e.check(rep["results"]["phases"]["head"]["flops"] == 0, "the head phase counts FLOPs")
+        not_run = rep["accounting"]["not_run"]
+        e2e.check(not_run == ["embedding", "output head", "loss", "mtp layer 0"],
+                  "accounting.not_run %r" % not_run)
+        inst, full = rep["accounting"]["instantiated"], rep["accounting"]["full_model"]
+        e2e.check(inst["flops_per_token"] < full["flops_per_token"],
+                  "the decoder alone counts %r FLOP/token, the full model %r" %
+                  (inst["flops_per_token"], full["flops_per_token"]))
+        names = {t["name"] for t in rep["verification"]["tensors"]}
+        e2e.check({"output", "input_grad"} <= names and "loss" not in names,
+                  "verified tensors %r" % names)
+
+
 def test_micro_batch_2(ctx):
     with tempfile.TemporaryDirectory() as tmp:
         r, rep = run_tiny(ctx, tmp, 2, 2, ["--micro-batch", "2"])
@@ -257,12 +280,18 @@ def make_overlap_off_test(np, ep, extra=()):
 
 
 def test_buckets_per_layer(ctx):
-    """--grad-bucket-mb 0: one bucket per layer and group (every tiny layer is MoE)."""
+    """--grad-bucket-mb 0: one bucket per layer and group.
+
+    Dense: every decoder layer, the embedding, the final norm, each MTP layer and the output head
+    (each its own layer index); expert: the MoE layers and the MTP layer.
+    """
     with tempfile.TemporaryDirectory() as tmp:
         r, rep = run_tiny(ctx, tmp, 4, 2, ["--grad-bucket-mb", "0", "--routing", "zipf:1.2"])
         wl = rep["config"]["workload"]
+        mtp = wl["mtp_layers"]
         check_report(ctx, r, rep, 4, 2, balanced=False,
-                     buckets={"dense": wl["layers"], "expert": wl["layers"] - wl["dense_layers"]})
+                     buckets={"dense": wl["layers"] + 3 + mtp,
+                              "expert": wl["layers"] - wl["dense_layers"] + mtp})
         e2e.check(rep["config"]["grad_bucket_bytes"] == 0,
                   "config.grad_bucket_bytes is %r" % rep["config"]["grad_bucket_bytes"])
 
@@ -298,6 +327,7 @@ TESTS = [make_layout_test(n, e) for n, e in LAYOUTS] + [
     test_router_routing,
     test_zipf_routing,
     test_attention_off,
+    test_head_off,
     test_micro_batch_2,
     test_corrupt_dispatch_fails_verification,
     test_without_verify,

@@ -544,6 +544,31 @@ TEST_CASE("a bad row index is reported at the next synchronisation") {
   CHECK_THROWS_AS(dev().synchronize(), RuntimeError);
 }
 
+TEST_CASE("cross_entropy: the loss and its gradient in place, a vocabulary wider than a block") {
+  // 300 rows of 1000 logits (four passes of a 256-thread block per row), labels spread over the
+  // vocabulary including its first and last entries; a strided loss column.
+  const std::int64_t rows = 300, vocab = 1000;
+  Twin z = twin_random(rows, vocab, 160, 4.0f);
+  IVec labels(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r) labels[r] = static_cast<std::int32_t>((r * 337) % vocab);
+  labels[0] = 0;
+  labels[1] = static_cast<std::int32_t>(vocab - 1);
+  Twin lab = twin_index(labels);
+  Twin loss{cpu().alloc(rows, 2, DType::f32), dev().alloc(rows, 2, DType::f32)};
+  cpu().zero(loss.cv());
+  dev().zero(loss.dv());
+  cpu().cross_entropy(z.cv(), lab.cv(), 0.25f, loss.cv().col_slice(1, 1));
+  dev().cross_entropy(z.dv(), lab.dv(), 0.25f, loss.dv().col_slice(1, 1));
+  // The loss is FP32 from the same BF16 logits: only summation order and expf differ.
+  check_twin(loss, 1e-5, "cross_entropy loss");
+  // The gradient is rounded to BF16 once.
+  check_twin(z, kOne, "cross_entropy dlogits");
+  if (cuda_api() == nullptr) return;
+  Twin bad = twin_index(IVec(static_cast<std::size_t>(rows), static_cast<std::int32_t>(vocab)));
+  dev().cross_entropy(z.dv(), bad.dv(), 1.0f, loss.dv().col_slice(0, 1));
+  CHECK_THROWS_AS(dev().synchronize(), RuntimeError);
+}
+
 TEST_CASE("adamw on BF16 parameters and gradients with FP32 moments, two steps") {
   const std::int64_t n = 1000;
   Twin param = twin_random(n, 1, 160);

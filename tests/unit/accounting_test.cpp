@@ -134,6 +134,51 @@ TEST_CASE("accounting: 4 instantiated DeepSeek-V3 MoE layers, attention on and o
   CHECK(a.flops_per_token == 9512681472.0);  // 4*18*7168*2048*9
 }
 
+TEST_CASE("accounting: the run's ends and MTP layer count as Megatron-Core counts them") {
+  RunConfig c = run_of("deepseek-v3", 4, 0, true);
+  c.layout.world = 8;
+  c.layout.ep = 8;
+  c.workload.micro_batch = 2;
+  c.workload.head = true;
+  c.workload.mtp = 1;
+  const StackAccounting a = account_instantiated(c);
+  // The 4 layers' 16016523264, one more MoE layer (4004130816), the MTP layer's norms and eh
+  // projection 6*(3*7168 + 2*7168^2) = 616691712, two heads' logits 2*6*7168*129280 = 11120148480.
+  CHECK(a.flops_per_token == 31757494272.0);
+  // The embedding and the head (+ final norm): 2*129280*7168 + 7168; the MTP layer is not in the
+  // model's parameter count.
+  CHECK(a.total_params == 47882510336);
+  CHECK(a.active_params == 4194639872);
+  CHECK(a.flops_per_token_torchtitan == 23634296832.0);  // 6*(active - embedding) + attention
+  // The MTP layer's all-to-alls: 4 MoE layers' exchanges and its own.
+  CHECK(collective_bytes(c, 2).dispatch == 5.0 * 2 * 2 * 4096 * 8 * 7168 * 2);
+}
+
+TEST_CASE("accounting: with every layer, the ends and the MTP layer the run is the full model") {
+  for (const char* model : {"deepseek-v3", "deepseek-v3-tiny"}) {
+    CAPTURE(model);
+    RunConfig c = run_of(model, 0, 0, true);
+    c.workload.layers = c.model.num_hidden_layers;
+    c.workload.dense_layers = c.model.first_k_dense_replace;
+    c.workload.head = true;
+    c.workload.mtp = c.model.num_nextn_predict_layers;
+    c.layout.world = 16;
+    c.layout.ep = 16;
+    const StackAccounting run = account_instantiated(c);
+    const StackAccounting full = account_full_model(c.model, 4096, run.tokens_per_step);
+    CHECK(run.flops_per_token == full.flops_per_token);
+    CHECK(run.total_params == full.total_params);
+    CHECK(run.active_params == full.active_params);
+    CHECK(run.flops_per_token_torchtitan == full.flops_per_token_torchtitan);
+    CHECK(run.flops_per_step == full.flops_per_step);
+    // Each missing part is missing from the count.
+    c.workload.mtp = 0;
+    CHECK(account_instantiated(c).flops_per_token < full.flops_per_token);
+    c.workload.head = false;
+    CHECK(account_instantiated(c).flops_per_token < full.flops_per_token);
+  }
+}
+
 TEST_CASE("accounting: collective bytes of a small tiny-model run") {
   RunConfig c = run_of("deepseek-v3-tiny", 4, 1, true);
   c.workload.seq_len = 128;
@@ -223,6 +268,8 @@ TEST_CASE("accounting: memory per pipeline stage follows the schedule's peak") {
   // The whole tiny model (4 layers) over 2 stages, 4 micro-batches of 8 tokens, BF16.
   RunConfig c = run_of("deepseek-v3-tiny", 4, 1, true);
   c.workload.seq_len = 8;
+  c.workload.head = true;
+  c.workload.mtp = 1;
   c.layout.world = 2;
   c.layout.pp = 2;
   c.workload.global_batch = 4;
@@ -233,17 +280,21 @@ TEST_CASE("accounting: memory per pipeline stage follows the schedule's peak") {
   // 1F1B: rank 0 keeps its warm-up forward and one more (P - r), rank 1 one.
   CHECK(st[0].in_flight == 2);
   CHECK(st[1].in_flight == 1);
-  // The whole model: the embedding on the first stage, the head (+ final norm) and the MTP layer
-  // on the last (the even layout puts them there).
+  // The whole model: the embedding on the first stage; the head (+ final norm), the MTP layer and
+  // the embedding's copy the MTP layer reads on the last (the even layout puts them there).
   CHECK(st[0].embedding);
   CHECK(st[1].loss);
+  CHECK(st[1].mtp == 1);
+  CHECK(st[1].embedding);
   const ParamCounts pc = param_counts(c.model);
+  // Layer 0 dense and layer 1 MoE against layers 2 and 3 MoE; the tables cancel.
   CHECK(st[0].params - st[1].params ==
-        doctest::Approx(
-            static_cast<double>(pc.embedding + pc.dense_mlp_per_layer) -
-            static_cast<double>(pc.output_head + pc.shared_experts + pc.router + 16 * pc.expert)));
-  // The head's FP32 logits of one micro-batch: 8 tokens * 1024 * 4 bytes on top of the layers'.
-  CHECK(st[1].memory.activations > 8.0 * 1024 * 4);
+        doctest::Approx(static_cast<double>(pc.dense_mlp_per_layer) -
+                        static_cast<double>(pc.output_head + pc.mtp + pc.shared_experts +
+                                            pc.router + 16 * pc.expert)));
+  // Two heads' logits (main and MTP) of one micro-batch, 8 tokens * 1024 * 2 bytes each, on top
+  // of the layers'.
+  CHECK(st[1].memory.activations > 2 * 8.0 * 1024 * 2);
   CHECK(estimate_memory(c, 2).total() == std::max(st[0].memory.total(), st[1].memory.total()));
   // The interleaved schedule keeps more in flight: (P - r - 1) * 2 + (V - 1) * P + 1 chunks.
   c.layout.vp = 2;

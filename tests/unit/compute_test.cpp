@@ -24,6 +24,7 @@ class Counting final : public CpuCompute {
     ++calls;
   }
   void do_gather_rows(const Mat&, const Mat&, const Mat&) override { ++calls; }
+  void do_cross_entropy(const Mat&, const Mat&, float, const Mat&) override { ++calls; }
   void do_adamw(const AdamWStep&, const Mat&, const Mat&, const Mat&, const Mat&,
                 const Mat&) override {
     ++calls;
@@ -74,6 +75,12 @@ TEST_CASE("compute: shapes, dtypes and ranges are checked before the backend run
   CHECK_THROWS_AS(
       c.attention_forward(s, f32(q, 2, 3), f32(k, 2, 4), f32(v, 2, 4), f32(o, 2, 4), f32(st, 2, 2)),
       RuntimeError);
+  // Cross-entropy: a label per row, and an FP32 loss column.
+  std::vector<float> z, l;
+  CHECK_THROWS_AS(c.cross_entropy(f32(z, 2, 5), index, 1.0f, f32(l, 2, 1)), RuntimeError);
+  CHECK_THROWS_AS(c.cross_entropy(f32(z, 3, 5), index, 1.0f, f32(l, 3, 2)), RuntimeError);
+  CHECK_THROWS_AS(c.cross_entropy(f32(z, 3, 5), index, 1.0f, Mat{raw.data(), 3, 1, 1, DType::bf16}),
+                  RuntimeError);
   CHECK(c.calls == 0);
 
   // The same calls with good arguments reach the backend, once each.
@@ -84,7 +91,8 @@ TEST_CASE("compute: shapes, dtypes and ranges are checked before the backend run
   std::vector<float> m, vv;
   c.adamw(AdamWStep{}, f32(a, 4, 1), f32(b, 4, 1), f32(m, 4, 1), f32(vv, 4, 1), Mat{});
   c.attention_forward(s, f32(q, 2, 4), f32(k, 2, 4), f32(v, 2, 4), f32(o, 2, 4), f32(st, 2, 2));
-  CHECK(c.calls == 5);
+  c.cross_entropy(f32(z, 3, 5), index, 1.0f, f32(l, 3, 1));
+  CHECK(c.calls == 6);
 }
 
 TEST_CASE("compute: fp8 is refused where the backend has none, and the name is the kind's") {

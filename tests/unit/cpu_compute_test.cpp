@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "workloads/ops/elementwise.hpp"
@@ -465,6 +466,35 @@ AdamWStep hand_computed_adamw_step() {
   s.grad_scale = 0.5f;
   s.step = 3;
   return s;
+}
+
+TEST_CASE("cross_entropy on the backend: every row through the shared row function") {
+  auto c = std::make_unique<CpuCompute>(1);
+  const std::int64_t rows = 5, vocab = 7;
+  std::vector<float> host(rows * vocab);
+  for (std::size_t i = 0; i < host.size(); ++i) host[i] = 3.0f * uniform_pm1(9, 1, i);
+  const std::vector<std::int32_t> labels = {0, 6, 3, 3, 1};
+  Tensor z = c->alloc(rows, vocab);
+  c->upload(host.data(), z);
+  Tensor lab = c->alloc(rows, 1, DType::i32);
+  c->upload_i32(labels.data(), lab);
+  Tensor loss = c->alloc(rows, 3, DType::f32);  // a strided column of it
+  c->fill(loss, -1.0f);
+  c->cross_entropy(z, lab, 0.25f, loss.view().col_slice(2, 1));
+  std::vector<float> got(rows * vocab), l(rows * 3);
+  c->download(z, got.data());
+  c->download(loss, l.data());
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::vector<float> row(host.begin() + r * vocab, host.begin() + (r + 1) * vocab);
+    const float want = cross_entropy_row(row.data(), vocab, labels[r], 0.25f);
+    CHECK(l[r * 3 + 2] == want);
+    CHECK(l[r * 3] == -1.0f);  // the other columns untouched
+    for (std::int64_t j = 0; j < vocab; ++j) CHECK(got[r * vocab + j] == row[j]);
+  }
+  const std::vector<std::int32_t> bad = {0, 7, 0, 0, 0};
+  c->upload_i32(bad.data(), lab);
+  CHECK_THROWS_WITH_AS(c->cross_entropy(z, lab, 1.0f, loss.view().col_slice(0, 1)),
+                       doctest::Contains("index[1] = 7 outside [0, 7)"), RuntimeError);
 }
 
 TEST_CASE("adamw with a master copy updates the master and gives param its value") {

@@ -149,6 +149,38 @@ TEST_CASE("silu and swiglu backward match finite differences") {
   CHECK(std::isfinite(silu_grad(-200.0f)));
 }
 
+TEST_CASE("cross_entropy row: the loss is -log softmax[label], the gradient its derivative") {
+  const std::int64_t n = 37;
+  const std::vector<float> z0 = random_vector(n, 60, 5.0f);
+  for (std::int64_t label : {std::int64_t{0}, std::int64_t{11}, n - 1}) {
+    CAPTURE(label);
+    // The definition in double: log(sum exp z) - z_label.
+    double sum = 0.0;
+    for (float v : z0) sum += std::exp(static_cast<double>(v));
+    const double want = std::log(sum) - z0[static_cast<std::size_t>(label)];
+    std::vector<float> z = z0;
+    const float loss = cross_entropy_row(z.data(), n, label, 0.5f);
+    CHECK(loss == doctest::Approx(want).epsilon(1e-5));
+    // z now holds 0.5 * d loss / d z: against central differences of the loss.
+    double grad_sum = 0.0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      std::vector<float> up = z0, down = z0;
+      up[static_cast<std::size_t>(i)] += kH;
+      down[static_cast<std::size_t>(i)] -= kH;
+      const double lp = cross_entropy_row(up.data(), n, label, 1.0f);
+      const double lm = cross_entropy_row(down.data(), n, label, 1.0f);
+      check_grad(2.0 * z[static_cast<std::size_t>(i)], (lp - lm) / (2.0 * kH));
+      grad_sum += z[static_cast<std::size_t>(i)];
+    }
+    // softmax sums to one, so the gradient sums to zero.
+    CHECK(std::abs(grad_sum) < 1e-6);
+  }
+  // Large logits do not overflow (the max is subtracted first).
+  std::vector<float> big = {1000.0f, 999.0f, -1000.0f};
+  const float l = cross_entropy_row(big.data(), 3, 1, 1.0f);
+  CHECK(l == doctest::Approx(1.0 + std::log(1.0 + std::exp(-1.0))).epsilon(1e-5));
+}
+
 TEST_CASE("adamw element update matches a hand-computed step") {
   AdamWStep s;
   s.lr = 0.01f;

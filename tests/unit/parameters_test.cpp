@@ -169,6 +169,64 @@ TEST_CASE("ParamStore pads each flat buffer to a multiple of its reducing group"
   }
 }
 
+TEST_CASE("make_param_layout: the ends and the MTP layers, where each pipeline rank holds them") {
+  RunConfig c = tiny_run(2, 1);
+  c.model.num_nextn_predict_layers = 1;
+  c.workload.head = true;
+  c.workload.mtp = 1;
+  const std::int64_t h = c.model.hidden_size, vocab = c.model.vocab_size;
+  const Workload& w = c.workload;
+  CHECK(final_norm_layer(w) == 2);
+  CHECK(mtp_layer(w, 0) == 3);
+  CHECK(output_head_layer(w) == 4);
+  CHECK(layer_count(w) == 5);
+  CHECK_FALSE(is_dense_layer(c, mtp_layer(w, 0)));  // the model's last layer is MoE
+  {
+    const ParamLayout l = make_param_layout(c, one_rank());
+    check_contiguous(l);
+    // The embedding first, the output head last (the buffer in backward order, reversed).
+    CHECK(l.infos.front().kind == ParamKind::embedding);
+    CHECK(l.infos.front().numel() == vocab * h);
+    CHECK(l.infos.back().kind == ParamKind::output_head);
+    CHECK(l.infos.back().rows == h);
+    CHECK(l.infos.back().cols == vocab);
+    // One more MoE layer plus its norms (3 h) and eh projection (2 h x h).
+    CHECK(l.numel[0] == vocab * h + kDenseLayer + kMoeLayerDense + h + kMoeLayerDense + 3 * h +
+                            2 * h * h + h * vocab);
+    CHECK(l.numel[1] == 2 * 8 * kExpert);
+    int previous = kEmbeddingLayer;
+    for (const ParamInfo& p : l.infos) {
+      CHECK(p.layer >= previous);  // layer by layer, as the gradient buckets need
+      previous = p.layer;
+    }
+  }
+  // Two stages: the first embeds; the last has the head, the MTP layer and the embedding's copy.
+  c.layout.world = 2;
+  c.layout.pp = 2;
+  const auto kinds = [&](int pp_rank) {
+    std::vector<ParamKind> out;
+    for (const ParamInfo& p : make_param_layout(c, rank_of(2, pp_rank, 1, 2)).infos) {
+      if (p.layer < 0 || p.layer >= 2) out.push_back(p.kind);
+    }
+    return out;
+  };
+  CHECK(kinds(0) == std::vector<ParamKind>{ParamKind::embedding});
+  const std::vector<ParamKind> last = kinds(1);
+  CHECK(last.front() == ParamKind::embedding);
+  CHECK(last[1] == ParamKind::final_norm);
+  CHECK(last.back() == ParamKind::output_head);
+  // Without MTP the last stage holds no copy.
+  c.workload.mtp = 0;
+  CHECK(kinds(1).front() == ParamKind::final_norm);
+  ParamInfo e;
+  e.layer = kEmbeddingLayer;
+  e.kind = ParamKind::embedding;
+  CHECK(e.name() == "embedding");
+  e.layer = 3;
+  e.kind = ParamKind::mtp_eh_proj;
+  CHECK(e.name() == "layer3.eh_proj");
+}
+
 TEST_CASE("ParamStore views, lookups and names") {
   const RunConfig c = tiny_run(2, 1);
   auto compute = make_compute(ComputeBackend::cpu, 0, 1);

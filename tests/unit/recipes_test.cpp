@@ -27,6 +27,8 @@ RunConfig run_of(const Recipe& r) {
   c.workload.global_batch = r.global_batch;
   c.workload.layers = c.model.num_hidden_layers;
   c.workload.dense_layers = c.model.first_k_dense_replace;
+  c.workload.head = true;
+  c.workload.mtp = c.model.num_nextn_predict_layers;
   c.workload.routing = parse_routing(r.routing);
   c.layout.world = r.gpus;
   c.layout.ep = r.ep;
@@ -98,14 +100,22 @@ TEST_CASE("recipes: the differences of a run from its row, one line each") {
   RunConfig c = run_of(r);
   // The row's own workload on a GB300 still differs in what moebench does not do yet.
   std::vector<std::string> d = recipe_differences(r, c, "NVIDIA GB300");
-  CHECK(has_prefix(d, "layers: the embedding, the output head, the loss and the MTP layer"));
+  CHECK_FALSE(has_prefix(d, "layers:"));  // the whole model, ends and MTP included
   CHECK(has_prefix(d, "precision: fp8 with one scale per tensor, not mxfp8"));
   CHECK_FALSE(has_prefix(d, "layout:"));
   CHECK_FALSE(has_prefix(d, "batch:"));
   CHECK_FALSE(has_prefix(d, "gpus:"));
   CHECK_FALSE(has_prefix(d, "routing:"));
   CHECK_FALSE(has_prefix(d, "system:"));
-  CHECK(d.size() == 2);
+  CHECK(d.size() == 1);
+  // Without the ends or the MTP layer it is not the row's model.
+  c.workload.mtp = 0;
+  CHECK(has_prefix(recipe_differences(r, c, "NVIDIA GB300"), "layers: 0 of the model's 1 MTP"));
+  c.workload.head = false;
+  CHECK(has_prefix(recipe_differences(r, c, "NVIDIA GB300"),
+                   "layers: the embedding, the output head and the loss are not run"));
+  c.workload.head = true;
+  c.workload.mtp = 1;
   // Each change shows up under its own topic.
   c.layout.world = 512;
   c.workload.global_batch = 8192;

@@ -211,12 +211,30 @@ TEST_CASE("run_config: the global batch and the pipeline are checked against the
   c.workload.global_batch = 8;
   c.layout.vp = 1;
   c.layout.pipeline_layout = "Et|tttL";
+  CHECK(contains(usage_message([&] { validate(c); }), "has E or L, which --head off does not run"));
+  c.workload.head = true;
   CHECK_NOTHROW(validate(c));
   CHECK(pipeline_layout(c).stage(1, 0).layers == 3);
   c.layout.pipeline_layout = "Et|ttL";
   CHECK(contains(usage_message([&] { validate(c); }), "places 3 decoder layers"));
   c.layout.pipeline_layout = "Et|t|t|tL";
   CHECK(contains(usage_message([&] { validate(c); }), "give --vp 2"));
+  // MTP: as many m as --mtp, in the last stage; and only with the head.
+  c.layout.pipeline_layout = "Et|tttmL";
+  CHECK(contains(usage_message([&] { validate(c); }), "places 1 MTP layers (m) but the run has 0"));
+  c.workload.mtp = 1;
+  CHECK_NOTHROW(validate(c));
+  c.layout.pipeline_layout = "Et|t|ttm|L";  // Megatron-Core's syntax allows it; moebench not
+  c.layout.vp = 2;
+  CHECK(contains(usage_message([&] { validate(c); }), "m (an MTP layer) before the last stage"));
+  c.layout.vp = 1;
+  c.layout.pipeline_layout.clear();
+  c.workload.mtp = 2;
+  CHECK(contains(usage_message([&] { validate(c); }), "--mtp 2 is out of range"));
+  c.workload.mtp = 1;
+  c.workload.head = false;
+  CHECK(contains(usage_message([&] { validate(c); }), "needs --head on"));
+  c.workload.mtp = 0;
   c.layout.pipeline_layout.clear();
   c.layout.pp = 4;
   c.layout.ep = 1;
@@ -227,6 +245,7 @@ TEST_CASE("run_config: the global batch and the pipeline are checked against the
   c.layout.vp = 1;
   const RunConfig ref = single_process_reference(c);
   CHECK(ref.workload.micro_batch == 4);
+  CHECK(ref.loss_micro_batch == 1);  // the loss keeps the distributed micro-batch's mean
   CHECK(ref.layout.pp == 1);
   CHECK(microbatches(ref) == 1);
 }

@@ -49,6 +49,29 @@ void check_close(const Vec& got, const Vec& want, const char* what) {
   CHECK(bad == 0);
 }
 
+// A step run once on one process, from its config.
+struct RanStep {
+  explicit RanStep(const RunConfig& c) : hx(c), step(hx.config, hx.topo, *hx.compute, *hx.comm) {
+    step.initialize();
+    step.run();
+  }
+  Harness hx;
+  TrainingStep step;
+};
+
+// Gradients summed over micro-batches in a different order than one GEMM sums them: 1e-5 of the
+// largest value (FP32 sums of a few hundred terms differ by far less).
+void check_accumulated(Harness& hb, const TrainingStep& b, Harness& ha, const TrainingStep& a) {
+  for (ParamGroup g : {ParamGroup::dense, ParamGroup::expert}) {
+    const Vec got = reduced(hb, b, g), want = reduced(ha, a, g);
+    REQUIRE(got.size() == want.size());
+    const double tol = 1e-5 * std::max(1.0f, max_abs_of(want));
+    long long bad = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) bad += std::abs(got[i] - want[i]) > tol ? 1 : 0;
+    CHECK(bad == 0);
+  }
+}
+
 TEST_CASE("TrainingStep equals the layer stack run by hand from the documented input and dY") {
   Harness hx(tiny_run(2, 1));
   TrainingStep step(hx.config, hx.topo, *hx.compute, *hx.comm);
@@ -291,35 +314,100 @@ TEST_CASE("TrainingStep accumulates micro-batches: four of one sequence equal on
   // in a micro-batch is an O(1) difference; the only legitimate one is summation order.
   RunConfig one = tiny_run(2, 1);
   one.workload.micro_batch = 4;
-  Harness ha(one);
-  TrainingStep a(ha.config, ha.topo, *ha.compute, *ha.comm);
-  a.initialize();
-  a.run();
+  RanStep ra(one);
+  Harness& ha = ra.hx;
+  const TrainingStep& a = ra.step;
   CHECK(a.microbatches() == 1);
 
   RunConfig four = tiny_run(2, 1);
   four.workload.micro_batch = 1;
   four.workload.global_batch = 4;
-  Harness hb(four);
-  TrainingStep b(hb.config, hb.topo, *hb.compute, *hb.comm);
-  b.initialize();
-  b.run();
+  RanStep rb(four);
+  Harness& hb = rb.hx;
+  const TrainingStep& b = rb.step;
   CHECK(b.microbatches() == 4);
   for (int mb = 0; mb < 4; ++mb) CHECK(b.first_sequence(mb) == mb);
 
   // Rows: micro-batch mb of b holds sequence mb, row block mb of a.
   check_close(hb.read(b.output()), ha.read(a.output()), "outputs");
   check_close(hb.read(b.input_grad()), ha.read(a.input_grad()), "input gradients");
-  // Summed over the micro-batches in a different order than one GEMM sums them: 1e-5 of the
-  // largest value (FP32 sums of a few hundred terms differ by far less).
-  for (ParamGroup g : {ParamGroup::dense, ParamGroup::expert}) {
-    const Vec got = reduced(hb, b, g), want = reduced(ha, a, g);
-    REQUIRE(got.size() == want.size());
-    const double tol = 1e-5 * std::max(1.0f, max_abs_of(want));
-    long long bad = 0;
-    for (std::size_t i = 0; i < got.size(); ++i) bad += std::abs(got[i] - want[i]) > tol ? 1 : 0;
-    CHECK(bad == 0);
+  check_accumulated(hb, b, ha, a);
+}
+
+// --head on: the step's objective is J = sum over tokens of (main loss + kMtpLossScale / mtp x
+// the MTP losses) / the micro-batch's tokens, whose gradient the step computes from the losses
+// (not from a seeded dY).
+RunConfig head_run() {
+  RunConfig c = tiny_run(2, 1);
+  c.model.num_nextn_predict_layers = 1;
+  c.workload.head = true;
+  c.workload.mtp = 1;
+  return c;
+}
+
+double step_objective(Harness& hx, const TrainingStep& step) {
+  const Vec l = hx.read(step.output());
+  const double scale = 1.0 / static_cast<double>(step.tokens());
+  double j = 0.0;
+  for (std::size_t i = 0; i < l.size(); i += 2) j += scale * (l[i] + kMtpLossScale * l[i + 1]);
+  return j;
+}
+
+TEST_CASE(
+    "TrainingStep with the embedding, head, loss and MTP: gradients match finite differences") {
+  Harness hx(head_run());
+  TrainingStep step(hx.config, hx.topo, *hx.compute, *hx.comm);
+  step.initialize();
+  CHECK(step.holds_first_stage());
+  CHECK(step.input_grad().numel() == 0);  // the input gradient is the embedding's, a parameter
+  REQUIRE(step.output().cols == 2);       // main and MTP loss per token
+  step.run();
+  const ParamStore& p = step.params();
+  struct Grad {
+    int layer;
+    ParamKind kind;
+    Vec g;
+  };
+  const Workload& w = hx.config.workload;
+  std::vector<Grad> grads;
+  for (auto [layer, kind] :
+       std::vector<std::pair<int, ParamKind>>{{kEmbeddingLayer, ParamKind::embedding},
+                                              {0, ParamKind::wq_a},
+                                              {1, ParamKind::router},
+                                              {final_norm_layer(w), ParamKind::final_norm},
+                                              {mtp_layer(w, 0), ParamKind::mtp_eh_proj},
+                                              {output_head_layer(w), ParamKind::output_head}}) {
+    grads.push_back({layer, kind, hx.read(p.grad(layer, kind))});
   }
+  auto loss = [&] {
+    step.run();
+    return step_objective(hx, step);
+  };
+  for (const Grad& g : grads) {
+    check_fd(hx, param_kind_name(g.kind), p.param(g.layer, g.kind), g.g, loss, 12);
+  }
+}
+
+TEST_CASE("TrainingStep with the head accumulates: four micro-batches of one equal one of four") {
+  // The loss of each micro-batch is its tokens' mean; one micro-batch of 4 with the loss averaged
+  // over 1 sequence's tokens (as the --verify reference keeps the run's) is the same sum.
+  RunConfig one = head_run();
+  one.workload.micro_batch = 4;
+  one.loss_micro_batch = 1;
+  RanStep a(one);
+  RunConfig four = head_run();
+  four.workload.micro_batch = 1;
+  four.workload.global_batch = 4;
+  RanStep b(four);
+  check_close(b.hx.read(b.step.output()), a.hx.read(a.step.output()), "losses");
+  check_accumulated(b.hx, b.step, a.hx, a.step);
+  // Without the kept normalisation the reference would average over 4 sequences: a 4x gradient.
+  RunConfig wrong = one;
+  wrong.loss_micro_batch = 0;
+  RanStep c(wrong);
+  const Vec cw = reduced(c.hx, c.step, ParamGroup::dense);
+  const Vec aw = reduced(a.hx, a.step, ParamGroup::dense);
+  CHECK(max_abs_of(cw) == doctest::Approx(max_abs_of(aw) / 4).epsilon(1e-4));
 }
 
 }  // namespace

@@ -13,6 +13,8 @@ struct StackParams {
   std::int64_t local_experts = 0;   // E / ep experts per MoE layer
   std::int64_t global_experts = 0;  // all E experts per MoE layer
   std::int64_t active = 0;          // per token
+  std::int64_t mtp_total = 0;       // of the above, the MTP layers' (all their experts)
+  std::int64_t mtp_active = 0;      // and per token
 };
 
 // With attention off a layer keeps only its MLP's input norm (h); the attention block's
@@ -21,18 +23,38 @@ std::int64_t layer_attention_params(const ModelConfig& m, const ParamCounts& pc,
   return attention ? pc.attention_per_layer : m.hidden_size;
 }
 
+// The run's transformer layers (decoder and MTP) with a dense MLP and with an MoE block.
+std::int64_t run_dense_layers(const RunConfig& c) {
+  return c.workload.dense_layers + (c.model.moe_layers() == 0 ? c.workload.mtp : 0);
+}
+std::int64_t run_moe_layers(const RunConfig& c) {
+  return c.workload.transformer_layers() - run_dense_layers(c);
+}
+
 StackParams stack_params(const RunConfig& c) {
   const ModelConfig& m = c.model;
   const Workload& w = c.workload;
   const ParamCounts pc = param_counts(m);
   const std::int64_t per_layer = layer_attention_params(m, pc, w.attention);
   const std::int64_t moe_dense = pc.shared_experts + pc.router;
+  const std::int64_t dense_layers = run_dense_layers(c), moe_layers = run_moe_layers(c);
   StackParams s;
-  s.dense =
-      w.layers * per_layer + w.dense_layers * pc.dense_mlp_per_layer + w.moe_layers() * moe_dense;
-  s.global_experts = w.moe_layers() * m.n_routed_experts * pc.expert;
-  s.local_experts = w.moe_layers() * (m.n_routed_experts / c.layout.ep) * pc.expert;
-  s.active = s.dense + w.moe_layers() * m.num_experts_per_tok * pc.expert;
+  s.dense = w.transformer_layers() * per_layer + dense_layers * pc.dense_mlp_per_layer +
+            moe_layers * moe_dense;
+  // The ends: the embedding, the final norm and output head, and each MTP layer's two norms, its
+  // eh projection and its output norm.
+  if (w.head) s.dense += pc.embedding + pc.output_head;
+  s.dense += w.mtp * (2 * m.hidden_size * m.hidden_size + 3 * m.hidden_size);
+  s.global_experts = moe_layers * m.n_routed_experts * pc.expert;
+  s.local_experts = moe_layers * (m.n_routed_experts / c.layout.ep) * pc.expert;
+  s.active = s.dense + moe_layers * m.num_experts_per_tok * pc.expert;
+  // One MTP layer: a transformer layer of the model's last layer's kind and its own parts.
+  const bool mtp_dense = m.moe_layers() == 0;
+  const std::int64_t own = per_layer + 2 * m.hidden_size * m.hidden_size + 3 * m.hidden_size;
+  s.mtp_total = w.mtp * (own + (mtp_dense ? pc.dense_mlp_per_layer
+                                          : moe_dense + m.n_routed_experts * pc.expert));
+  s.mtp_active = w.mtp * (own + (mtp_dense ? pc.dense_mlp_per_layer
+                                           : moe_dense + m.num_experts_per_tok * pc.expert));
   return s;
 }
 
@@ -158,16 +180,26 @@ StackAccounting account_instantiated(const RunConfig& c) {
   const ModelConfig& m = c.model;
   const Workload& w = c.workload;
   const StackParams sp = stack_params(c);
+  const ParamCounts pc = param_counts(m);
+  const double h = static_cast<double>(m.hidden_size);
   StackAccounting a;
   a.scope = "instantiated";
-  a.total_params = sp.dense + sp.global_experts;
-  a.active_params = sp.active;
+  // The MTP layers' parameters are not in the model's total (DeepSeek-V3's 671B counts without
+  // them, as account_full_model does); their FLOPs are.
+  a.total_params = sp.dense + sp.global_experts - sp.mtp_total;
+  a.active_params = sp.active - sp.mtp_active;
+  // Megatron-Core's count, term by term as account_full_model has it for the same parts.
   a.flops_per_token =
-      (w.attention ? static_cast<double>(w.layers) * mla_flops_per_token(m, w.seq_len) : 0.0) +
-      static_cast<double>(w.dense_layers) * dense_mlp_flops_per_token(m) +
-      static_cast<double>(w.moe_layers()) * moe_layer_flops_per_token(m);
+      (w.attention ? static_cast<double>(w.transformer_layers()) * mla_flops_per_token(m, w.seq_len)
+                   : 0.0) +
+      static_cast<double>(run_dense_layers(c)) * dense_mlp_flops_per_token(m) +
+      static_cast<double>(run_moe_layers(c)) * moe_layer_flops_per_token(m) +
+      6.0 * static_cast<double>(w.mtp) * (3.0 * h + 2.0 * h * h) +
+      (w.head ? 6.0 * h * static_cast<double>(m.vocab_size) * static_cast<double>(1 + w.mtp) : 0.0);
+  // TorchTitan's: 6 x the active parameters without the input embedding, plus its attention
+  // term over the decoder layers (it has no MTP).
   a.flops_per_token_torchtitan =
-      6.0 * static_cast<double>(a.active_params) +
+      6.0 * static_cast<double>(a.active_params - (w.head ? pc.embedding : 0)) +
       (w.attention ? torchtitan_attention_flops(m, w.layers, w.seq_len) : 0.0);
   a.tokens_per_step = static_cast<double>(tokens_per_step(c));
   a.flops_per_step = a.flops_per_token * a.tokens_per_step;
@@ -186,8 +218,8 @@ CollectiveBytes collective_bytes(const RunConfig& c, std::size_t bytes_per_eleme
   // per token do not depend on the layout. x2: the backward pass runs the reverse exchange.
   const double rows =
       static_cast<double>(w.tokens_per_rank()) * static_cast<double>(m.num_experts_per_tok);
-  b.dispatch =
-      static_cast<double>(w.moe_layers()) * 2.0 * rows * static_cast<double>(m.hidden_size) * bpe;
+  b.dispatch = static_cast<double>(run_moe_layers(c)) * 2.0 * rows *
+               static_cast<double>(m.hidden_size) * bpe;
   b.combine = b.dispatch;
   b.dense_grad_reduce = static_cast<double>(sp.dense) * bpe;
   b.expert_grad_reduce = static_cast<double>(sp.local_experts) * bpe;
@@ -214,10 +246,9 @@ std::vector<StageMemory> estimate_stage_memory(const RunConfig& c, std::size_t b
   const PipelineLayout layout = pipeline_layout(c);
   const PipelineShape shape = pipeline_shape(c);
   const double experts_local = static_cast<double>(m.n_routed_experts / c.layout.ep);
-  // The embedding, output head and MTP layer count where the layout places them when the run is
-  // the whole model (not run yet, they are part of the workload the layout describes); a slice
-  // of layers is only its layers.
-  const bool whole = w.layers == m.num_hidden_layers;
+  // The embedding, output head and MTP layers count where the layout places them when the run
+  // has them (--head on, --mtp).
+  const bool ends = w.head;
 
   // Activations kept for backward, per token and layer: `el` tensors at bpe, `in` the inputs of
   // GEMMs and of core attention (at bpe, or at 1 byte under fp8 with policy.fp8_saved_inputs),
@@ -247,13 +278,16 @@ std::vector<StageMemory> estimate_stage_memory(const RunConfig& c, std::size_t b
   const double in_moe = k * h + k * moe_ffn + shared_ffn;
   const double f32_moe = static_cast<double>(m.n_routed_experts) + 2 * k;
   const auto layer_bytes_per_token = [&](int layer) {
-    const bool dense = layer < w.dense_layers;
+    const bool dense = is_dense_layer(c, layer);
     return (el_attn + el_mlp) * bpe + (in_attn + in_mlp) * gin + (f32_attn + f32_mlp) * 4 +
            (dense ? 2 * ffn * bpe + ffn * gin : el_moe * bpe + in_moe * gin + f32_moe * 4);
   };
-  // The MTP layer: one more MoE layer's activations, plus its eh projection's input (2h).
+  // An MTP layer: one more layer of the last layer's kind, plus the embedded next token, its
+  // norms and projection's inputs and the output norm (6h at bpe) and three rstd.
   const double mtp_bytes_per_token =
-      layer_bytes_per_token(static_cast<int>(w.layers)) + 2 * h * bpe;
+      layer_bytes_per_token(static_cast<int>(w.layers) + 1) + 6 * h * bpe + 3 * 4;
+  // A head: its logits, overwritten by their gradient, kept from forward to backward (bpe).
+  const double head_bytes_per_token = static_cast<double>(m.vocab_size) * bpe;
 
   std::vector<StageMemory> out;
   for (int r = 0; r < shape.pp; ++r) {
@@ -266,28 +300,35 @@ std::vector<StageMemory> estimate_stage_memory(const RunConfig& c, std::size_t b
       st.stages.push_back(layout.stage_index(r, ch));
       for (int l = ps.first_layer; l < ps.first_layer + ps.layers; ++l) {
         ++st.layers;
-        const bool is_dense = l < w.dense_layers;
+        const bool is_dense = is_dense_layer(c, l);
         dense +=
             static_cast<double>(layer_attention_params(m, pc, w.attention)) +
             static_cast<double>(is_dense ? pc.dense_mlp_per_layer : pc.shared_experts + pc.router);
         if (!is_dense) local_experts += experts_local * static_cast<double>(pc.expert);
         chunk_act[static_cast<std::size_t>(ch)] += tokens * layer_bytes_per_token(l);
       }
-      if (ps.embedding && whole) {
+      // The embedding's table: on the first stage, and a copy where the MTP layers embed the
+      // next tokens on another rank.
+      if (ends && (ps.embedding || (ps.mtp > 0 && !layout.stage(r, 0).embedding)) &&
+          !st.embedding) {
         st.embedding = true;
         dense += static_cast<double>(pc.embedding);
       }
-      if (ps.mtp > 0 && m.num_nextn_predict_layers > 0 && whole) {
+      if (ps.mtp > 0 && ends) {
         st.mtp = ps.mtp;
-        const double global = static_cast<double>(m.num_nextn_predict_layers) *
-                              static_cast<double>(m.n_routed_experts * pc.expert);
-        dense += static_cast<double>(pc.mtp) - global;
-        local_experts += global / static_cast<double>(c.layout.ep);
-        chunk_act[static_cast<std::size_t>(ch)] += tokens * mtp_bytes_per_token * ps.mtp;
+        const double per_mtp =
+            static_cast<double>(pc.mtp) /
+            static_cast<double>(std::max<std::int64_t>(1, m.num_nextn_predict_layers));
+        const double experts = static_cast<double>(m.n_routed_experts * pc.expert);
+        dense += (per_mtp - experts) * ps.mtp;
+        local_experts += experts / static_cast<double>(c.layout.ep) * ps.mtp;
+        chunk_act[static_cast<std::size_t>(ch)] +=
+            tokens * (mtp_bytes_per_token + head_bytes_per_token) * ps.mtp;
       }
-      if (ps.loss && whole) {
+      if (ps.loss && ends) {
         st.loss = true;
         dense += static_cast<double>(pc.output_head);
+        chunk_act[static_cast<std::size_t>(ch)] += tokens * (head_bytes_per_token + h * bpe + 4);
       }
     }
     st.params = dense + local_experts;
@@ -317,20 +358,22 @@ std::vector<StageMemory> estimate_stage_memory(const RunConfig& c, std::size_t b
         for (int n : live) st.in_flight += n;
       }
     }
-    // The loss over the vocabulary: one micro-batch's FP32 logits at a time (and the MTP head's).
-    if (st.loss) e.activations += tokens * static_cast<double>(m.vocab_size) * 4.0;
 
     // One layer's exchange at a time: dispatch send + receive, and the same for the combine;
     // pipeline transfers: a received gradient and the one to send.
     if (w.moe_layers() > 0) e.communication = 4.0 * tokens * k * h * bpe;
     if (shape.pp > 1) e.communication += 2.0 * tokens * h * bpe;
     // Attention scores for one (sequence, head) at a time in FP32; router logits of one layer;
-    // the first stage's inputs and the last stage's output gradients of every micro-batch.
+    // the first stage's inputs and the last stage's output gradients of every micro-batch (with
+    // --head on, their token ids).
     if (w.attention) {
       e.workspace += static_cast<double>(w.seq_len) * static_cast<double>(w.seq_len) * 4.0;
     }
     if (w.moe_layers() > 0) e.workspace += tokens * static_cast<double>(m.n_routed_experts) * 4.0;
-    const double all_inputs = tokens * h * bpe * static_cast<double>(shape.microbatches);
+    const double all_inputs =
+        tokens * static_cast<double>(shape.microbatches) *
+        (ends ? static_cast<double>(w.mtp + 2) * 4.0 + (r == shape.pp - 1 ? (w.mtp + 1) * 4.0 : 0)
+              : h * bpe);
     if (r == 0) e.workspace += all_inputs;
     if (r == shape.pp - 1) e.workspace += all_inputs;  // the last stage is on the last rank
     out.push_back(std::move(st));

@@ -109,9 +109,15 @@ std::vector<std::string> recipe_differences(const Recipe& r, const RunConfig& c,
                 str(c.model.num_hidden_layers) + " decoder layers instantiated" +
                 (c.workload.attention ? "" : ", attention off"));
   }
-  d.push_back(
-      "layers: the embedding, the output head, the loss and the MTP layer are not run (their "
-      "FLOPs are in the published row's count, not in this run's)");
+  if (!c.workload.head) {
+    d.push_back(
+        "layers: the embedding, the output head and the loss are not run (--head off; their FLOPs "
+        "are in the published row's count, not in this run's)");
+  }
+  if (c.workload.mtp != c.model.num_nextn_predict_layers) {
+    d.push_back("layers: " + str(c.workload.mtp) + " of the model's " +
+                str(c.model.num_nextn_predict_layers) + " MTP layers run");
+  }
   // moebench's fp8 is per-tensor E4M3; MXFP8 scales blocks of 32.
   if (c.precision != run_precision(r)) {
     d.push_back("precision: " + std::string(to_string(c.precision)) + ", not " + r.precision);

@@ -68,6 +68,24 @@ std::string to_string(Optimizer o) {
   return o == Optimizer::adamw ? "adamw" : "none";
 }
 
+int final_norm_layer(const Workload& w) {
+  return static_cast<int>(w.layers);
+}
+int mtp_layer(const Workload& w, int k) {
+  return static_cast<int>(w.layers) + 1 + k;
+}
+int output_head_layer(const Workload& w) {
+  return static_cast<int>(w.layers + 1 + w.mtp);
+}
+int layer_count(const Workload& w) {
+  return w.head ? output_head_layer(w) + 1 : static_cast<int>(w.layers);
+}
+
+bool is_dense_layer(const RunConfig& c, int layer) {
+  if (layer < c.workload.layers) return layer < c.workload.dense_layers;
+  return c.model.moe_layers() == 0;  // an MTP layer: of the model's last layer's kind
+}
+
 std::int64_t default_dense_layers(const ModelConfig& m, std::int64_t layers) {
   if (layers >= m.num_hidden_layers) return m.first_k_dense_replace;
   if (layers <= 0 || m.num_hidden_layers <= 0) return 0;
@@ -98,11 +116,13 @@ PipelineLayout pipeline_layout(const RunConfig& c) {
   if (!c.layout.pipeline_layout.empty()) {
     return parse_pipeline_layout(c.layout.pipeline_layout, c.layout.pp);
   }
-  return even_pipeline_layout(static_cast<int>(c.workload.layers), c.layout.pp, c.layout.vp);
+  return even_pipeline_layout(static_cast<int>(c.workload.layers), c.layout.pp, c.layout.vp,
+                              c.workload.head, static_cast<int>(c.workload.mtp));
 }
 
 RunConfig single_process_reference(const RunConfig& distributed) {
   RunConfig ref = distributed;
+  if (ref.loss_micro_batch == 0) ref.loss_micro_batch = distributed.workload.micro_batch;
   ref.workload.micro_batch = global_batch(distributed);
   ref.workload.global_batch = ref.workload.micro_batch;
   ref.layout = ParallelLayout{};
@@ -158,33 +178,49 @@ void validate(const RunConfig& c) {
                      s(grid.dp()) + " = " + s(per_step) + " sequences; valid: " + s(per_step) +
                      ", " + s(2 * per_step) + ", " + s(4 * per_step) + ", ... (any multiple)");
   }
+  if (w.mtp < 0 || w.mtp > c.model.num_nextn_predict_layers) {
+    throw UsageError("--mtp " + s(w.mtp) + " is out of range for " + c.model.name + ", which has " +
+                     s(c.model.num_nextn_predict_layers) +
+                     " (num_nextn_predict_layers); valid: 0.." +
+                     s(c.model.num_nextn_predict_layers));
+  }
+  if (w.mtp > 0 && !w.head) {
+    throw UsageError("--mtp " + s(w.mtp) +
+                     " needs --head on: an MTP layer shares the embedding and the output head; "
+                     "give --mtp 0 with --head off");
+  }
   if (!p.pipeline_layout.empty()) {
     const PipelineLayout layout = parse_pipeline_layout(p.pipeline_layout, p.pp);
+    const std::string given = "--pipeline-layout \"" + p.pipeline_layout + "\"";
     if (layout.vp != p.vp) {
-      throw UsageError(
-          "--pipeline-layout "
-          " + p.pipeline_layout + "
-          " has " +
-          s(static_cast<std::int64_t>(layout.stages.size())) + " stages: vp " + s(layout.vp) +
-          " with --pp " + s(p.pp) + ", but --vp is " + s(p.vp) + "; give --vp " + s(layout.vp) +
-          " or a layout of " + s(p.pp * p.vp) + " stages");
+      throw UsageError(given + " has " + s(static_cast<std::int64_t>(layout.stages.size())) +
+                       " stages: vp " + s(layout.vp) + " with --pp " + s(p.pp) + ", but --vp is " +
+                       s(p.vp) + "; give --vp " + s(layout.vp) + " or a layout of " +
+                       s(p.pp * p.vp) + " stages");
     }
     if (layout.decoder_layers() != w.layers) {
-      throw UsageError(
-          "--pipeline-layout "
-          " + p.pipeline_layout + "
-          " places " +
-          s(layout.decoder_layers()) + " decoder layers (t) but the run instantiates " +
-          s(w.layers) + " (--layers); the layout must hold every layer once");
+      throw UsageError(given + " places " + s(layout.decoder_layers()) +
+                       " decoder layers (t) but the run instantiates " + s(w.layers) +
+                       " (--layers); the layout must hold every layer once");
     }
-    if (layout.mtp_layers() != 0 && layout.mtp_layers() != c.model.num_nextn_predict_layers) {
-      throw UsageError(
-          "--pipeline-layout "
-          " + p.pipeline_layout + "
-          " places " +
-          s(layout.mtp_layers()) + " MTP layers (m) but " + c.model.name + " has " +
-          s(c.model.num_nextn_predict_layers) + " (num_nextn_predict_layers); valid: 0 or " +
-          s(c.model.num_nextn_predict_layers));
+    if (layout.has_embedding() != w.head || layout.has_loss() != w.head) {
+      throw UsageError(given +
+                       (w.head ? " lacks E or L, which --head on runs"
+                               : " has E or L, which --head off does not run") +
+                       "; give a layout with E first and L last and --head on, or neither and "
+                       "--head off");
+    }
+    if (layout.mtp_layers() != layout.stages.back().mtp) {
+      throw UsageError(given +
+                       " places m (an MTP layer) before the last stage; moebench runs the MTP "
+                       "layers in the last stage, beside the output head and loss (L) they share "
+                       "(Megatron-Core also allows a stage of their own), e.g. \"...|tmL\"");
+    }
+    if (layout.mtp_layers() != w.mtp) {
+      throw UsageError(given + " places " + s(layout.mtp_layers()) +
+                       " MTP layers (m) but the run has " + s(w.mtp) + " (--mtp; " + c.model.name +
+                       " has " + s(c.model.num_nextn_predict_layers) +
+                       "); give as many m as --mtp");
     }
   } else {
     even_pipeline_layout(static_cast<int>(w.layers), p.pp, p.vp);  // UsageError when uneven
@@ -235,6 +271,8 @@ nlohmann::json to_json(const Workload& w, const ParallelLayout& p) {
   j["dense_layers"] = w.dense_layers;
   j["moe_layers"] = w.moe_layers();
   j["attention"] = w.attention;
+  j["head"] = w.head;
+  j["mtp_layers"] = w.mtp;
   j["routing"] = to_string(w.routing);
   j["tokens_per_micro_batch"] = w.tokens_per_rank();
   j["tokens_per_rank"] = static_cast<double>(g * w.seq_len) / p.world;

@@ -49,11 +49,22 @@ struct Workload {
   std::int64_t layers = 0;        // instantiated transformer layers
   std::int64_t dense_layers = 0;  // of which the first ones are dense
   bool attention = true;
+  // --head (the CLI's default on): the model's ends run too: the first stage embeds seeded token
+  // ids, the last runs the final norm, the output head and the cross-entropy loss (off: a seeded
+  // input and a seeded output gradient stand in for them).
+  bool head = false;
+  // --mtp: MTP layers after the last decoder layer (DeepSeek-V3's multi-token prediction), each
+  // with its own norms, input projection and transformer layer, sharing the embedding and the
+  // output head; needs head.
+  std::int64_t mtp = 0;
   RoutingSpec routing;
 
   // Rows of one micro-batch on one rank.
   std::int64_t tokens_per_rank() const { return seq_len * micro_batch; }
   std::int64_t moe_layers() const { return layers - dense_layers; }
+  // Transformer layers the run instantiates: the decoder's and the MTP layers'. Layer index
+  // layers + k is MTP layer k.
+  std::int64_t transformer_layers() const { return layers + mtp; }
 };
 
 // The layout as the flags give it; grid() is the parallel grid it makes (harness/parallel).
@@ -107,6 +118,9 @@ struct RunConfig {
   std::int64_t grad_bucket_bytes = std::int64_t{80} << 20;
   // --inject: a fault the communicator injects (harness/backends/fault), a testing aid.
   std::optional<FaultSpec> inject;
+  // Sequences whose tokens each micro-batch's loss is the mean over (0: workload.micro_batch): the
+  // --verify reference keeps the distributed run's, so that its gradients are the same sum.
+  std::int64_t loss_micro_batch = 0;
   // --recipe: the published row this run's workload comes from, and the flags that overrode it.
   std::optional<std::string> recipe;
   std::vector<std::string> recipe_overrides;
@@ -121,6 +135,20 @@ int microbatches(const RunConfig& c);
 PipelineShape pipeline_shape(const RunConfig& c);
 // Which decoder layers each stage holds: --pipeline-layout, or an even split.
 PipelineLayout pipeline_layout(const RunConfig& c);
+
+// Layer indices of the parameters that are not a decoder layer's (with --head on): the
+// embedding comes before layer 0; after the last decoder layer come the final norm, the MTP
+// layers (each a transformer layer with its norms and projection) and the output head, the
+// order in which the backward finishes them in reverse.
+constexpr int kEmbeddingLayer = -1;
+int final_norm_layer(const Workload& w);
+int mtp_layer(const Workload& w, int k);
+int output_head_layer(const Workload& w);
+// One past the highest layer index of the run (decoder, ends and MTP layers).
+int layer_count(const Workload& w);
+// Whether layer `layer` has a dense MLP: the first --dense-layers decoder layers; an MTP layer is
+// of the model's last layer's kind.
+bool is_dense_layer(const RunConfig& c, int layer);
 
 // The default instantiated stack for a model: all layers, with dense layers in the model's
 // proportion (rounded), so a 4-layer slice of DeepSeek-V3 is 4 MoE layers.

@@ -99,6 +99,31 @@ MB_HD void swiglu_backward(float gate, float up, float dout, float* dgate, float
   *dup = dout * silu(gate);
 }
 
+// ---- Cross-entropy over one row of logits, fused with its gradient ----
+// loss = log(sum_j exp(z_j - max)) + max - z_label; d loss / d z_j = softmax_j - [j == label].
+
+MB_HD float cross_entropy_loss(float max, float sum_exp, float label_logit) {
+  return ::logf(sum_exp) + (max - label_logit);  // max - z first: exact where both are large
+}
+
+// scale * d loss / d z of one logit, from the row's max and sum of exp(z - max).
+MB_HD float cross_entropy_grad(float z, float max, float sum_exp, bool is_label, float scale) {
+  return scale * (::expf(z - max) / sum_exp - (is_label ? 1.0f : 0.0f));
+}
+
+// Returns the row's loss and overwrites z with scale * its gradient.
+MB_HD float cross_entropy_row(float* z, std::int64_t cols, std::int64_t label, float scale) {
+  float max = z[0];
+  for (std::int64_t i = 1; i < cols; ++i) max = z[i] > max ? z[i] : max;
+  float sum_exp = 0.0f;
+  for (std::int64_t i = 0; i < cols; ++i) sum_exp += ::expf(z[i] - max);
+  const float loss = cross_entropy_loss(max, sum_exp, z[label]);
+  for (std::int64_t i = 0; i < cols; ++i) {
+    z[i] = cross_entropy_grad(z[i], max, sum_exp, i == label, scale);
+  }
+  return loss;
+}
+
 // ---- AdamW (decoupled weight decay, bias-corrected) ----
 
 // The per-call constants, computed once on the host and passed to every element.

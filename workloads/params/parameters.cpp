@@ -13,7 +13,8 @@ constexpr std::uint64_t kRouterBiasTensor = 100;
 
 bool is_norm(ParamKind k) {
   return k == ParamKind::attn_norm || k == ParamKind::q_norm || k == ParamKind::kv_norm ||
-         k == ParamKind::mlp_norm;
+         k == ParamKind::mlp_norm || k == ParamKind::final_norm || k == ParamKind::mtp_enorm ||
+         k == ParamKind::mtp_hnorm || k == ParamKind::mtp_norm;
 }
 
 std::int64_t round_up(std::int64_t n, std::int64_t m) {
@@ -26,11 +27,17 @@ const char* param_kind_name(ParamKind k) {
                                 "wq",        "wkv_a",          "kv_norm",       "wkv_b",
                                 "wo",        "mlp_norm",       "dense_gate_up", "dense_down",
                                 "router",    "shared_gate_up", "shared_down",   "gate_up",
-                                "down"};
+                                "down",      "embedding",      "final_norm",    "output_head",
+                                "enorm",     "hnorm",          "eh_proj",       "mtp_norm"};
+  static_assert(sizeof(names) / sizeof(names[0]) == kKinds);
   return names[static_cast<int>(k)];
 }
 
 std::string ParamInfo::name() const {
+  if (kind == ParamKind::embedding || kind == ParamKind::final_norm ||
+      kind == ParamKind::output_head) {
+    return param_kind_name(kind);
+  }
   std::string n = "layer" + std::to_string(layer) + ".";
   if (expert >= 0) n += "expert" + std::to_string(expert) + ".";
   return n + param_kind_name(kind);
@@ -60,15 +67,15 @@ class LayoutBuilder {
 
 ParamLayout make_param_layout(const RunConfig& config, const Topology& topo) {
   const ModelConfig& m = config.model;
+  const Workload& w = config.workload;
   const std::int64_t h = m.hidden_size, H = m.num_attention_heads;
   const std::int64_t dq = m.qk_head_dim(), dn = m.qk_nope_head_dim, dr = m.qk_rope_head_dim;
   const std::int64_t dv = m.v_head_dim, kvl = m.kv_lora_rank, mf = m.moe_intermediate_size;
   const int experts = static_cast<int>(m.n_routed_experts);
   ParamLayout layout;
   LayoutBuilder b(layout);
-  // Only the layers of this rank's pipeline stages, in ascending order (chunk by chunk).
-  for (int l : pipeline_layout(config).layers_of_rank(topo.group(Group::pipeline).rank)) {
-    if (config.workload.attention) {
+  const auto transformer = [&](int l) {
+    if (w.attention) {
       b.add(l, ParamKind::attn_norm, -1, 1, h);
       if (m.q_lora_rank) {
         b.add(l, ParamKind::wq_a, -1, h, *m.q_lora_rank);
@@ -83,10 +90,10 @@ ParamLayout make_param_layout(const RunConfig& config, const Topology& topo) {
       b.add(l, ParamKind::wo, -1, H * dv, h);
     }
     b.add(l, ParamKind::mlp_norm, -1, 1, h);
-    if (l < config.workload.dense_layers) {
+    if (is_dense_layer(config, l)) {
       b.add(l, ParamKind::dense_gate_up, -1, h, 2 * m.intermediate_size);
       b.add(l, ParamKind::dense_down, -1, m.intermediate_size, h);
-      continue;
+      return;
     }
     b.add(l, ParamKind::router, -1, h, m.n_routed_experts);
     if (m.n_shared_experts > 0) {
@@ -98,27 +105,50 @@ ParamLayout make_param_layout(const RunConfig& config, const Topology& topo) {
       b.add(l, ParamKind::expert_gate_up, global, h, 2 * mf);
       b.add(l, ParamKind::expert_down, global, mf, h);
     }
+  };
+  // Only the layers of this rank's pipeline stages, in ascending layer order (chunk by chunk).
+  const PipelineLayout pipeline = pipeline_layout(config);
+  const int pp_rank = topo.group(Group::pipeline).rank;
+  bool embeds = false, loss = false;
+  for (int c = 0; c < pipeline.vp; ++c) {
+    embeds = embeds || pipeline.stage(pp_rank, c).embedding;
+    loss = loss || pipeline.stage(pp_rank, c).loss;
   }
+  // The MTP layers embed the next tokens with the same table: the last stage holds a copy, which
+  // the embedding group keeps equal (Megatron-Core builds the embedding where MTP runs too).
+  if (embeds || (loss && w.mtp > 0))
+    b.add(kEmbeddingLayer, ParamKind::embedding, -1, m.vocab_size, h);
+  for (int l : pipeline.layers_of_rank(pp_rank)) transformer(l);
+  if (!loss) return layout;
+  b.add(final_norm_layer(w), ParamKind::final_norm, -1, 1, h);
+  for (int k = 0; k < w.mtp; ++k) {
+    const int l = mtp_layer(w, k);
+    b.add(l, ParamKind::mtp_enorm, -1, 1, h);
+    b.add(l, ParamKind::mtp_hnorm, -1, 1, h);
+    b.add(l, ParamKind::mtp_eh_proj, -1, 2 * h, h);
+    transformer(l);
+    b.add(l, ParamKind::mtp_norm, -1, 1, h);
+  }
+  b.add(output_head_layer(w), ParamKind::output_head, -1, h, m.vocab_size);
   return layout;
 }
 
 ParamStore::ParamStore(Compute& compute, const RunConfig& config, const Topology& topo)
-    : compute_(compute) {
+    : compute_(compute), config_(config) {
   const ModelConfig& m = config.model;
-  layers_ = static_cast<int>(config.workload.layers);
-  dense_layers_ = static_cast<int>(config.workload.dense_layers);
+  layers_ = layer_count(config.workload);
   local_experts_ = topo.local_experts(static_cast<int>(m.n_routed_experts));
   first_expert_ = topo.first_local_expert(static_cast<int>(m.n_routed_experts));
   ParamLayout layout = make_param_layout(config, topo);
   infos_ = std::move(layout.infos);
-  lookup_.assign(static_cast<std::size_t>(layers_) * kKinds, -1);
+  lookup_.assign(static_cast<std::size_t>(layers_ + 1) * kKinds, -1);
   expert_lookup_.resize(layers_);
   for (int i = 0; i < static_cast<int>(infos_.size()); ++i) {
     const ParamInfo& p = infos_[i];
     if (p.expert >= 0) {
       expert_lookup_[p.layer].push_back(i);  // gate_up, down per local expert, in order
     } else {
-      lookup_[static_cast<std::size_t>(p.layer) * kKinds + static_cast<int>(p.kind)] = i;
+      lookup_[static_cast<std::size_t>(p.layer + 1) * kKinds + static_cast<int>(p.kind)] = i;
     }
   }
 
@@ -136,23 +166,23 @@ ParamStore::ParamStore(Compute& compute, const RunConfig& config, const Topology
 }
 
 int ParamStore::index(int layer, ParamKind kind, int local_expert) const {
-  MB_CHECK(layer >= 0 && layer < layers_, "layer " << layer << " of " << layers_);
+  MB_CHECK(layer >= kEmbeddingLayer && layer < layers_, "layer " << layer << " of " << layers_);
   if (kind == ParamKind::expert_gate_up || kind == ParamKind::expert_down) {
     MB_CHECK(local_expert >= 0 && local_expert < local_experts_,
              "local expert " << local_expert << " of " << local_experts_);
     return expert_lookup_[layer][local_expert * 2 + (kind == ParamKind::expert_down ? 1 : 0)];
   }
-  const int idx = lookup_[static_cast<std::size_t>(layer) * kKinds + static_cast<int>(kind)];
+  const int idx = lookup_[static_cast<std::size_t>(layer + 1) * kKinds + static_cast<int>(kind)];
   MB_CHECK(idx >= 0, "layer " << layer << " has no parameter " << param_kind_name(kind));
   return idx;
 }
 
 bool ParamStore::has(int layer, ParamKind kind) const {
-  if (layer < 0 || layer >= layers_) return false;
+  if (layer < kEmbeddingLayer || layer >= layers_) return false;
   if (kind == ParamKind::expert_gate_up || kind == ParamKind::expert_down) {
-    return !expert_lookup_[layer].empty();
+    return layer >= 0 && !expert_lookup_[layer].empty();
   }
-  return lookup_[static_cast<std::size_t>(layer) * kKinds + static_cast<int>(kind)] >= 0;
+  return lookup_[static_cast<std::size_t>(layer + 1) * kKinds + static_cast<int>(kind)] >= 0;
 }
 
 namespace {
@@ -204,6 +234,9 @@ void ParamStore::initialize(std::uint64_t seed) {
       }
       compute_.fill_random(w, seed, stream, 0.1f);
       compute_.axpby(1.0f, ones.view().col_slice(0, p.cols), 1.0f, w);
+    } else if (p.kind == ParamKind::embedding) {
+      // Rows of the scale of the seeded input that stands in for them with --head off.
+      compute_.fill_random(w, seed, stream, 1.0f);
     } else {
       // Uniform with variance 1/(3 fan-in): activations keep their scale through the stack.
       compute_.fill_random(w, seed, stream, 1.0f / std::sqrt(static_cast<float>(p.rows)));

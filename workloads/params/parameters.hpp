@@ -36,6 +36,14 @@ enum class ParamKind : int {
   shared_down,
   expert_gate_up,
   expert_down,
+  // The model's ends (--head on) and the MTP layers' own parameters.
+  embedding,    // vocab x h, layer kEmbeddingLayer
+  final_norm,   // 1 x h, layer final_norm_layer()
+  output_head,  // h x vocab, layer output_head_layer()
+  mtp_enorm,    // the next token's embedding's norm
+  mtp_hnorm,    // the previous depth's hidden state's norm
+  mtp_eh_proj,  // 2h x h: [enorm(e); hnorm(h)] -> h
+  mtp_norm,     // the MTP layer's output norm, before the shared head
   count
 };
 const char* param_kind_name(ParamKind k);
@@ -43,7 +51,7 @@ const char* param_kind_name(ParamKind k);
 enum class ParamGroup { dense, expert };
 
 struct ParamInfo {
-  int layer = 0;
+  int layer = 0;  // a decoder or MTP layer, or one of the ends' indices above
   ParamKind kind = ParamKind::attn_norm;
   int expert = -1;  // global expert id for routed experts
   ParamGroup group = ParamGroup::dense;
@@ -83,8 +91,8 @@ class ParamStore {
   std::int64_t numel(ParamGroup g) const;  // unpadded
   std::int64_t padded_numel(ParamGroup g) const;
 
-  bool is_dense_layer(int layer) const { return layer < dense_layers_; }
-  int layers() const { return layers_; }
+  bool is_dense_layer(int layer) const { return moebench::is_dense_layer(config_, layer); }
+  int layers() const { return layers_; }  // one past the highest layer index
   int local_experts() const { return local_experts_; }
   int first_expert() const { return first_expert_; }
 
@@ -92,12 +100,13 @@ class ParamStore {
   int index(int layer, ParamKind kind, int local_expert) const;
 
   Compute& compute_;
+  RunConfig config_;  // a copy: what the layout was made from
   int layers_ = 0;
-  int dense_layers_ = 0;
   int local_experts_ = 0;
   int first_expert_ = 0;
-  std::vector<ParamInfo> infos_;                 // of the layout
-  std::vector<int> lookup_;                      // [layer][kind] -> info index, -1 when absent
+  std::vector<ParamInfo> infos_;  // of the layout
+  // [layer + 1][kind] -> info index, -1 when absent (row 0: the embedding's layer).
+  std::vector<int> lookup_;
   std::vector<std::vector<int>> expert_lookup_;  // [layer] -> [local expert * 2 + (0|1)]
   std::int64_t numel_[2] = {0, 0};
   std::int64_t padded_[2] = {0, 0};

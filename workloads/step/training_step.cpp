@@ -5,6 +5,7 @@
 #include "harness/core/clock.hpp"
 #include "harness/measure/stats.hpp"
 #include "workloads/ops/random.hpp"
+#include "workloads/step/token_ids.hpp"
 
 namespace moebench {
 
@@ -45,13 +46,26 @@ TrainingStep::TrainingStep(const RunConfig& config, const Topology& topo, Comput
   }
   first_stage_ = chunks_.front().stage == 0;
   last_stage_ = chunks_.back().stage == last_stage_index_;
+  head_ = config.workload.head;
+  embedding_sync_ = head_ && config.workload.mtp > 0 && shape_.pp > 1 &&
+                    params_.has(kEmbeddingLayer, ParamKind::embedding);
   schedule_ = pipeline_schedule(shape_, pp_rank_);
   batches_ = p2p_batches(shape_, pp_rank_);
   const std::int64_t rows = tokens_ * shape_.microbatches;
-  if (first_stage_) inputs_ = compute.alloc(rows, h);
-  if (last_stage_) douts_ = compute.alloc(rows, h);
-  if (config.verify && last_stage_) outputs_ = compute.alloc(rows, h);
-  if (config.verify && first_stage_) input_grads_ = compute.alloc(rows, h);
+  if (head_) {
+    if (first_stage_ || last_stage_) {
+      token_ids_ = compute.alloc(rows, config.workload.mtp + 2, DType::i32);
+    }
+    if (last_stage_) {
+      losses_ = compute.alloc(rows, config.workload.mtp + 1, DType::f32);
+      head_grad_ = compute.alloc(tokens_, h);
+    }
+  } else {
+    if (first_stage_) inputs_ = compute.alloc(rows, h);
+    if (last_stage_) douts_ = compute.alloc(rows, h);
+    if (config.verify && last_stage_) outputs_ = compute.alloc(rows, h);
+    if (config.verify && first_stage_) input_grads_ = compute.alloc(rows, h);
+  }
   if (shape_.pp > 1) {
     grad_recv_ = compute.alloc(tokens_, h);
     grad_send_ = compute.alloc(tokens_, h);
@@ -101,7 +115,13 @@ std::int64_t TrainingStep::first_sequence(int mb) const {
 void TrainingStep::initialize() {
   params_.initialize(config_.seed);
   const std::int64_t seq = config_.workload.seq_len;
-  for (int mb = 0; mb < shape_.microbatches; ++mb) {
+  for (int mb = 0; !token_ids_.empty() && mb < shape_.microbatches; ++mb) {
+    const std::vector<std::int32_t> ids =
+        token_id_rows(config_.seed, first_sequence(mb), config_.workload.micro_batch, seq,
+                      static_cast<int>(token_ids_.cols()), config_.model.vocab_size);
+    compute_.upload_i32(ids.data(), token_ids(mb));
+  }
+  for (int mb = 0; !head_ && mb < shape_.microbatches; ++mb) {
     for (std::int64_t b = 0; b < config_.workload.micro_batch; ++b) {
       const auto s = static_cast<std::uint64_t>(first_sequence(mb) + b);
       const std::int64_t row = mb * tokens_ + b * seq;
@@ -138,6 +158,9 @@ TrainingStep::Slot& TrainingStep::acquire(Chunk& chunk, int mb) {
     for (int l : chunk.layers) s->layers.emplace_back(l);
     for (std::size_t i = 0; i <= chunk.layers.size(); ++i) {
       s->acts.push_back(compute_.alloc(tokens_, config_.model.hidden_size));
+    }
+    if (head_ && chunk.stage == last_stage_index_) {
+      s->head = std::make_unique<ModelHead>(config_.workload);
     }
     slot = s.get();
     chunk.slots.push_back(std::move(s));
@@ -179,16 +202,27 @@ void TrainingStep::exchange(LayerContext& ctx, std::size_t b) {
 void TrainingStep::forward(LayerContext& ctx, int mb, Chunk& chunk) {
   Slot& slot = acquire(chunk, mb);
   ctx.first_token = first_sequence(mb) * config_.workload.seq_len;
-  Mat x =
-      chunk.stage == 0 ? inputs_.view().row_slice(mb * tokens_, tokens_) : slot.acts.front().view();
   const std::size_t n = chunk.layers.size();
-  if (n == 0 && chunk.stage == 0) compute_.copy(x, slot.acts.back());  // an empty first stage
+  Mat x = slot.acts.front().view();
+  if (chunk.stage == 0 && head_) {
+    embedding_forward(ctx, token_ids(mb).col_slice(0, 1), x);
+  } else if (chunk.stage == 0) {
+    x = inputs_.view().row_slice(mb * tokens_, tokens_);
+    if (n == 0) compute_.copy(x, slot.acts.back());  // an empty first stage
+  }
   for (std::size_t i = 0; i < n; ++i) {
     Mat out = slot.acts[i + 1];
     slot.layers[i].forward(ctx, x, out);
     x = out;
   }
-  if (chunk.stage == last_stage_index_ && !outputs_.empty()) {
+  if (chunk.stage != last_stage_index_) return;
+  if (head_) {
+    const std::int64_t loss_batch =
+        config_.loss_micro_batch > 0 ? config_.loss_micro_batch : config_.workload.micro_batch;
+    const float grad_scale = 1.0f / static_cast<float>(loss_batch * config_.workload.seq_len);
+    slot.head->forward(ctx, slot.acts.back(), token_ids(mb), grad_scale,
+                       losses_.view().row_slice(mb * tokens_, tokens_));
+  } else if (!outputs_.empty()) {
     compute_.copy(slot.acts.back(), outputs_.view().row_slice(mb * tokens_, tokens_));
   }
 }
@@ -196,8 +230,17 @@ void TrainingStep::forward(LayerContext& ctx, int mb, Chunk& chunk) {
 void TrainingStep::backward(LayerContext& ctx, int mb, Chunk& chunk) {
   Slot& slot = *chunk.in_flight.at(mb);
   ctx.first_token = first_sequence(mb) * config_.workload.seq_len;
-  Mat dout = chunk.stage == last_stage_index_ ? douts_.view().row_slice(mb * tokens_, tokens_)
-                                              : grad_recv_.view();
+  const bool last_microbatch = mb == shape_.microbatches - 1;
+  const auto done = [&](int layer) {
+    if (config_.overlap && last_microbatch) start_buckets(ctx, layer);
+  };
+  Mat dout = grad_recv_.view();
+  if (chunk.stage == last_stage_index_ && head_) {
+    slot.head->backward(ctx, token_ids(mb), head_grad_, done);
+    dout = head_grad_;
+  } else if (chunk.stage == last_stage_index_) {
+    dout = douts_.view().row_slice(mb * tokens_, tokens_);
+  }
   // Where the chunk's input gradient goes: the previous stage's send buffer, or (first stage)
   // the kept input gradients.
   Mat target;
@@ -209,15 +252,20 @@ void TrainingStep::backward(LayerContext& ctx, int mb, Chunk& chunk) {
     target = grad_a_;  // nobody reads it
   }
   const std::size_t n = chunk.layers.size();
-  if (n == 0) compute_.copy(dout, target);
+  const bool embeds = chunk.stage == 0 && head_;
+  if (n == 0 && !embeds) compute_.copy(dout, target);
   Tensor* bufs[2] = {&grad_a_, &grad_b_};
-  const bool last_microbatch = mb == shape_.microbatches - 1;
   for (std::size_t i = n; i-- > 0;) {
     Mat dx = i == 0 ? target : Mat(*bufs[i % 2]);
     if (dx.data == dout.data) dx = *bufs[(i + 1) % 2];
     slot.layers[i].backward(ctx, dout, dx);
-    if (config_.overlap && last_microbatch) start_buckets(ctx, chunk.layers[i]);
+    done(chunk.layers[i]);
     dout = dx;
+  }
+  if (embeds) {
+    embedding_backward(ctx, token_ids(mb).col_slice(0, 1), dout);
+    // A copy kept equal to the last stage's starts its buckets once the two are summed.
+    if (!embedding_sync_) done(kEmbeddingLayer);
   }
   // The slot is free: its output was sent in the batch after its forward.
   chunk.in_flight.erase(mb);
@@ -263,6 +311,7 @@ StepSample TrainingStep::run() {
       }
     }
   }
+  sync_embedding(ctx);
   reduce_gradients(ctx);
   if (config_.optimizer == Optimizer::adamw) optimizer_step(ctx);
   comm_.synchronize();
@@ -297,6 +346,25 @@ void TrainingStep::start_buckets(LayerContext& ctx, int layer) {
   for (const GradBucket& b : buckets_) {
     if (b.ready_layer == layer) bucket_requests_.push_back(start_bucket(ctx, b));
   }
+}
+
+void TrainingStep::sync_embedding(LayerContext& ctx) {
+  if (!embedding_sync_) return;
+  // Megatron-Core's embedding group: the first and the last pipeline rank, whose copies of the
+  // table receive the gradients of the input embedding and of the MTP layers' (the sum belongs to
+  // both). Before the data-parallel reduction, so that either reduction mode sums the same.
+  const Mat grad = params_.grad(kEmbeddingLayer, ParamKind::embedding);
+  ctx.wait_for_group(Group::embedding);
+  CommRequest r;
+  {
+    auto scope = timer_.scope(Phase::grad_reduce);
+    r = ctx.track(Phase::grad_reduce,
+                  comm_.start_allreduce_sum(Group::embedding, grad, CommLane::background));
+  }
+  ctx.wait(Phase::grad_reduce, r);
+  ctx.add_bytes(Phase::grad_reduce, static_cast<double>(grad.numel()) * dtype_size(grad.dtype),
+                bus_bandwidth_factor(CollectiveKind::allreduce, 2), 2);
+  if (config_.overlap) start_buckets(ctx, kEmbeddingLayer);
 }
 
 void TrainingStep::reduce_gradients(LayerContext& ctx) {

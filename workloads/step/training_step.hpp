@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "harness/measure/phase_timer.hpp"
+#include "workloads/layers/model_ends.hpp"
 #include "workloads/layers/transformer_layer.hpp"
 #include "workloads/params/parameters.hpp"
 #include "workloads/step/grad_buckets.hpp"
@@ -31,9 +32,10 @@ class TrainingStep {
   StepSample run();
 
   const ParamStore& params() const { return params_; }
-  // With config.verify: the last stage's output of every micro-batch (micro-batches x tokens rows
-  // of hidden), and d loss / d input at the first stage; empty where this rank holds neither.
-  Mat output() const { return outputs_; }
+  // With config.verify: the last stage's output of every micro-batch (micro-batches x tokens rows:
+  // with --head on each token's loss per head, else its hidden state), and (--head off) d loss /
+  // d input at the first stage; empty where this rank holds neither.
+  Mat output() const { return head_ ? losses_.view() : outputs_.view(); }
   Mat input_grad() const { return input_grads_; }
   bool holds_first_stage() const { return first_stage_; }
   bool holds_last_stage() const { return last_stage_; }
@@ -55,7 +57,8 @@ class TrainingStep {
   // needs) and the tensors between them. Reused once the micro-batch's backward is done.
   struct Slot {
     std::vector<TransformerLayer> layers;
-    std::vector<Tensor> acts;  // acts[i]: the input of layer i; acts[n]: the chunk's output
+    std::vector<Tensor> acts;         // acts[i]: the input of layer i; acts[n]: the chunk's output
+    std::unique_ptr<ModelHead> head;  // the last stage's, with --head on
   };
   struct Chunk {
     int stage = 0;
@@ -77,7 +80,11 @@ class TrainingStep {
   // Starts the reduction of every bucket that layer `layer`'s backward completed (--overlap on).
   void start_buckets(LayerContext& ctx, int layer);
   CommRequest start_bucket(LayerContext& ctx, const GradBucket& b);
+  // With MTP on more than one stage: the embedding's gradient summed over its two copies (the
+  // first and the last stage), before the data-parallel reduction.
+  void sync_embedding(LayerContext& ctx);
   void reduce_gradients(LayerContext& ctx);
+  Mat token_ids(int mb) const { return token_ids_.view().row_slice(mb * tokens_, tokens_); }
   void optimizer_step(LayerContext& ctx);
 
   const RunConfig& config_;
@@ -94,8 +101,14 @@ class TrainingStep {
   std::vector<Chunk> chunks_;
   std::vector<PipelineOp> schedule_;
   std::vector<P2PBatch> batches_;
-  Tensor inputs_;  // first stage: every micro-batch's input (micro-batches x tokens rows)
-  Tensor douts_;   // last stage: every micro-batch's output gradient
+  bool head_ = false;            // --head on
+  bool embedding_sync_ = false;  // this rank holds a copy of the embedding kept equal to another
+  Tensor inputs_;  // --head off, first stage: every micro-batch's input (micro-batches x tokens)
+  Tensor douts_;   // --head off, last stage: every micro-batch's output gradient
+  // --head on, first or last stage: every micro-batch's token ids (workloads/layers/model_ends)
+  Tensor token_ids_;
+  Tensor losses_;                 // --head on, last stage: every micro-batch's per-token losses
+  Tensor head_grad_;              // d loss / d (the last decoder layer's output)
   Tensor outputs_, input_grads_;  // with config.verify, on the last and first stage
   Tensor grad_recv_;              // a gradient received from the next stage
   // A gradient for the previous stage: filled by a backward, sent in the next exchange, which

@@ -465,6 +465,14 @@ void CpuCompute::do_gathered_row_dot(const Mat& a, const Mat& index, const Mat& 
   });
 }
 
+void CpuCompute::do_cross_entropy(const Mat& logits, const Mat& labels, float grad_scale,
+                                  const Mat& loss) {
+  checked_index(labels, logits.rows, logits.cols, "cross_entropy label");
+  for_rows(logits, [&](float* z, std::int64_t r) {
+    *row_f32(loss, r) = cross_entropy_row(z, logits.cols, *row_i32(labels, r), grad_scale);
+  });
+}
+
 void CpuCompute::do_adamw(const AdamWStep& s, const Mat& param, const Mat& grad, const Mat& m,
                           const Mat& v, const Mat& master) {
   const bool has_master = master.data != nullptr;

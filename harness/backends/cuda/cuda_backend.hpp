@@ -114,6 +114,7 @@ enum DeviceError : int {
   kBadScatterIndex = 2,
   kBadGatherScaledIndex = 3,
   kBadDotIndex = 4,
+  kBadLabel = 5,
 };
 
 class CudaCompute final : public CudaComputeApi {
@@ -187,6 +188,8 @@ class CudaCompute final : public CudaComputeApi {
   void do_gather_rows_scaled(const Mat& src, const Mat& index, const Mat& scale,
                              const Mat& dst) override;
   void do_gathered_row_dot(const Mat& a, const Mat& index, const Mat& b, const Mat& out) override;
+  void do_cross_entropy(const Mat& logits, const Mat& labels, float grad_scale,
+                        const Mat& loss) override;  // loss.cu
   void do_adamw(const AdamWStep& s, const Mat& param, const Mat& grad, const Mat& m, const Mat& v,
                 const Mat& master) override;
 

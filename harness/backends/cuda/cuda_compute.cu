@@ -271,10 +271,12 @@ void CudaCompute::check_device_errors() {
                    : code == kBadScatterIndex      ? "scatter_add_rows"
                    : code == kBadGatherScaledIndex ? "gather_rows_scaled"
                    : code == kBadDotIndex          ? "gathered_row_dot"
+                   : code == kBadLabel             ? "cross_entropy"
                                                    : "an op";
   throw RuntimeError(std::string("cuda backend: ") + op +
-                     " met a row index outside its source or destination (detected on the "
-                     "device; the element was skipped)");
+                     " met an index outside its range (a row of its source or destination, or "
+                     "a label outside the vocabulary; detected on the device, the element was "
+                     "skipped)");
 }
 
 std::int64_t CudaCompute::memory_available_bytes() const {
