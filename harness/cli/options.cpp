@@ -149,6 +149,9 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   run->add_option("--timeout", o.timeout_s,
                   "seconds a collective may take before the run is aborted (nccl; default 600)");
   run->add_flag("--quiet", o.quiet, "no table on stdout");
+  run->add_option("--step-log", o.step_log,
+                  "append each finished step as a JSON line here, flushed (default OUT.steps.jsonl "
+                  "beside --out)");
   std::string inject;
   run->add_option("--inject", inject,
                   "testing aid: corrupt:rank=R[,phase=dispatch|combine|grad_reduce|pp][,step=S] "
@@ -180,6 +183,9 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
                      "claimed efficiency of the largest size against the baseline");
   report->add_option("--min-tflops", r.min_tflops, "required TFLOP/s per GPU at every size");
   report->add_option("--min-efficiency", r.min_efficiency, "required efficiency at every size");
+  report->add_flag("--allow-failed", r.allow_failed,
+                   "merge runs that were interrupted (SIGTERM, SIGINT) too: their figures come "
+                   "from the timed steps that finished");
   report->add_flag("--claim-from-recipe", r.claim_from_recipe,
                    "judge the largest size against its runs' recipe (--recipe): comparable or "
                    "not, with every difference, and the published TFLOP/s per GPU");

@@ -62,6 +62,7 @@ struct ReportOptions {
   std::optional<double> min_tflops;
   std::optional<double> min_efficiency;
   bool claim_from_recipe = false;  // judge the largest size against the runs' recipe
+  bool allow_failed = false;       // merge interrupted runs too
   bool quiet = false;
 };
 
@@ -95,6 +96,7 @@ struct CliOptions {
   // run: the longest wait for a collective or the communicator setup (--timeout)
   double timeout_s = 600;
   std::string out;                  // run: report path; plan: JSON path
+  std::string step_log;             // run: --step-log (default OUT.steps.jsonl with --out)
   bool json = false;                // plan, phases: print JSON
   std::optional<int> world;         // plan: the world size to plan for (1, or the recipe's)
   bool quiet = false;               // run: no table

@@ -141,6 +141,12 @@ int report_command(const CliOptions& o) {
   std::vector<std::string> skipped;
   const std::vector<RunPoint> runs = read_run_reports(
       files, [&](const nlohmann::json& doc) { return validate_run.errors(doc); }, &skipped);
+  for (const RunPoint& p : runs) {
+    if (!p.interrupted.empty() && !r.allow_failed) {
+      throw UsageError(p.path + ": the run was " + p.interrupted +
+                       "; leave it out, run it again, or pass --allow-failed to merge it anyway");
+    }
+  }
   const ScalingOptions options = scaling_options(r);
   ScalingResult result = compute_scaling(runs, options);
   for (const std::string& s : skipped) result.warnings.push_back("skipped, not a run report: " + s);

@@ -1,7 +1,12 @@
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <ctime>
+#include <fstream>
 #include <iostream>
+#include <optional>
+
+#include <nlohmann/json.hpp>
 
 #include "harness/backends/cpu/cpu_compute.hpp"
 #include "harness/backends/fault/fault_communicator.hpp"
@@ -29,6 +34,23 @@ struct Setup {
   std::unique_ptr<Compute> compute;
   MemoryEstimate memory;
 };
+
+// SIGTERM or SIGINT received: the run stops after the step in flight (every rank after the same
+// one: the flag is reduced over the ranks after each step).
+volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" void on_stop_signal(int sig) {
+  g_stop_signal = sig;
+}
+
+std::string signal_name(int sig) {
+  return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "signal " + std::to_string(sig);
+}
+
+// --step-log, or OUT.steps.jsonl beside --out; none without either.
+std::string step_log_path(const CliOptions& o) {
+  if (!o.step_log.empty()) return o.step_log;
+  return o.out.empty() ? std::string() : o.out + ".steps.jsonl";
+}
 
 Setup prepare(const CliOptions& o, MpiRuntime& rt) {
   Setup s;
@@ -67,6 +89,7 @@ Setup prepare(const CliOptions& o, MpiRuntime& rt) {
                      "a larger --ep (see `moebench plan`)");
   }
   if (rt.rank() == 0 && !o.out.empty()) ensure_writable_destination(o.out);
+  if (rt.rank() == 0 && !step_log_path(o).empty()) ensure_writable_destination(step_log_path(o));
   return s;
 }
 
@@ -124,6 +147,36 @@ RunResults gather_results(const MpiRuntime& rt, const Topology& topo,
                        inst.flops_per_step / c.layout.world);
 }
 
+// Rank 0's step log: one JSON line per finished step, flushed at once, so that a run that dies
+// keeps what it measured (the slowest rank's step time, and the rates it gives).
+class StepLog {
+ public:
+  StepLog(const std::string& path, const RunConfig& c, double flops_per_step)
+      : c_(c), flops_per_step_(flops_per_step) {
+    if (path.empty()) return;
+    file_.open(path, std::ios::out | std::ios::trunc);
+    if (!file_) throw UsageError("--step-log " + path + ": cannot be written");
+  }
+  void add(const char* kind, int index, double step_time_s) {
+    if (!file_.is_open()) return;
+    const double world = c_.layout.world;
+    nlohmann::json j{
+        {"step", ++count_},
+        {"kind", kind},
+        {"index", index},
+        {"step_time_s", step_time_s},
+        {"tflops_per_gpu", flops_per_step_ / world / step_time_s / 1e12},
+        {"tokens_per_s_per_gpu", static_cast<double>(tokens_per_step(c_)) / world / step_time_s}};
+    file_ << j.dump() << "\n" << std::flush;
+  }
+
+ private:
+  const RunConfig& c_;
+  double flops_per_step_;
+  std::ofstream file_;
+  int count_ = 0;
+};
+
 }  // namespace
 
 int run_command(const CliOptions& o, MpiRuntime& rt) {
@@ -145,6 +198,7 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
   }
 
   const RunConfig& c = s.config;
+  rt.set_timeout(c.comm_timeout_s);
   Compute& compute = *s.compute;
   std::unique_ptr<Communicator> comm =
       make_communicator(c.comm, rt.world(), s.topo, compute, c.comm_timeout_s);
@@ -152,15 +206,43 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
   TrainingStep step(c, s.topo, compute, *comm);
   step.initialize();
 
+  std::optional<StepLog> log;
+  if (rt.rank() == 0) log.emplace(step_log_path(o), c, account_instantiated(c).flops_per_step);
+  g_stop_signal = 0;
+  std::signal(SIGTERM, on_stop_signal);
+  std::signal(SIGINT, on_stop_signal);
+  int stop = 0;  // the signal any rank received, agreed after each step
+  int steps_run = 0;
+  // One step, its slowest rank's time logged; a wait past --timeout names the step it was in.
+  const auto run_step = [&](const char* kind, int index, int of) {
+    try {
+      const StepSample sample = step.run();
+      const double slowest = rt.allreduce_max(sample.step_time_s);
+      stop = static_cast<int>(rt.allreduce_max(static_cast<double>(g_stop_signal)));
+      ++steps_run;
+      if (log) log->add(kind, index, slowest);
+      return sample;
+    } catch (const TimeoutError& e) {
+      throw TimeoutError(std::string(e.what()) + ", in " + kind + " step " +
+                         std::to_string(index + 1) + " of " + std::to_string(of));
+    }
+  };
   VerificationResult verification;
   if (c.verify) {
-    step.run();
-    verification = verify_step(c, s.topo, rt, compute, step);
+    run_step("verify", 0, 1);
+    if (stop == 0) verification = verify_step(c, s.topo, rt, compute, step);
     step.initialize();  // the timed steps start from the same state either way
   }
-  for (int i = 0; i < c.warmup; ++i) step.run();
+  for (int i = 0; i < c.warmup && stop == 0; ++i) run_step("warmup", i, c.warmup);
   std::vector<StepSample> samples;
-  for (int i = 0; i < c.steps; ++i) samples.push_back(step.run());
+  for (int i = 0; i < c.steps && stop == 0; ++i) samples.push_back(run_step("timed", i, c.steps));
+  if (stop != 0 && samples.empty()) {
+    if (rt.rank() == 0) {
+      std::cerr << "moebench: interrupted by " << signal_name(stop) << " after " << steps_run
+                << " steps, before any timed step finished: no report (the step log has them)\n";
+    }
+    return static_cast<int>(ExitCode::interrupted);
+  }
 
   RunRecord record;
   record.meta = make_meta(o, c, rt, start);
@@ -181,12 +263,26 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
                                     : record.results.grad_buckets_expert);
   }
   record.verification = verification;
+  record.steps_completed = static_cast<int>(samples.size());
+  if (stop != 0) {
+    record.state = "interrupted";
+    record.signal = signal_name(stop);
+  }
 
   if (rt.rank() == 0) {
     if (!o.quiet) std::cout << format_run_table(record) << std::flush;
     if (!o.out.empty()) {
       write_file_atomically(o.out, make_run_report(record).dump(2) + "\n");
       if (!o.quiet) std::cout << "# report: " << o.out << "\n" << std::flush;
+    }
+  }
+  if (stop != 0) {
+    if (rt.rank() == 0) {
+      std::cerr << "moebench: interrupted by " << signal_name(stop) << " after " << samples.size()
+                << " of " << c.steps << " timed steps; the report says so\n";
+    }
+    if (!(c.verify && verification.enabled && !verification.passed)) {
+      return static_cast<int>(ExitCode::interrupted);
     }
   }
   if (c.verify && !verification.passed) {

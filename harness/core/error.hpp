@@ -15,6 +15,12 @@ enum class ExitCode : int {
   usage = 2,         // bad flags, impossible layouts, invalid config or report files
   verification = 3,  // --verify found mismatches against the single-process reference
   claim = 4,         // a scaling-report verdict failed (moebench report)
+  // A collective or transfer did not complete within --timeout: a peer stopped, hung or died.
+  // Every rank that waited says what it waited for, and the job ends.
+  timeout = 6,
+  // SIGTERM or SIGINT (Slurm's time limit, a cancel, Ctrl-C): every rank stopped after the same
+  // step and the report says "interrupted", with the steps that finished.
+  interrupted = 7,
 };
 
 class Error : public std::runtime_error {
@@ -36,6 +42,12 @@ class UsageError : public Error {
 class RuntimeError : public Error {
  public:
   explicit RuntimeError(const std::string& what) : Error(ExitCode::runtime, what) {}
+};
+
+// A wait that ran past --timeout. Exit code 6.
+class TimeoutError : public Error {
+ public:
+  explicit TimeoutError(const std::string& what) : Error(ExitCode::timeout, what) {}
 };
 
 namespace detail {

@@ -67,6 +67,11 @@ struct RunRecord {
   MemoryEstimate memory;
   RunResults results;
   VerificationResult verification;
+  // Whether every step ran: "completed", or "interrupted" by `signal` after `steps_completed` of
+  // config.steps timed steps.
+  std::string state = "completed";
+  std::string signal;
+  int steps_completed = 0;
 };
 
 }  // namespace moebench

@@ -242,6 +242,10 @@ nlohmann::ordered_json make_run_report(const RunRecord& r) {
   ojson j;
   j["schema_version"] = kRunSchemaVersion;
   j["kind"] = kRunReportKind;
+  j["status"] = ojson{{"state", r.state},
+                      {"signal", r.signal.empty() ? ojson(nullptr) : ojson(r.signal)},
+                      {"steps_completed", r.steps_completed},
+                      {"steps_requested", r.config.steps}};
   j["meta"] = meta_json(r.meta);
   j["config"] = config_json(r.config);
   if (r.config.recipe) j["config"]["recipe"] = recipe_json(r);

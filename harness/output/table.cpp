@@ -32,6 +32,10 @@ std::string header(const RunRecord& r) {
   const RunConfig& c = r.config;
   const Workload& w = c.workload;
   std::string out;
+  if (r.state != "completed") {
+    out += sprintf_str("# %s by %s after %d of %d timed steps: the figures below are theirs\n",
+                       r.state.c_str(), r.signal.c_str(), r.steps_completed, c.steps);
+  }
   const std::string ends = !w.head ? ""
                            : w.mtp > 0
                                ? sprintf_str(", embedding, head and loss, %lld MTP layer%s",

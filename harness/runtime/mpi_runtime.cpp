@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "harness/backends/mpi/mpi_check.hpp"
+#include "harness/backends/mpi/mpi_wait.hpp"
 #include "harness/core/error.hpp"
 #include "harness/core/host.hpp"
 
@@ -74,6 +75,16 @@ Topology MpiRuntime::topology(const ParallelGrid& grid, int ranks_per_node_overr
   return make_topology(grid, rank_, node_info[0], node_info[1], local_rank, local_size);
 }
 
+template <typename F>
+void MpiRuntime::polled(const char* call, F&& start) const {
+  MPI_Request r = MPI_REQUEST_NULL;
+  check_mpi(start(&r), call);
+  wait_within(std::span<MPI_Request>(&r, 1), timeout_s_, call, [&] {
+    return "the runtime on rank " + std::to_string(rank_) + " (host " + host_ + "): " + call +
+           " over all " + std::to_string(size_) + " ranks";
+  });
+}
+
 std::vector<std::string> MpiRuntime::all_hosts() const {
   return all_gather(host_);
 }
@@ -82,9 +93,10 @@ std::vector<std::string> MpiRuntime::all_gather(const std::string& text) const {
   std::vector<char> mine(kHostSlot, '\0');
   std::copy_n(text.data(), std::min<std::size_t>(text.size(), kHostSlot - 1), mine.data());
   std::vector<char> all(static_cast<std::size_t>(kHostSlot) * size_, '\0');
-  check_mpi(MPI_Allgather(mine.data(), kHostSlot, MPI_CHAR, all.data(), kHostSlot, MPI_CHAR,
-                          MPI_COMM_WORLD),
-            "MPI_Allgather");
+  polled("MPI_Iallgather", [&](MPI_Request* req) {
+    return MPI_Iallgather(mine.data(), kHostSlot, MPI_CHAR, all.data(), kHostSlot, MPI_CHAR,
+                          MPI_COMM_WORLD, req);
+  });
   std::vector<std::string> hosts;
   hosts.reserve(size_);
   for (int r = 0; r < size_; ++r)
@@ -105,32 +117,42 @@ std::string MpiRuntime::library_version() {
 
 double MpiRuntime::allreduce_max(double v) const {
   double out = 0;
-  check_mpi(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+  polled("MPI_Iallreduce", [&](MPI_Request* req) {
+    return MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, req);
+  });
   return out;
 }
 
 double MpiRuntime::allreduce_min(double v) const {
   double out = 0;
-  check_mpi(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+  polled("MPI_Iallreduce", [&](MPI_Request* req) {
+    return MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD, req);
+  });
   return out;
 }
 
 double MpiRuntime::allreduce_sum(double v) const {
   double out = 0;
-  check_mpi(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+  polled("MPI_Iallreduce", [&](MPI_Request* req) {
+    return MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, req);
+  });
   return out;
 }
 
 long long MpiRuntime::allreduce_sum(long long v) const {
   long long out = 0;
-  check_mpi(MPI_Allreduce(&v, &out, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+  polled("MPI_Iallreduce", [&](MPI_Request* req) {
+    return MPI_Iallreduce(&v, &out, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD, req);
+  });
   return out;
 }
 
 bool MpiRuntime::all_true(bool v) const {
   int in = v ? 1 : 0;
   int out = 0;
-  check_mpi(MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD), "MPI_Allreduce");
+  polled("MPI_Iallreduce", [&](MPI_Request* req) {
+    return MPI_Iallreduce(&in, &out, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD, req);
+  });
   return out != 0;
 }
 
@@ -138,7 +160,9 @@ std::vector<double> MpiRuntime::gather_to_root(const std::vector<double>& v) con
   MB_CHECK(v.size() <= static_cast<std::size_t>(INT_MAX), "gather of " << v.size() << " values");
   const int n = static_cast<int>(v.size());
   std::vector<int> counts(rank_ == 0 ? size_ : 0);
-  check_mpi(MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Gather");
+  polled("MPI_Igather", [&](MPI_Request* req) {
+    return MPI_Igather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD, req);
+  });
   std::vector<int> displs(counts.size());
   long long total = 0;
   for (std::size_t r = 0; r < counts.size(); ++r) {
@@ -148,9 +172,10 @@ std::vector<double> MpiRuntime::gather_to_root(const std::vector<double>& v) con
   }
   MB_CHECK(total <= INT_MAX, "gather of " << total << " values exceeds INT_MAX");
   std::vector<double> out(static_cast<std::size_t>(total));
-  check_mpi(MPI_Gatherv(v.data(), n, MPI_DOUBLE, out.data(), counts.data(), displs.data(),
-                        MPI_DOUBLE, 0, MPI_COMM_WORLD),
-            "MPI_Gatherv");
+  polled("MPI_Igatherv", [&](MPI_Request* req) {
+    return MPI_Igatherv(v.data(), n, MPI_DOUBLE, out.data(), counts.data(), displs.data(),
+                        MPI_DOUBLE, 0, MPI_COMM_WORLD, req);
+  });
   return out;
 }
 
@@ -159,8 +184,9 @@ std::vector<std::string> MpiRuntime::gather_strings_to_root(const std::string& m
            "gather of a " << mine.size() << "-byte string");
   const int length = static_cast<int>(mine.size());
   std::vector<int> lengths(rank_ == 0 ? size_ : 0);
-  check_mpi(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, MPI_COMM_WORLD),
-            "MPI_Gather");
+  polled("MPI_Igather", [&](MPI_Request* req) {
+    return MPI_Igather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, MPI_COMM_WORLD, req);
+  });
   std::vector<int> offsets(lengths.size());
   long long total = 0;
   for (std::size_t r = 0; r < lengths.size(); ++r) {
@@ -169,9 +195,10 @@ std::vector<std::string> MpiRuntime::gather_strings_to_root(const std::string& m
     total += lengths[r];
   }
   std::vector<char> all(static_cast<std::size_t>(total));
-  check_mpi(MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(),
-                        MPI_CHAR, 0, MPI_COMM_WORLD),
-            "MPI_Gatherv");
+  polled("MPI_Igatherv", [&](MPI_Request* req) {
+    return MPI_Igatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(),
+                        MPI_CHAR, 0, MPI_COMM_WORLD, req);
+  });
   std::vector<std::string> out;
   for (std::size_t r = 0; r < lengths.size(); ++r) {
     out.emplace_back(all.data() + offsets[r], static_cast<std::size_t>(lengths[r]));
@@ -181,22 +208,30 @@ std::vector<std::string> MpiRuntime::gather_strings_to_root(const std::string& m
 
 void MpiRuntime::broadcast(std::vector<float>& v, int root) const {
   long long n = static_cast<long long>(v.size());
-  check_mpi(MPI_Bcast(&n, 1, MPI_LONG_LONG, root, MPI_COMM_WORLD), "MPI_Bcast");
+  polled("MPI_Ibcast", [&](MPI_Request* req) {
+    return MPI_Ibcast(&n, 1, MPI_LONG_LONG, root, MPI_COMM_WORLD, req);
+  });
   MB_CHECK(n <= INT_MAX, "broadcast of " << n << " floats exceeds INT_MAX");
   if (rank_ != root) v.resize(static_cast<std::size_t>(n));
-  check_mpi(MPI_Bcast(v.data(), static_cast<int>(n), MPI_FLOAT, root, MPI_COMM_WORLD), "MPI_Bcast");
+  polled("MPI_Ibcast", [&](MPI_Request* req) {
+    return MPI_Ibcast(v.data(), static_cast<int>(n), MPI_FLOAT, root, MPI_COMM_WORLD, req);
+  });
 }
 
 void MpiRuntime::broadcast(std::string& s, int root) const {
   long long n = static_cast<long long>(s.size());
-  check_mpi(MPI_Bcast(&n, 1, MPI_LONG_LONG, root, MPI_COMM_WORLD), "MPI_Bcast");
+  polled("MPI_Ibcast", [&](MPI_Request* req) {
+    return MPI_Ibcast(&n, 1, MPI_LONG_LONG, root, MPI_COMM_WORLD, req);
+  });
   MB_CHECK(n <= INT_MAX, "broadcast of a " << n << "-byte string exceeds INT_MAX");
   if (rank_ != root) s.resize(static_cast<std::size_t>(n));
-  check_mpi(MPI_Bcast(s.data(), static_cast<int>(n), MPI_CHAR, root, MPI_COMM_WORLD), "MPI_Bcast");
+  polled("MPI_Ibcast", [&](MPI_Request* req) {
+    return MPI_Ibcast(s.data(), static_cast<int>(n), MPI_CHAR, root, MPI_COMM_WORLD, req);
+  });
 }
 
 void MpiRuntime::barrier() const {
-  check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+  polled("MPI_Ibarrier", [&](MPI_Request* req) { return MPI_Ibarrier(MPI_COMM_WORLD, req); });
 }
 
 void MpiRuntime::abort(int code) const {

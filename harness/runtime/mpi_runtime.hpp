@@ -49,10 +49,18 @@ class MpiRuntime {
   void broadcast(std::vector<float>& v, int root) const;  // resizes on non-roots
   void broadcast(std::string& s, int root) const;
   void barrier() const;
+  // Every collective above completes within this many seconds (--timeout) or throws
+  // TimeoutError naming the call (default 600 s).
+  void set_timeout(double seconds) { timeout_s_ = seconds; }
   // Ends every rank (MPI_Abort) with the exit code, after flushing stderr.
   [[noreturn]] void abort(int code) const;
 
  private:
+  // Starts a non-blocking collective over the world and completes it within the timeout.
+  template <typename F>
+  void polled(const char* call, F&& start) const;
+
+  double timeout_s_ = 600.0;
   int rank_ = 0;
   int size_ = 1;
   std::string host_;

@@ -240,6 +240,12 @@ RunPoint point_from_document(const std::string& path, const std::string& bytes, 
   RunPoint p;
   p.path = path;
   p.sha256 = sha256_hex(bytes);
+  if (const json& st = doc["status"]; st["state"].get<std::string>() != "completed") {
+    p.interrupted = st["state"].get<std::string>() + " by " +
+                    (st["signal"].is_string() ? st["signal"].get<std::string>() : "a signal") +
+                    " after " + std::to_string(st["steps_completed"].get<int>()) + " of " +
+                    std::to_string(st["steps_requested"].get<int>()) + " timed steps";
+  }
   const json& meta = doc["meta"];
   const json& env = meta["environment"];
   if (env.contains("SLURM_JOB_ID")) p.job_id = env["SLURM_JOB_ID"].get<std::string>();

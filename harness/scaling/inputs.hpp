@@ -25,6 +25,8 @@ using FieldValue = std::pair<std::string, std::string>;
 struct RunPoint {
   // Provenance.
   std::string path;
+  // Empty for a run that completed; else "interrupted by SIGTERM after 3 of 10 timed steps".
+  std::string interrupted;
   std::string sha256;
   std::string job_id;  // SLURM_JOB_ID when the run had one
   std::vector<std::string> hosts;

@@ -159,7 +159,7 @@ void test_timeout(const mb::MpiRuntime& rt, const mb::Topology& topo, mb::Comput
         comm->allreduce_sum(mb::Group::world, d);
       }
       comm->synchronize();
-    } catch (const mb::RuntimeError& e) {
+    } catch (const mb::TimeoutError& e) {  // exit 6, as on the mpi backend
       message = e.what();
     }
     const std::string lane = started ? "(background lane)" : "(critical lane)";

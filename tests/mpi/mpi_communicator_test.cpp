@@ -3,6 +3,7 @@
 // on cpu-backend tensors), and the MpiRuntime's exchanges, with seeded integer-valued data whose
 // sums are exact in f32, so every check is ==.
 // Usage: mpirun -n W mpi_communicator_test EP [PP]. Exit 0 only when every rank passed.
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include <numeric>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "harness/backends/cpu/cpu_compute.hpp"
@@ -185,7 +187,8 @@ void test_construction_errors(Checker& ck) {
   } catch (const mb::RuntimeError& e) {
     message = e.what();
   }
-  ck.check(message.find("MPI_Alltoallv failed") != std::string::npos &&
+  // The blocking form is the started one completed within the timeout: its call is named.
+  ck.check(message.find("MPI_Ialltoallv failed") != std::string::npos &&
                message.find("rank ") != std::string::npos,
            "MPI error names the call and rank: '" + message + "'");
 }
@@ -287,6 +290,38 @@ void test_runtime(const mb::MpiRuntime& rt, Checker& ck) {
   rt.barrier();
 }
 
+// The watchdog: the last rank joins an all-reduce 1.5 s late; with a 0.5 s timeout every other
+// rank's wait ends in TimeoutError naming the call and the group, after the timeout and well
+// before the late rank comes (the bound leaves 1 s for this loaded 2-core machine). The late rank
+// then joins, and the runtime's barrier completes what the others abandoned.
+void test_watchdog(const mb::MpiRuntime& rt, const mb::Topology& topo, Checker& ck) {
+  if (rt.size() < 2) return;
+  auto comm = mb::make_mpi_communicator(rt.world(), topo, 0.5);
+  std::vector<float> v(4, 1.0f);
+  const bool late = rt.rank() == rt.size() - 1;
+  if (late) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    comm->allreduce_sum(mb::Group::world, mat(v, 1, 4));
+  } else {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::string what;
+    try {
+      comm->allreduce_sum(mb::Group::world, mat(v, 1, 4));
+    } catch (const mb::TimeoutError& e) {
+      what = e.what();
+    }
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ck.check(!what.empty(), "a late peer ends the wait with a TimeoutError");
+    ck.check(waited >= 0.5 && waited < 1.5, "the wait ends after the timeout, before the peer");
+    ck.check(what.find("MPI_Iallreduce on the world group") != std::string::npos &&
+                 what.find("rank " + std::to_string(rt.rank())) != std::string::npos &&
+                 what.find("did not complete within 0.5 s (--timeout)") != std::string::npos,
+             "the timeout names the rank, the call, the group and the limit: " + what);
+  }
+  rt.barrier();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -320,6 +355,7 @@ int main(int argc, char** argv) {
     mb::test::test_p2p(*solo, cpu, mb::Group::world, mb::DType::f32, mb::CommLane::pipeline, ck);
     test_construction_errors(ck);
     test_runtime(rt, ck);
+    test_watchdog(rt, topo, ck);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d: error: %s\n", rt.rank(), e.what());
     ++ck.failed;

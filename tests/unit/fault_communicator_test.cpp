@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <vector>
 
 #include "harness/backends/cpu/cpu_compute.hpp"
@@ -96,12 +97,45 @@ TEST_CASE("fault: --inject grammar, with one line naming what is valid") {
   const FaultSpec d = parse_fault_spec("corrupt:rank=1");
   CHECK(to_string(d) == "corrupt:rank=1,phase=dispatch,step=0");
   for (const char* bad :
-       {"hang:rank=1", "corrupt:", "corrupt:rank=-1", "corrupt:rank=x",
-        "corrupt:rank=1,phase=attention", "corrupt:rank=1,color=red", "corrupt:rank=1,step="}) {
+       {"hang", "corrupt:", "corrupt:rank=-1", "corrupt:rank=x", "delay:rank=1",
+        "delay:rank=1,seconds=0", "delay:rank=1,seconds=inf", "hang:rank=1,seconds=2",
+        "corrupt:rank=1,phase=step", "stall:rank=1", "corrupt:rank=1,phase=attention",
+        "corrupt:rank=1,color=red", "corrupt:rank=1,step="}) {
     CAPTURE(bad);
     CHECK_THROWS_WITH_AS(parse_fault_spec(bad), doctest::Contains("valid: corrupt:rank=R"),
                          UsageError);
   }
+}
+
+TEST_CASE("fault: delay, hang and die parse, at the step's start unless a phase is given") {
+  const FaultSpec d = parse_fault_spec("delay:rank=2,seconds=1.5,step=3");
+  CHECK(d.kind == FaultSpec::Kind::delay);
+  CHECK(d.seconds == 1.5);
+  CHECK(d.point == FaultSpec::Point::step);
+  CHECK(to_string(d) == "delay:rank=2,seconds=1.5,phase=step,step=3");
+  const FaultSpec h = parse_fault_spec("hang:rank=0,phase=pp");
+  CHECK(h.kind == FaultSpec::Kind::hang);
+  CHECK(h.point == FaultSpec::Point::pp);
+  CHECK(to_string(parse_fault_spec("die:rank=4")) == "die:rank=4,phase=step,step=0");
+}
+
+TEST_CASE("fault: a delay sleeps once, before its point in its step, on its rank only") {
+  // Step 1's dispatch on rank 0 (the local communicator's only rank).
+  Rig rig(parse_fault_spec("delay:rank=0,seconds=0.3,step=1,phase=dispatch"));
+  const auto timed_layer = [&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    rig.layer(false);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  rig.comm->clear_requests();  // step 0
+  CHECK(timed_layer() < 0.3);
+  rig.comm->clear_requests();  // step 1
+  CHECK(timed_layer() >= 0.3);
+  CHECK(timed_layer() < 0.3);  // once
+  Rig other(parse_fault_spec("delay:rank=1,seconds=0.3,step=0"));
+  const auto t0 = std::chrono::steady_clock::now();
+  other.comm->clear_requests();
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 0.3);
 }
 
 }  // namespace

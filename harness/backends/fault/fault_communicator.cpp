@@ -1,8 +1,13 @@
 #include "harness/backends/fault/fault_communicator.hpp"
 
 #include <charconv>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
 #include <map>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -13,7 +18,9 @@ namespace moebench {
 namespace {
 
 constexpr const char* kForms =
-    "valid: corrupt:rank=R[,phase=dispatch|combine|grad_reduce|pp][,step=S] with R and S >= 0";
+    "valid: corrupt:rank=R[,phase=dispatch|combine|grad_reduce|pp][,step=S], "
+    "delay:rank=R,seconds=T[,phase=P][,step=S], hang:rank=R[,phase=P][,step=S] or "
+    "die:rank=R[,phase=P][,step=S], with R and S >= 0 and T > 0";
 constexpr float kCorruptValue = 1000.0f;
 
 int parse_count(const std::string& text, std::string_view key, std::string_view value) {
@@ -129,10 +136,11 @@ class FaultCommunicator final : public Communicator {
     ++step_;
     counts_seen_ = false;
     dispatch_seen_ = false;
+    matches(Seen::step_start);
   }
 
  private:
-  enum class Seen { other, dispatch, combine, grad_reduce, pp };
+  enum class Seen { other, dispatch, combine, grad_reduce, pp, step_start };
 
   // The first buffer a pipeline exchange receives into, or none.
   static const Mat* first_recv(Group g, std::span<const P2POp> ops) {
@@ -167,8 +175,18 @@ class FaultCommunicator final : public Communicator {
     return g == Group::data || g == Group::expert_data ? Seen::grad_reduce : Seen::other;
   }
 
-  bool matches(Seen seen) const {
+  // Whether the operation about to run is the fault's point in its step. A delay, hang or death
+  // happens here, before the operation; a corruption is done by the caller once the payload
+  // has landed.
+  bool matches(Seen seen) {
     if (!armed_ || step_ != spec_.step) return false;
+    if (!at_point(seen)) return false;
+    if (spec_.kind == FaultSpec::Kind::corrupt) return true;
+    act();
+    return false;
+  }
+
+  bool at_point(Seen seen) const {
     switch (spec_.point) {
       case FaultSpec::Point::dispatch:
         return seen == Seen::dispatch;
@@ -178,8 +196,28 @@ class FaultCommunicator final : public Communicator {
         return seen == Seen::grad_reduce;
       case FaultSpec::Point::pp:
         return seen == Seen::pp;
+      case FaultSpec::Point::step:
+        return seen == Seen::step_start;
     }
     return false;
+  }
+
+  void act() {
+    armed_ = false;
+    std::fflush(stdout);
+    std::fflush(stderr);
+    switch (spec_.kind) {
+      case FaultSpec::Kind::delay:
+        std::this_thread::sleep_for(std::chrono::duration<double>(spec_.seconds));
+        return;
+      case FaultSpec::Kind::hang:
+        for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+      case FaultSpec::Kind::die:
+        std::raise(SIGKILL);
+        std::_Exit(137);
+      case FaultSpec::Kind::corrupt:
+        return;
+    }
   }
 
   // An empty payload (a rank that received nothing) leaves the fault armed for the next match.
@@ -211,18 +249,31 @@ const char* point_name(FaultSpec::Point p) {
       return "grad_reduce";
     case FaultSpec::Point::pp:
       return "pp";
+    case FaultSpec::Point::step:
+      return "step";
   }
   return "?";
 }
 
 FaultSpec parse_fault_spec(const std::string& text) {
-  const std::string_view kind_prefix = "corrupt:";
-  if (text.rfind(kind_prefix, 0) != 0) {
+  FaultSpec f;
+  const std::size_t colon = text.find(':');
+  const std::string kind = text.substr(0, colon);
+  if (kind == "corrupt") {
+    f.kind = FaultSpec::Kind::corrupt;
+  } else if (kind == "delay") {
+    f.kind = FaultSpec::Kind::delay;
+  } else if (kind == "hang") {
+    f.kind = FaultSpec::Kind::hang;
+  } else if (kind == "die") {
+    f.kind = FaultSpec::Kind::die;
+  } else {
     throw UsageError("--inject " + text + ": unknown fault; " + kForms);
   }
-  FaultSpec f;
-  bool have_rank = false;
-  std::string_view rest = std::string_view(text).substr(kind_prefix.size());
+  if (f.kind != FaultSpec::Kind::corrupt) f.point = FaultSpec::Point::step;
+  bool have_rank = false, have_seconds = false;
+  std::string_view rest =
+      colon == std::string::npos ? std::string_view() : std::string_view(text).substr(colon + 1);
   while (!rest.empty()) {
     const std::size_t comma = rest.find(',');
     const std::string_view item = rest.substr(0, comma);
@@ -235,6 +286,16 @@ FaultSpec parse_fault_spec(const std::string& text) {
       have_rank = true;
     } else if (key == "step") {
       f.step = parse_count(text, key, value);
+    } else if (key == "seconds" && f.kind == FaultSpec::Kind::delay) {
+      char* end = nullptr;
+      const std::string v(value);
+      f.seconds = std::strtod(v.c_str(), &end);
+      if (v.empty() || end != v.c_str() + v.size() || !(f.seconds > 0) ||
+          !std::isfinite(f.seconds)) {
+        throw UsageError("--inject " + text + ": seconds must be a number > 0, got '" + v + "'; " +
+                         kForms);
+      }
+      have_seconds = true;
     } else if (key == "phase") {
       if (value == "dispatch") {
         f.point = FaultSpec::Point::dispatch;
@@ -244,6 +305,8 @@ FaultSpec parse_fault_spec(const std::string& text) {
         f.point = FaultSpec::Point::grad_reduce;
       } else if (value == "pp") {
         f.point = FaultSpec::Point::pp;
+      } else if (value == "step" && f.kind != FaultSpec::Kind::corrupt) {
+        f.point = FaultSpec::Point::step;
       } else {
         throw UsageError("--inject " + text + ": phase '" + std::string(value) +
                          "' cannot be corrupted; " + kForms);
@@ -254,12 +317,22 @@ FaultSpec parse_fault_spec(const std::string& text) {
     }
   }
   if (!have_rank) throw UsageError("--inject " + text + ": rank=R is required; " + kForms);
+  if (f.kind == FaultSpec::Kind::delay && !have_seconds) {
+    throw UsageError("--inject " + text + ": seconds=T is required; " + kForms);
+  }
   return f;
 }
 
 std::string to_string(const FaultSpec& f) {
-  return "corrupt:rank=" + std::to_string(f.rank) + ",phase=" + point_name(f.point) +
-         ",step=" + std::to_string(f.step);
+  const char* kinds[] = {"corrupt", "delay", "hang", "die"};
+  std::string out =
+      std::string(kinds[static_cast<int>(f.kind)]) + ":rank=" + std::to_string(f.rank);
+  if (f.kind == FaultSpec::Kind::delay) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", f.seconds);
+    out += std::string(",seconds=") + buf;
+  }
+  return out + ",phase=" + point_name(f.point) + ",step=" + std::to_string(f.step);
 }
 
 std::unique_ptr<Communicator> make_fault_communicator(std::unique_ptr<Communicator> inner,

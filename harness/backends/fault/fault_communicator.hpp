@@ -1,7 +1,8 @@
 // Fault injection as a decorator: a Communicator that forwards everything to the one it wraps and,
 // on one chosen rank, damages what that rank receives at one chosen point of one chosen step. A
 // testing aid (`moebench run --inject ...`): it proves that --verify catches a corrupted payload,
-// with no test hook in the training step itself. Later faults (delay, hang, death) belong here.
+// with no test hook in the training step itself; and it delays, hangs or kills that rank at that
+// point, which proves that the others' watchdogs end the job (--timeout).
 //
 // The decorator knows the step's collectives by their shape, not by the step's code:
 //  - dispatch: the first all-to-all of the expert group after a counts exchange in that group
@@ -24,16 +25,24 @@
 namespace moebench {
 
 struct FaultSpec {
-  enum class Kind { corrupt };
-  enum class Point { dispatch, combine, grad_reduce, pp };
+  // corrupt: damage a received payload; delay: sleep `seconds`, once; hang: block forever (the
+  // process stays alive, as a stopped or livelocked one does); die: end the process at once
+  // (SIGKILL), as a crashed node does.
+  enum class Kind { corrupt, delay, hang, die };
+  // step: the start of the step (the default of delay, hang and die).
+  enum class Point { dispatch, combine, grad_reduce, pp, step };
   Kind kind = Kind::corrupt;
-  int rank = 0;  // the world rank whose received payload is damaged
+  int rank = 0;  // the world rank the fault happens on
   Point point = Point::dispatch;
-  int step = 0;  // 0-based, as counted above
+  int step = 0;        // 0-based, as counted above
+  double seconds = 0;  // delay only
 };
 
-// "corrupt:rank=R[,phase=dispatch|combine|grad_reduce|pp][,step=S]"; UsageError saying what is
-// wrong and what is valid otherwise. The rank is checked against the world by the caller.
+// "corrupt:rank=R[,phase=dispatch|combine|grad_reduce|pp][,step=S]",
+// "delay:rank=R,seconds=T[,phase=...][,step=S]", "hang:rank=R[,phase=...][,step=S]",
+// "die:rank=R[,phase=...][,step=S]" (delay, hang and die: at the start of the step unless a phase
+// is given, then just before that point's operation); UsageError saying what is wrong and what
+// is valid otherwise. The rank is checked against the world by the caller.
 FaultSpec parse_fault_spec(const std::string& text);
 std::string to_string(const FaultSpec& f);
 const char* point_name(FaultSpec::Point p);

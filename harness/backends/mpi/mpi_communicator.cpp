@@ -2,10 +2,11 @@
 // one MPI communicator per group of the parallel grid. Rows travel as one contiguous MPI datatype
 // per row so that element counts of large buffers still fit MPI's int.
 //
-// The start_* forms are MPI's non-blocking operations, issued at once: MPI matches the
-// collectives of a communicator, blocking and non-blocking alike, in the order each rank issues
-// them, so a started collective keeps its place among the blocking calls on its group exactly as
-// if it were one of them. The lanes need nothing of their own: each group is its own MPI
+// Every operation is MPI's non-blocking form, completed by polling against --timeout
+// (mpi_wait.hpp): the blocking forms are a start and a wait. The start_* forms are issued at once:
+// MPI matches the collectives of a communicator, blocking and non-blocking alike, in the order each
+// rank issues them, so a started collective keeps its place among the blocking calls on its group
+// exactly as if it were one of them. The lanes need nothing of their own: each group is its own MPI
 // communicator, and operations on different communicators progress independently. Point-to-point
 // transfers use one tag, so between two ranks of a group they match in the order they were
 // started. OpenMPI has no progress thread by default, so most of a started operation's work
@@ -27,8 +28,10 @@
 #include <mpi.h>
 
 #include "harness/backends/mpi/mpi_check.hpp"
+#include "harness/backends/mpi/mpi_wait.hpp"
 #include "harness/core/clock.hpp"
 #include "harness/core/error.hpp"
+#include "harness/core/host.hpp"
 
 namespace moebench {
 
@@ -52,6 +55,7 @@ void check_f32(const Mat& m, const char* op, const char* which) {
 struct PendingOp {
   std::vector<MPI_Request> requests;  // one for a collective, one per transfer for a batch
   const char* wait_call = "";         // "MPI_Wait (MPI_Iallreduce)", for the error message
+  Group group = Group::world;         // for the timeout's message
   double busy_s = 0;                  // host seconds inside MPI for it: the start and the wait
   bool done = false;                  // MPI_Waitall returned
   bool waited = false;                // passed to wait()
@@ -61,7 +65,9 @@ struct PendingOp {
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator(MPI_Comm world, const Topology& topo) : Communicator(topo) {
+  MpiCommunicator(MPI_Comm world, const Topology& topo, double timeout_s)
+      : Communicator(topo), timeout_s_(timeout_s) {
+    MB_CHECK(timeout_s > 0, "mpi communicator timeout " << timeout_s << " s");
     for (MPI_Comm& c : comms_) c = MPI_COMM_NULL;  // not 0 in every MPI
     try {
       build_groups(world, topo);
@@ -80,9 +86,10 @@ class MpiCommunicator final : public Communicator {
                                                std::span<const std::int64_t> send) override {
     const int per_rank = to_int(static_cast<std::int64_t>(send.size() / info(g).size), "count");
     std::vector<std::int64_t> recv(send.size());
-    check_mpi(MPI_Alltoall(send.data(), per_rank, MPI_INT64_T, recv.data(), per_rank, MPI_INT64_T,
-                           comm(g)),
-              "MPI_Alltoall");
+    blocking(g, "MPI_Ialltoall", [&](MPI_Request* r) {
+      return MPI_Ialltoall(send.data(), per_rank, MPI_INT64_T, recv.data(), per_rank, MPI_INT64_T,
+                           comm(g), r);
+    });
     return recv;
   }
 
@@ -95,35 +102,40 @@ class MpiCommunicator final : public Communicator {
     const int* sc = c.data();
     const std::size_t n = c.size() / 4;
     const MPI_Datatype row = row_type(send.cols);
-    check_mpi(
-        MPI_Alltoallv(send.data, sc, sc + n, row, recv.data, sc + 2 * n, sc + 3 * n, row, comm(g)),
-        "MPI_Alltoallv");
+    blocking(g, "MPI_Ialltoallv", [&](MPI_Request* r) {
+      return MPI_Ialltoallv(send.data, sc, sc + n, row, recv.data, sc + 2 * n, sc + 3 * n, row,
+                            comm(g), r);
+    });
   }
 
   void do_allreduce_sum(Group g, Mat buf) override {
-    check_mpi(
-        MPI_Allreduce(MPI_IN_PLACE, buf.data, allreduce_count(buf), MPI_FLOAT, MPI_SUM, comm(g)),
-        "MPI_Allreduce");
+    const int n = allreduce_count(buf);
+    blocking(g, "MPI_Iallreduce", [&](MPI_Request* r) {
+      return MPI_Iallreduce(MPI_IN_PLACE, buf.data, n, MPI_FLOAT, MPI_SUM, comm(g), r);
+    });
   }
 
   void do_reduce_scatter_sum(Group g, Mat buf, Mat shard) override {
-    check_mpi(MPI_Reduce_scatter_block(buf.data, shard.data, reduce_scatter_count(buf, shard),
-                                       MPI_FLOAT, MPI_SUM, comm(g)),
-              "MPI_Reduce_scatter_block");
+    const int n = reduce_scatter_count(buf, shard);
+    blocking(g, "MPI_Ireduce_scatter_block", [&](MPI_Request* r) {
+      return MPI_Ireduce_scatter_block(buf.data, shard.data, n, MPI_FLOAT, MPI_SUM, comm(g), r);
+    });
   }
 
   void do_allgather(Group g, Mat shard, Mat buf) override {
     const int n = allgather_count(shard, buf);
     const bool in_place = shard_at_own_place(g, shard, buf);
-    check_mpi(MPI_Allgather(in_place ? MPI_IN_PLACE : shard.data, n, MPI_FLOAT, buf.data, n,
-                            MPI_FLOAT, comm(g)),
-              "MPI_Allgather");
+    blocking(g, "MPI_Iallgather", [&](MPI_Request* r) {
+      return MPI_Iallgather(in_place ? MPI_IN_PLACE : shard.data, n, MPI_FLOAT, buf.data, n,
+                            MPI_FLOAT, comm(g), r);
+    });
   }
 
   void do_batch_p2p(Group g, std::span<const P2POp> ops) override {
     // Started and completed at once: the blocking form of the same transfers.
     PendingOp op;
     op.wait_call = "MPI_Waitall (batch_p2p)";
+    op.group = g;
     issue_p2p(op, g, ops);
     complete(op);
   }
@@ -134,7 +146,7 @@ class MpiCommunicator final : public Communicator {
                                  std::span<const std::int64_t> recv_offsets, CommLane) override {
     std::vector<int> counts =
         alltoallv_counts(send, send_rows, send_offsets, recv_rows, recv_offsets);
-    PendingOp& op = new_request("MPI_Wait (MPI_Ialltoallv)");
+    PendingOp& op = new_request("MPI_Wait (MPI_Ialltoallv)", g);
     op.counts = std::move(counts);
     const int* sc = op.counts.data();
     const std::size_t n = op.counts.size() / 4;
@@ -147,7 +159,7 @@ class MpiCommunicator final : public Communicator {
 
   CommRequest do_start_allreduce_sum(Group g, Mat buf, CommLane) override {
     const int n = allreduce_count(buf);
-    PendingOp& op = new_request("MPI_Wait (MPI_Iallreduce)");
+    PendingOp& op = new_request("MPI_Wait (MPI_Iallreduce)", g);
     return issue(op, "MPI_Iallreduce", [&](MPI_Request* r) {
       return MPI_Iallreduce(MPI_IN_PLACE, buf.data, n, MPI_FLOAT, MPI_SUM, comm(g), r);
     });
@@ -155,7 +167,7 @@ class MpiCommunicator final : public Communicator {
 
   CommRequest do_start_reduce_scatter_sum(Group g, Mat buf, Mat shard, CommLane) override {
     const int n = reduce_scatter_count(buf, shard);
-    PendingOp& op = new_request("MPI_Wait (MPI_Ireduce_scatter_block)");
+    PendingOp& op = new_request("MPI_Wait (MPI_Ireduce_scatter_block)", g);
     return issue(op, "MPI_Ireduce_scatter_block", [&](MPI_Request* r) {
       return MPI_Ireduce_scatter_block(buf.data, shard.data, n, MPI_FLOAT, MPI_SUM, comm(g), r);
     });
@@ -164,7 +176,7 @@ class MpiCommunicator final : public Communicator {
   CommRequest do_start_allgather(Group g, Mat shard, Mat buf, CommLane) override {
     const int n = allgather_count(shard, buf);
     const bool in_place = shard_at_own_place(g, shard, buf);
-    PendingOp& op = new_request("MPI_Wait (MPI_Iallgather)");
+    PendingOp& op = new_request("MPI_Wait (MPI_Iallgather)", g);
     return issue(op, "MPI_Iallgather", [&](MPI_Request* r) {
       return MPI_Iallgather(in_place ? MPI_IN_PLACE : shard.data, n, MPI_FLOAT, buf.data, n,
                             MPI_FLOAT, comm(g), r);
@@ -172,7 +184,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   CommRequest do_start_batch_p2p(Group g, std::span<const P2POp> ops, CommLane) override {
-    PendingOp& op = new_request("MPI_Waitall (batch_p2p)");
+    PendingOp& op = new_request("MPI_Waitall (batch_p2p)", g);
     try {
       issue_p2p(op, g, ops);
     } catch (...) {
@@ -204,7 +216,9 @@ class MpiCommunicator final : public Communicator {
     requests_.clear();
   }
 
-  void do_barrier(Group g) override { check_mpi(MPI_Barrier(comm(g)), "MPI_Barrier"); }
+  void do_barrier(Group g) override {
+    blocking(g, "MPI_Ibarrier", [&](MPI_Request* r) { return MPI_Ibarrier(comm(g), r); });
+  }
   // Completes every started operation: the host is then ordered after all of them.
   void do_synchronize() override {
     for (PendingOp& op : requests_) complete(op);
@@ -262,10 +276,22 @@ class MpiCommunicator final : public Communicator {
     op.busy_s += seconds_since(t0);
   }
 
-  PendingOp& new_request(const char* wait_call) {
+  PendingOp& new_request(const char* wait_call, Group g) {
     PendingOp& op = requests_.emplace_back();
     op.wait_call = wait_call;
+    op.group = g;
     return op;
+  }
+
+  // A blocking operation: its non-blocking form, started and completed within the timeout.
+  template <typename F>
+  void blocking(Group g, const char* call, F&& start) {
+    PendingOp op;
+    op.wait_call = call;
+    op.group = g;
+    op.requests.assign(1, MPI_REQUEST_NULL);
+    check_mpi(start(&op.requests[0]), call);
+    complete(op);
   }
 
   // Runs the MPI_I* call of the newest request, timing it. A call that fails leaves no request.
@@ -287,15 +313,19 @@ class MpiCommunicator final : public Communicator {
     return requests_[static_cast<std::size_t>(r)];
   }
 
-  // MPI_Waitall, once: waiting again for a completed request is harmless.
+  // Completes the operation within the timeout, once: waiting again for a completed request is
+  // harmless. A timeout leaves it not done (its buffers are MPI's until the job ends).
   void complete(PendingOp& op) {
     if (op.done) return;
     const Clock::time_point t0 = Clock::now();
-    const int rc =
-        MPI_Waitall(static_cast<int>(op.requests.size()), op.requests.data(), MPI_STATUSES_IGNORE);
+    wait_within(op.requests, timeout_s_, op.wait_call, [&] {
+      const GroupInfo gi = info(op.group);
+      return "mpi on rank " + std::to_string(topology().rank) + " (host " + host_name() +
+             "): " + op.wait_call + " on the " + group_name(op.group) + " group (" +
+             std::to_string(gi.size) + " ranks: world " + world_ranks_of(comm(op.group)) + ")";
+    });
     op.busy_s += seconds_since(t0);
     op.done = true;
-    check_mpi(rc, op.wait_call);
   }
 
   // One MPI communicator per group of the grid: the colour is the index of this rank's group,
@@ -370,6 +400,7 @@ class MpiCommunicator final : public Communicator {
     return t;
   }
 
+  double timeout_s_;
   MPI_Comm comms_[kGroupCount];  // indexed by Group; MPI_COMM_NULL where not a member
   std::map<std::int64_t, MPI_Datatype> row_types_;
   std::deque<PendingOp> requests_;  // a deque: a request's counts stay where MPI was told
@@ -378,8 +409,9 @@ class MpiCommunicator final : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm world, const Topology& topo) {
-  return std::make_unique<MpiCommunicator>(world, topo);
+std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm world, const Topology& topo,
+                                                    double timeout_s) {
+  return std::make_unique<MpiCommunicator>(world, topo, timeout_s);
 }
 
 }  // namespace moebench

@@ -203,7 +203,8 @@ class NcclCommunicator final : public Communicator {
 
   void setup(MPI_Comm world, const Topology& topo, CudaComputeApi& compute) {
     MB_CHECK(timeout_s_ > 0, "nccl communicator timeout " << timeout_s_ << " s");
-    host_ = make_mpi_communicator(world, topo);  // the MPI groups, and the topology's checks
+    // The MPI groups, and the topology's checks.
+    host_ = make_mpi_communicator(world, topo, timeout_s_);
     host_name_ = host_name();
     rank_ = topo.rank;
     device_ = compute.device();
@@ -452,7 +453,7 @@ class NcclCommunicator final : public Communicator {
       }
       if (idle) break;
       poll_async_errors();
-      if (Clock::now() > deadline) fail(culprit(what) + " " + timed_out());
+      if (Clock::now() > deadline) fail(culprit(what) + " " + timed_out(), true);
       std::this_thread::yield();
     }
     poll_async_errors();
@@ -474,7 +475,7 @@ class NcclCommunicator final : public Communicator {
       check(ncclCommGetAsyncError(c, &state), "ncclCommGetAsyncError", c);
       if (state == ncclSuccess) return;
       if (state != ncclInProgress) fail(last_op_ + " failed: " + describe(state, c));
-      if (Clock::now() > deadline) fail(last_op_ + " " + timed_out());
+      if (Clock::now() > deadline) fail(last_op_ + " " + timed_out(), true);
       std::this_thread::yield();
     }
   }
@@ -513,10 +514,13 @@ class NcclCommunicator final : public Communicator {
     return os.str();
   }
 
-  [[noreturn]] void fail(const std::string& what) {
+  // A timeout is exit 6 (TimeoutError), as on the mpi backend; any other failure exit 1.
+  [[noreturn]] void fail(const std::string& what, bool timeout = false) {
     abort_all();
-    throw RuntimeError("nccl on rank " + std::to_string(rank_) + " (host " + host_name_ +
-                       "): " + what);
+    const std::string line =
+        "nccl on rank " + std::to_string(rank_) + " (host " + host_name_ + "): " + what;
+    if (timeout) throw TimeoutError(line);
+    throw RuntimeError(line);
   }
 
   void usable() const {

@@ -65,7 +65,7 @@ std::unique_ptr<Communicator> make_communicator(CommBackend comm, MPI_Comm world
     return make_nccl_communicator(world, topo, cuda, timeout_s);
   }
 #endif
-  auto mpi = make_mpi_communicator(world, topo);
+  auto mpi = make_mpi_communicator(world, topo, timeout_s);
   if (compute.memory_is_host()) return mpi;
   return make_staged_communicator(std::move(mpi), compute);
 }

@@ -1,0 +1,257 @@
+"""A rank that hangs, stops or dies never hangs the job, and what was measured is kept.
+
+Every wait of the mpi backend (collectives, pipeline transfers, the runtime's exchanges) is
+polled against --timeout; a peer that does not come ends it with exit 6 and a line naming the
+rank, host, call, group and step. The faults come from the fault decorator (--inject
+delay|hang|die) and from SIGSTOP sent to a rank's process; each run keeps its step log
+(OUT.steps.jsonl, a JSON line per finished step, flushed as it ends).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+
+import moebench_e2e as e2e
+
+PRESET = "deepseek-v3-tiny"
+SEQ = 32
+USAGE, TIMEOUT = 2, 6
+LIMIT_S = 5  # --timeout
+# A rank ends within the timeout plus the time to notice and abort: the poll loop checks the
+# clock at every MPI_Test, MPI_Abort takes about a second to kill the job; on this loaded 2-core
+# machine 15 s more is ample and still far below a hang (the test's own limit is 120 s).
+SLACK_S = 15
+
+
+def base(out, steps=40):
+    return ["run", "--preset", PRESET, "--seq-len", SEQ, "--warmup", 1, "--steps", steps,
+            "--timeout", LIMIT_S, "--out", out]
+
+
+def step_log(out):
+    path = out + ".steps.jsonl"
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def check_timed_out(r, out, np, steps_before):
+    e2e.check(not r.timed_out, "the job hung past the test's limit", r)
+    e2e.check(r.rc == TIMEOUT, "expected exit %d (a timeout), got %s" % (TIMEOUT, r.rc), r)
+    e2e.check(r.wall_s < LIMIT_S + SLACK_S + 10, "took %.1f s to end" % r.wall_s, r)
+    e2e.check("did not complete within %d s (--timeout)" % LIMIT_S in r.stderr,
+              "stderr should name the timeout", r)
+    e2e.check(" step " in r.stderr and "(host " in r.stderr, "stderr should name step and host", r)
+    e2e.check(not os.path.exists(out), "a report was written for a failed run")
+    log = step_log(out)
+    e2e.check(len(log) >= steps_before, "the step log kept %d steps, expected >= %d" %
+              (len(log), steps_before))
+    e2e.check(all(s["step_time_s"] > 0 and s["tflops_per_gpu"] > 0 for s in log),
+              "step log entries %r" % log[:3])
+    print("  np %d: exit %d after %.1f s, %d steps logged" % (np, r.rc, r.wall_s, len(log)))
+
+
+def make_hang_test(np, ep, rank, step):
+    def test(ctx):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r.json")
+            r = e2e.run_moebench(ctx, base(out) + ["--ep", ep, "--inject",
+                                                   "hang:rank=%d,step=%d" % (rank, step)],
+                                 np=np, timeout=120)
+            # Steps 0..step-1 finished before the hang (step 0 is the warm-up step).
+            check_timed_out(r, out, np, step)
+    test.__name__ = "test_hang_np%d_rank%d" % (np, rank)
+    return test
+
+
+def test_hang_in_the_dispatch(ctx):
+    """A rank that hangs just before an all-to-all: the others wait in it and say so."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "r.json")
+        r = e2e.run_moebench(ctx, base(out) + ["--ep", 4, "--comm-barrier", "off", "--inject",
+                                               "hang:rank=1,step=2,phase=dispatch"],
+                             np=4, timeout=120)
+        check_timed_out(r, out, 4, 2)
+        e2e.check("MPI_Wait (MPI_Ialltoallv) on the expert group (4 ranks: world 0-3)" in r.stderr,
+                  "stderr should name the all-to-all and its group", r)
+
+
+def test_hang_in_a_pipeline_transfer(ctx):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "r.json")
+        r = e2e.run_moebench(ctx, base(out) + ["--pp", 2, "--global-batch", 4, "--inject",
+                                               "hang:rank=1,step=3"], np=2, timeout=120)
+        check_timed_out(r, out, 2, 3)
+
+
+def test_die(ctx):
+    """A rank killed at once: the job ends fast, with a failing exit, and the log is kept."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "r.json")
+        r = e2e.run_moebench(ctx, base(out) + ["--ep", 2, "--inject", "die:rank=3,step=4"], np=4,
+                             timeout=120)
+        e2e.check(not r.timed_out and r.rc not in (0, None), "expected a failing exit", r)
+        e2e.check(r.wall_s < LIMIT_S + SLACK_S, "took %.1f s to end" % r.wall_s, r)
+        e2e.check(not os.path.exists(out), "a report was written for a failed run")
+        e2e.check(len(step_log(out)) >= 4, "step log %r" % step_log(out))
+        print("  die: exit %s after %.1f s" % (r.rc, r.wall_s))
+
+
+def test_delay_below_the_timeout_is_only_slow(ctx):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "r.json")
+        r = e2e.run_moebench(ctx, base(out, steps=3) + ["--inject", "delay:rank=1,seconds=1.5,"
+                                                        "step=2"], np=2, timeout=120)
+        e2e.check(r.rc == 0, "a delay below --timeout must not fail the run", r)
+        log = step_log(out)
+        e2e.check([s["kind"] for s in log] == ["warmup", "timed", "timed", "timed"],
+                  "step log kinds %r" % [s["kind"] for s in log])
+        # Step 2 (the second timed step) waited for the delayed rank: at least the delay.
+        e2e.check(log[2]["step_time_s"] >= 1.5, "the delayed step took %r s" %
+                  log[2]["step_time_s"])
+        e2e.check(max(s["step_time_s"] for s in log[3:]) < 1.5, "later steps are not delayed")
+        rep = e2e.load_report(ctx, out)
+        e2e.check(rep["results"]["step_time_s"]["max"] >= 1.5, "the report's max step time")
+
+
+def test_delay_past_the_timeout_fails(ctx):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "r.json")
+        r = e2e.run_moebench(ctx, base(out) + ["--inject", "delay:rank=0,seconds=%d,step=3" %
+                                               (LIMIT_S * 3)], np=2, timeout=120)
+        check_timed_out(r, out, 2, 3)
+
+
+def start_long_run(ctx, out):
+    """A 4-rank run of (practically) endless steps, in its own session."""
+    cmd = ["mpirun", "-np", "4", "--oversubscribe", ctx.binary] + [
+        str(a) for a in base(out, steps=100000) + ["--ep", 2]]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=e2e.mpi_env(), start_new_session=True, text=True)
+
+
+def wait_for_steps(out, n):
+    deadline = time.monotonic() + 60
+    while len(step_log(out)) < n and time.monotonic() < deadline:
+        time.sleep(0.2)
+    logged = len(step_log(out))
+    e2e.check(logged >= n, "the run did not get going")
+    return logged
+
+
+def children_of(pid):
+    kids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                kids.append(int(d))
+        except (OSError, IndexError, ValueError):
+            continue
+    return kids
+
+
+def test_sigstop_of_one_rank(ctx):
+    """SIGSTOP of a rank's process mid-run (not an injected fault: the real signal)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "r.json")
+        proc = start_long_run(ctx, out)
+        try:
+            logged = wait_for_steps(out, 3)
+            ranks = [p for p in children_of(proc.pid)]
+            e2e.check(len(ranks) == 4, "expected 4 rank processes under mpirun, found %r" % ranks)
+            victim = sorted(ranks)[2]
+            os.kill(victim, signal.SIGSTOP)
+            start = time.monotonic()
+            _, err = proc.communicate(timeout=LIMIT_S + SLACK_S + 30)
+            waited = time.monotonic() - start
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        e2e.check(proc.returncode == TIMEOUT, "expected exit %d, got %s\n%s" %
+                  (TIMEOUT, proc.returncode, err[-2000:]))
+        e2e.check(waited < LIMIT_S + SLACK_S, "ended %.1f s after the stop" % waited)
+        e2e.check("did not complete within %d s (--timeout)" % LIMIT_S in err, err[-2000:])
+        e2e.check(len(step_log(out)) >= logged, "the step log lost steps")
+        print("  SIGSTOP: exit %d %.1f s after the stop, %d steps logged" %
+              (proc.returncode, waited, len(step_log(out))))
+
+
+def test_sigterm_writes_an_interrupted_report(ctx):
+    """SIGTERM to mpirun (what Slurm sends at the time limit): every rank stops after the same
+    step and rank 0 writes the report of the timed steps that finished, marked interrupted."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "r.json")
+        proc = start_long_run(ctx, out)
+        try:
+            logged = wait_for_steps(out, 4)
+            proc.send_signal(signal.SIGTERM)
+            stdout, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        # mpirun, signalled itself, exits 1; each rank exits 7 (interrupted).
+        e2e.check(proc.returncode != 0, "an interrupted run must not exit 0")
+        e2e.check("interrupted by SIGTERM after" in err, "stderr: %s" % err[-2000:])
+        e2e.check(os.path.exists(out), "no report for the interrupted run:\n%s" % err[-2000:])
+        rep = e2e.load_report(ctx, out)  # validates against the schema
+        st = rep["status"]
+        log = step_log(out)
+        timed = [x for x in log if x["kind"] == "timed"]
+        e2e.check(st["state"] == "interrupted" and st["signal"] == "SIGTERM", "status %r" % st)
+        e2e.check(st["steps_completed"] == len(timed) and len(timed) >= logged - 1,
+                  "status %r, %d timed steps logged" % (st, len(timed)))
+        e2e.check(rep["results"]["step_time_s"]["count"] == st["steps_completed"],
+                  "the results hold the finished steps")
+        e2e.check(stdout.startswith("# interrupted by SIGTERM"), "the table says so first")
+        r = e2e.run_moebench(ctx, ["report", out, "--out", os.path.join(tmp, "s.json")])
+        e2e.check(r.rc == USAGE and "--allow-failed" in r.stderr,
+                  "report must refuse an interrupted run unless asked", r)
+        print("  SIGTERM: %d timed steps in the report" % st["steps_completed"])
+
+
+def test_bad_fault_specs(ctx):
+    cases = [
+        ("delay:rank=0", "seconds=T is required"),
+        ("delay:rank=0,seconds=-1", "seconds must be a number > 0"),
+        ("hang:rank=0,seconds=1", "unknown field"),
+        ("explode:rank=0", "unknown fault"),
+        ("die:step=1", "rank=R is required"),
+        ("corrupt:rank=0,phase=step", "cannot be corrupted"),
+        ("hang:rank=9", "no rank 9"),
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        for spec, expected in cases:
+            out = os.path.join(tmp, "bad.json")
+            r = e2e.run_moebench(ctx, base(out) + ["--inject", spec], np=2, timeout=60)
+            e2e.check(r.rc == USAGE, "%s: expected exit %d" % (spec, USAGE), r)
+            e2e.check(expected in r.stderr, "%s: stderr should say %r" % (spec, expected), r)
+            e2e.check(r.stderr.count("moebench:") == 1, "%s: one line" % spec, r)
+            e2e.check(not os.path.exists(out), "%s: a report was written" % spec)
+
+
+TESTS = [
+    make_hang_test(2, 1, 1, 3),
+    make_hang_test(4, 2, 0, 4),
+    make_hang_test(8, 4, 5, 3),
+    test_hang_in_the_dispatch,
+    test_hang_in_a_pipeline_transfer,
+    test_die,
+    test_delay_below_the_timeout_is_only_slow,
+    test_delay_past_the_timeout_fails,
+    test_sigstop_of_one_rank,
+    test_sigterm_writes_an_interrupted_report,
+    test_bad_fault_specs,
+]
+
+if __name__ == "__main__":
+    e2e.run_main(TESTS)
