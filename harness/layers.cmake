@@ -153,7 +153,8 @@ function(moebench_write_layer_manifest)
 endfunction()
 
 # ---- core: errors, tensors, units, clock, host, version ------------------------------------------
-moebench_module(core LAYER core DIRS harness/core SOURCES ${MOEBENCH_GIT_VERSION_CPP})
+moebench_module(core LAYER core DIRS harness/core SOURCES ${MOEBENCH_GIT_VERSION_CPP}
+                LIBS nlohmann_json::nlohmann_json)
 add_dependencies(mb_core moebench_git_version)
 target_compile_definitions(
   mb_core PUBLIC MOEBENCH_VERSION="${PROJECT_VERSION}"

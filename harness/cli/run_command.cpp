@@ -89,7 +89,9 @@ Setup prepare(const CliOptions& o, MpiRuntime& rt) {
                      "a larger --ep (see `moebench plan`)");
   }
   if (rt.rank() == 0 && !o.out.empty()) ensure_writable_destination(o.out);
-  if (rt.rank() == 0 && !step_log_path(o).empty()) ensure_writable_destination(step_log_path(o));
+  if (rt.rank() == 0 && !step_log_path(o).empty()) {
+    ensure_writable_destination(step_log_path(o), "--step-log");
+  }
   return s;
 }
 

@@ -1,14 +1,19 @@
 #include "harness/output/atomic_file.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "harness/core/error.hpp"
+#include "harness/core/host.hpp"
 
 namespace moebench {
 
@@ -26,10 +31,36 @@ std::string parent_directory(const std::string& path) {
   throw RuntimeError("cannot write " + path + ": " + step + " failed: " + std::strerror(err));
 }
 
+// "<path>.tmp.<host>.", the prefix of this host's temporary files of `path`.
+std::string temporary_prefix(const std::string& path) {
+  return path + ".tmp." + host_name() + ".";
+}
+
+// Removes this host's temporary files of `path` whose writer is no longer alive.
+int remove_stale_temporaries(const std::string& path) {
+  const std::string dir = parent_directory(path);
+  const std::string prefix = temporary_prefix(path);
+  const std::string name_prefix = prefix.substr(prefix.find_last_of('/') + 1);
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return 0;
+  int removed = 0;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.rfind(name_prefix, 0) != 0) continue;
+    char* end = nullptr;
+    const long pid = std::strtol(name.c_str() + name_prefix.size(), &end, 10);
+    if (pid <= 0 || *end != '\0') continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive, or unknown
+    if (::unlink((dir + "/" + name).c_str()) == 0) ++removed;
+  }
+  ::closedir(d);
+  return removed;
+}
+
 }  // namespace
 
 void write_file_atomically(const std::string& path, const std::string& content) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const std::string tmp = temporary_prefix(path) + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail(path, "", "open of the temporary file", errno);
   const char* p = content.data();
@@ -54,7 +85,7 @@ void write_file_atomically(const std::string& path, const std::string& content) 
   if (std::rename(tmp.c_str(), path.c_str()) != 0) fail(path, tmp, "rename", errno);
 }
 
-void ensure_writable_destination(const std::string& path, const std::string& flag) {
+int ensure_writable_destination(const std::string& path, const std::string& flag) {
   const std::string where = flag + " " + path + ": ";
   if (path.empty() || path.back() == '/') {
     throw UsageError(where + "expected a file name, not a directory");
@@ -68,9 +99,30 @@ void ensure_writable_destination(const std::string& path, const std::string& fla
   if (::access(dir.c_str(), W_OK | X_OK) != 0) {
     throw UsageError(where + "directory " + dir + " is not writable");
   }
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-    throw UsageError(where + "is a directory; give a file name");
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) throw UsageError(where + "is a directory; give a file name");
+    if (S_ISLNK(st.st_mode)) {
+      throw UsageError(where +
+                       "is a symbolic link; moebench replaces only regular files (give the "
+                       "link's target or another path)");
+    }
+    if (!S_ISREG(st.st_mode)) {
+      throw UsageError(where +
+                       "exists and is not a regular file (a device, FIFO or socket); moebench "
+                       "replaces only regular files");
+    }
   }
+  struct statvfs fs {};
+  if (::statvfs(dir.c_str(), &fs) == 0) {
+    const long long free_bytes =
+        static_cast<long long>(fs.f_bavail) * static_cast<long long>(fs.f_frsize);
+    if (free_bytes < kMinFreeBytes) {
+      throw UsageError(where + "the file system of " + dir + " has " + std::to_string(free_bytes) +
+                       " bytes free, less than the " + std::to_string(kMinFreeBytes) +
+                       " a report needs");
+    }
+  }
+  return remove_stale_temporaries(path);
 }
 
 }  // namespace moebench

@@ -6,13 +6,21 @@
 
 namespace moebench {
 
-// Writes `content` to "<path>.tmp.<pid>" in the same directory, fsyncs it and renames it over
-// `path`. On failure the temporary file is removed and a RuntimeError names the path and cause.
+// Writes `content` to "<path>.tmp.<host>.<pid>" in the same directory, fsyncs it and renames it
+// over `path`. On failure the temporary file is removed and a RuntimeError names the path and
+// cause.
 void write_file_atomically(const std::string& path, const std::string& content);
 
 // Checked before a run so a bad destination fails in a second, not after the benchmark: throws
 // UsageError ("<flag> <path>: directory <dir> does not exist") when the directory is missing,
-// not a directory or not writable, or when `path` is itself a directory.
-void ensure_writable_destination(const std::string& path, const std::string& flag = "--out");
+// not a directory or not writable; when `path` exists and is not a regular file (a directory, a
+// symlink, a device such as /dev/full, a FIFO: moebench replaces only regular files, and a
+// symlink is refused rather than followed or replaced); or when the directory's file system has
+// less than kMinFreeBytes free. Removes this host's temporary files of `path` whose process is
+// gone (a writer killed mid-write), and returns how many.
+int ensure_writable_destination(const std::string& path, const std::string& flag = "--out");
+
+// The free space a destination needs: a report of a 1,024-GPU run is about 120 kB.
+constexpr long long kMinFreeBytes = 4LL << 20;
 
 }  // namespace moebench

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "harness/core/error.hpp"
+#include "harness/core/json_excerpt.hpp"
 #include "harness/output/run_report.hpp"
 #include "harness/scaling/sha256.hpp"
 
@@ -122,7 +123,7 @@ void check_kind_and_version(const std::string& path, const json& doc) {
   }
   if (!doc.contains("kind")) bad(path, "no /kind: not a moebench run report");
   if (doc["kind"] != kRunReportKind) {
-    bad(path, "/kind is " + doc["kind"].dump() + ", expected \"" + kRunReportKind +
+    bad(path, "/kind is " + json_excerpt(doc["kind"]) + ", expected \"" + kRunReportKind +
                   "\": not a run report");
   }
   if (!doc.contains("schema_version") || !doc["schema_version"].is_number_integer()) {
@@ -335,7 +336,7 @@ std::vector<RunPoint> read_run_reports(const std::vector<InputFile>& files,
         // A directory of runs may also hold this command's earlier outputs; those are not inputs.
         if (f.from_directory && doc.is_object() && doc.contains("kind") &&
             doc["kind"] != kRunReportKind) {
-          slots[i].skipped = f.path + " (kind " + doc["kind"].dump() + ")";
+          slots[i].skipped = f.path + " (kind " + json_excerpt(doc["kind"]) + ")";
           continue;
         }
         slots[i].point = point_from_document(f.path, bytes, doc, check);

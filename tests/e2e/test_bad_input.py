@@ -137,6 +137,28 @@ def test_out_in_missing_directory(ctx):
     e2e.check(not os.path.exists("/nonexistent-dir"), "moebench created /nonexistent-dir")
 
 
+def test_out_not_a_regular_file(ctx):
+    """--out replaces only regular files: a symlink, a device or a FIFO is refused before any
+    work, and left as it was."""
+    with tempfile.TemporaryDirectory() as tmp:
+        target = os.path.join(tmp, "target.json")
+        with open(target, "w") as f:
+            f.write("keep me")
+        link = os.path.join(tmp, "link.json")
+        os.symlink(target, link)
+        fifo = os.path.join(tmp, "fifo")
+        os.mkfifo(fifo)
+        for out, words in ((link, ["symbolic link"]), (fifo, ["not a regular file"]),
+                           ("/dev/null", ["not a regular file"])):
+            expect_usage_error(ctx, ["run"] + TINY + ["--out", out], [out] + words, np=1,
+                               out_dir=tempfile.mkdtemp(dir=tmp))
+        e2e.check(os.path.islink(link) and open(target).read() == "keep me",
+                  "the symlink or its target changed")
+        # The step log is checked the same way.
+        expect_usage_error(ctx, ["run"] + TINY + ["--step-log", link], ["symbolic link"], np=1,
+                           out_dir=tempfile.mkdtemp(dir=tmp))
+
+
 def test_memory_estimate_exceeds_machine(ctx):
     line = expect_usage_error(ctx, ["run", "--preset", "deepseek-v3", "--layers", "61",
                                     "--warmup", "0", "--steps", "1"], ["needs", "available"], np=1)
@@ -190,7 +212,8 @@ def test_validate_reports(ctx):
 
 
 TESTS = ([make_case(n, a, k) for n, a, k in CASES] + [test_both_preset_and_config] +
-         CONFIG_TESTS + [test_out_in_missing_directory, test_memory_estimate_exceeds_machine] +
+         CONFIG_TESTS + [test_out_in_missing_directory, test_out_not_a_regular_file,
+                         test_memory_estimate_exceeds_machine] +
          [make_case(n, a, k, np) for n, a, k, np in MPI_CASES] + [test_validate_reports])
 
 if __name__ == "__main__":

@@ -84,3 +84,48 @@ TEST_CASE("atomic file: destinations are checked before a run") {
   write_file_atomically(file.string(), "x");
   CHECK_THROWS_AS(ensure_writable_destination((file / "r.json").string(), "--json"), UsageError);
 }
+
+TEST_CASE("atomic file: only regular files are replaced; symlinks and devices are refused") {
+  TempDir dir;
+  const fs::path target = dir.path / "real.json";
+  write_file_atomically(target.string(), "x");
+  const fs::path link = dir.path / "link.json";
+  fs::create_symlink(target, link);
+  const auto message = [](const std::string& p) {
+    try {
+      ensure_writable_destination(p);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(message(link.string()).find("is a symbolic link") != std::string::npos);
+  CHECK(message("/dev/null").find("not a regular file") != std::string::npos);
+  const fs::path fifo = dir.path / "fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK(message(fifo.string()).find("not a regular file") != std::string::npos);
+  CHECK(message(target.string()).empty());  // an existing regular file is replaced
+  CHECK(slurp(target) == "x");              // checking leaves it as it was
+}
+
+TEST_CASE("atomic file: a dead writer's temporary file is removed, a live one's kept") {
+  TempDir dir;
+  const std::string path = (dir.path / "r.json").string();
+  // The prefix write_file_atomically uses on this host.
+  const std::string host = [] {
+    char buf[256] = {};
+    ::gethostname(buf, sizeof(buf) - 1);
+    return std::string(buf);
+  }();
+  // A pid that is not running: beyond pid_max.
+  const std::string dead = path + ".tmp." + host + ".2147483646";
+  const std::string live = path + ".tmp." + host + "." + std::to_string(::getpid());
+  const std::string other_host = path + ".tmp.some-other-host.2147483646";
+  for (const std::string& f : {dead, live, other_host}) {
+    std::ofstream(f) << "partial";
+  }
+  CHECK(ensure_writable_destination(path) == 1);
+  CHECK_FALSE(fs::exists(dead));
+  CHECK(fs::exists(live));
+  CHECK(fs::exists(other_host));  // another host's writer may be alive: left alone
+}

@@ -224,4 +224,51 @@ TEST_CASE("model_config: unreadable files and invalid JSON name the file") {
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("model_config: hostile values get one short line, not a crash or a flood") {
+  const auto msg_for = [](auto&& edit) {
+    nlohmann::json j = tiny_json();
+    edit(j);
+    return usage_message([&] { model_config_from_json(j, "cfg.json"); });
+  };
+  // Nested 100,000 deep: quoted by kind, never dumped (which would recurse that deep).
+  std::string msg = msg_for([](nlohmann::json& j) {
+    nlohmann::json deep = nlohmann::json::array();
+    for (int i = 0; i < 100000; ++i) deep = nlohmann::json::array({std::move(deep)});
+    j["hidden_size"] = std::move(deep);
+  });
+  CHECK(msg == "cfg.json: key 'hidden_size' must be a positive integer, got an array of 1 values");
+  // 10 MB of string: an excerpt of 60 characters and the length.
+  msg = msg_for([](nlohmann::json& j) { j["vocab_size"] = std::string(10000000, 'x'); });
+  CHECK(msg.size() < 200);
+  CHECK(msg.find("(10000002 characters)") != std::string::npos);
+  // Each size beyond what the family means, and a whole model beyond what moebench counts.
+  msg = msg_for([](nlohmann::json& j) { j["hidden_size"] = INT64_MAX; });
+  CHECK(msg.find("'hidden_size' (9223372036854775807) exceeds the limit 1048576") !=
+        std::string::npos);
+  msg = msg_for([](nlohmann::json& j) { j["vocab_size"] = std::int64_t{1} << 62; });
+  CHECK(msg.find("'vocab_size' (4611686018427387904) exceeds the limit 67108864") !=
+        std::string::npos);
+  msg = msg_for([](nlohmann::json& j) {
+    j["hidden_size"] = 1 << 20;
+    j["moe_intermediate_size"] = 1 << 22;
+    j["num_hidden_layers"] = 10000;
+  });
+  CHECK(msg.find("parameters, beyond the 1e15 moebench counts") != std::string::npos);
+}
+
+TEST_CASE("model_config: a number beyond double and a directory are bad input too") {
+  const auto dir = std::filesystem::temp_directory_path() / "moebench_model_config_hostile";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "big.json").string();
+  {
+    std::ofstream out(path);
+    out << "{\"hidden_size\": 1e400}\n";
+  }
+  std::string msg = usage_message([&] { load_model_config(path); });
+  CHECK(msg.rfind(path + ": invalid JSON: number overflow", 0) == 0);
+  msg = usage_message([&] { load_model_config(dir.string()); });
+  CHECK(msg == dir.string() + ": not a regular file; give the path of a config.json");
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace moebench

@@ -1,12 +1,15 @@
 #include "workloads/config/model_config.hpp"
 
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "harness/core/error.hpp"
+#include "harness/core/json_excerpt.hpp"
 #include "workloads/ops/route.hpp"
 
 namespace moebench {
@@ -91,7 +94,8 @@ class Reader {
   }
 
   [[noreturn]] void wrong(const char* key, const char* expected, const nlohmann::json& v) const {
-    throw UsageError(source_ + ": key '" + key + "' must be " + expected + ", got " + v.dump());
+    throw UsageError(source_ + ": key '" + key + "' must be " + expected + ", got " +
+                     json_excerpt(v));
   }
 
   std::int64_t integer(const char* key, std::int64_t example, bool allow_zero) const {
@@ -213,6 +217,10 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& s
 }
 
 ModelConfig load_model_config(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
+    throw UsageError(path + ": not a regular file; give the path of a config.json");
+  }
   std::ifstream in(path);
   if (!in) {
     throw UsageError(path +
@@ -229,6 +237,14 @@ ModelConfig load_model_config(const std::string& path) {
     const auto pos = what.find("] ");
     if (pos != std::string::npos) what = what.substr(pos + 2);
     throw UsageError(path + ": invalid JSON: " + what);
+  } catch (const nlohmann::json::exception& e) {
+    // A number beyond double's range (out_of_range.406), and the like.
+    std::string what = e.what();
+    const auto pos = what.find("] ");
+    if (pos != std::string::npos) what = what.substr(pos + 2);
+    throw UsageError(path + ": invalid JSON: " + what.substr(0, 200));
+  } catch (const std::ios_base::failure& e) {
+    throw UsageError(path + ": cannot read the model config file: " + e.what());
   }
   return model_config_from_json(j, path);
 }
@@ -263,6 +279,50 @@ void validate(const ModelConfig& m, const std::string& source) {
   }
 
   const auto s = [](std::int64_t v) { return std::to_string(v); };
+  // What a model of this family can mean, and what keeps every count moebench derives (parameters,
+  // FLOPs, bytes, tensor elements) far inside int64: the largest published models are 2-10x
+  // below each bound.
+  const struct {
+    const char* key;
+    std::int64_t value, limit;
+  } bounds[] = {{"hidden_size", m.hidden_size, 1 << 20},
+                {"num_hidden_layers", m.num_hidden_layers, 10000},
+                {"intermediate_size", m.intermediate_size, 1 << 22},
+                {"moe_intermediate_size", m.moe_intermediate_size, 1 << 22},
+                {"n_shared_experts", m.n_shared_experts, 1024},
+                {"q_lora_rank", m.q_lora_rank.value_or(1), 1 << 20},
+                {"kv_lora_rank", m.kv_lora_rank, 1 << 20},
+                {"qk_nope_head_dim", m.qk_nope_head_dim, 1 << 16},
+                {"qk_rope_head_dim", m.qk_rope_head_dim, 1 << 16},
+                {"v_head_dim", m.v_head_dim, 1 << 16},
+                {"num_attention_heads", m.num_attention_heads, 1 << 16},
+                {"vocab_size", m.vocab_size, 1 << 26},
+                {"num_nextn_predict_layers", m.num_nextn_predict_layers, 64}};
+  for (const auto& b : bounds) {
+    if (b.value > b.limit) {
+      invalid(source, "key '" + std::string(b.key) + "' (" + s(b.value) + ") exceeds the limit " +
+                          s(b.limit) + " moebench accepts; valid: up to " + s(b.limit));
+    }
+  }
+  {
+    // Every parameter, in double: with the bounds above a product of two or three of them fits
+    // int64, but the whole model's count must too (with room for FLOPs x tokens in double).
+    const double h = static_cast<double>(m.hidden_size);
+    const double heads = static_cast<double>(m.num_attention_heads);
+    const double layer = heads * static_cast<double>(m.qk_head_dim() + m.v_head_dim) * 4 * h +
+                         3 * h * static_cast<double>(m.intermediate_size) +
+                         3 * h * static_cast<double>(m.moe_intermediate_size) *
+                             static_cast<double>(m.n_routed_experts + m.n_shared_experts);
+    const double total =
+        static_cast<double>(m.num_hidden_layers + m.num_nextn_predict_layers) * layer +
+        2 * h * static_cast<double>(m.vocab_size);
+    if (total > 1e15) {
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "%.3g", total);
+      invalid(source, std::string("the model would have about ") + buf +
+                          " parameters, beyond the 1e15 moebench counts; give smaller sizes");
+    }
+  }
   if (m.first_k_dense_replace > m.num_hidden_layers) {
     invalid(source, "key 'first_k_dense_replace' (" + s(m.first_k_dense_replace) +
                         ") exceeds num_hidden_layers (" + s(m.num_hidden_layers) + "); valid: 0.." +
