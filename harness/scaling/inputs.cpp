@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
+#include <cmath>
+#include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -159,8 +162,24 @@ std::string mixable_field_path(const std::string& name) {
   return name == "ep" ? "parallel.ep" : "config.workload." + name;
 }
 
+namespace {
+std::vector<InputFile> expand_inputs_unchecked(const std::vector<std::string>& args,
+                                               const std::vector<std::string>& skip);
+}  // namespace
+
 std::vector<InputFile> expand_inputs(const std::vector<std::string>& args,
                                      const std::vector<std::string>& skip) {
+  try {
+    return expand_inputs_unchecked(args, skip);
+  } catch (const fs::filesystem_error& e) {
+    // A symlink loop, a permission denied deep in a directory: bad input, not a crash.
+    throw UsageError(e.path1().string() + ": " + e.code().message());
+  }
+}
+
+namespace {
+std::vector<InputFile> expand_inputs_unchecked(const std::vector<std::string>& args,
+                                               const std::vector<std::string>& skip) {
   if (args.empty())
     throw UsageError("no run reports given: pass RUN.json files, directories or globs");
   std::set<std::string> skipped;
@@ -199,6 +218,7 @@ std::vector<InputFile> expand_inputs(const std::vector<std::string>& args,
   }
   return out;
 }
+}  // namespace
 
 namespace {
 
@@ -227,6 +247,18 @@ json parse_document(const std::string& path, const std::string& bytes) {
   }
 }
 
+// An integer field the schema typed, checked to fit int before it is narrowed (a value of 2^40
+// would wrap).
+int int_field(const std::string& path, const json& doc, const char* pointer) {
+  const json& v = doc.at(json::json_pointer(pointer));
+  const auto x = v.get<std::int64_t>();
+  if (x < 0 || x > INT_MAX) {
+    bad(path, std::string(pointer) + " is " + std::to_string(x) + ", outside 0.." +
+                  std::to_string(INT_MAX));
+  }
+  return static_cast<int>(x);
+}
+
 RunPoint point_from_document(const std::string& path, const std::string& bytes, const json& doc,
                              const DocumentCheck& check) {
   check_kind_and_version(path, doc);
@@ -244,8 +276,9 @@ RunPoint point_from_document(const std::string& path, const std::string& bytes, 
   if (const json& st = doc["status"]; st["state"].get<std::string>() != "completed") {
     p.interrupted = st["state"].get<std::string>() + " by " +
                     (st["signal"].is_string() ? st["signal"].get<std::string>() : "a signal") +
-                    " after " + std::to_string(st["steps_completed"].get<int>()) + " of " +
-                    std::to_string(st["steps_requested"].get<int>()) + " timed steps";
+                    " after " + std::to_string(int_field(path, doc, "/status/steps_completed")) +
+                    " of " + std::to_string(int_field(path, doc, "/status/steps_requested")) +
+                    " timed steps";
   }
   const json& meta = doc["meta"];
   const json& env = meta["environment"];
@@ -263,12 +296,12 @@ RunPoint point_from_document(const std::string& path, const std::string& bytes, 
   p.model_name = config["model"]["name"].get<std::string>();
   p.seq_len = workload["seq_len"].get<std::int64_t>();
   p.micro_batch = workload["micro_batch"].get<std::int64_t>();
-  p.steps = config["steps"].get<int>();
+  p.steps = int_field(path, doc, "/config/steps");
   const json& parallel = doc["parallel"];
-  p.gpus = parallel["world"].get<int>();
-  p.nodes = parallel["nodes"].get<int>();
-  p.ranks_per_node = parallel["ranks_per_node"].get<int>();
-  p.ep = parallel["ep"].get<int>();
+  p.gpus = int_field(path, doc, "/parallel/world");
+  p.nodes = int_field(path, doc, "/parallel/nodes");
+  p.ranks_per_node = int_field(path, doc, "/parallel/ranks_per_node");
+  p.ep = int_field(path, doc, "/parallel/ep");
   p.tokens_per_rank = workload["tokens_per_rank"].get<double>();
   p.global_tokens = p.tokens_per_rank * p.gpus;
 
@@ -290,13 +323,44 @@ RunPoint point_from_document(const std::string& path, const std::string& bytes, 
     bad(path,
         "/results/step_time_s/median and /results/tflops_per_gpu must be > 0 (no timed step)");
   }
+  {
+    // The figures must agree with each other, as the run computed them (a report edited by hand
+    // or damaged would otherwise pass a claim): TFLOP/s per GPU = FLOPs per step / (median step
+    // time x world), tokens/s per GPU = tokens per step / (median x world). 1e-6 relative: only
+    // the printing of the doubles and the order of two divisions differ.
+    const double median_world = p.step_time_s * p.gpus;
+    const double flops = doc["accounting"]["instantiated"]["flops_per_step"].get<double>();
+    const double tokens = workload["tokens_per_step"].get<double>();
+    const auto agrees = [](double got, double want) {
+      return std::isfinite(got) && std::abs(got - want) <= 1e-6 * std::abs(want);
+    };
+    const auto number = [](double v) {
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "%.6g", v);
+      return std::string(buf);
+    };
+    const double want_tflops = flops / median_world / 1e12;
+    if (!agrees(p.tflops_per_gpu, want_tflops)) {
+      bad(path, "/results/tflops_per_gpu " + number(p.tflops_per_gpu) +
+                    " disagrees with /accounting/instantiated/flops_per_step / (median step "
+                    "time x world) = " +
+                    number(want_tflops) + ": the report was edited or damaged");
+    }
+    const double want_tokens = tokens / median_world;
+    if (!agrees(p.tokens_per_s_per_gpu, want_tokens)) {
+      bad(path, "/results/tokens_per_s_per_gpu " + number(p.tokens_per_s_per_gpu) +
+                    " disagrees with /config/workload/tokens_per_step / (median step time x "
+                    "world) = " +
+                    number(want_tokens) + ": the report was edited or damaged");
+    }
+  }
 
   if (config.contains("recipe")) {
     const json& r = config["recipe"];
     p.recipe = r["name"].get<std::string>();
     const json& t = r["published"]["tflops_per_gpu"];
     if (!t.is_null()) p.recipe_tflops_per_gpu = t.get<double>();
-    p.recipe_gpus = r["published"]["gpus"].get<int>();
+    p.recipe_gpus = int_field(path, doc, "/config/recipe/published/gpus");
     p.recipe_differences = r["differences"].get<std::vector<std::string>>();
   }
 

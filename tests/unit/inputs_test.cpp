@@ -111,6 +111,24 @@ TEST_CASE("each kind of bad input has its own message naming the file and the fi
   doc = sample_doc();
   doc["results"]["step_time_s"]["median"] = 0.0;
   CHECK(contains(parse_error(doc.dump()), "must be > 0 (no timed step)"));
+  // Figures that do not follow from each other: an edited or damaged report.
+  doc = sample_doc();
+  doc["results"]["tflops_per_gpu"] = 1e308;
+  CHECK(contains(parse_error(doc.dump()), "/results/tflops_per_gpu 1e+308 disagrees with"));
+  doc = sample_doc();
+  doc["results"]["tokens_per_s_per_gpu"] = doc["results"]["tokens_per_s_per_gpu"].get<double>() * 2;
+  CHECK(contains(parse_error(doc.dump()), "/results/tokens_per_s_per_gpu"));
+  doc = sample_doc();
+  doc["parallel"]["nodes"] = std::int64_t{1} << 40;
+  CHECK(contains(parse_error(doc.dump()), "/parallel/nodes is 1099511627776, outside 0.."));
+  // An interrupted run parses, marked.
+  doc = sample_doc();
+  doc["status"]["state"] = "interrupted";
+  doc["status"]["signal"] = "SIGTERM";
+  CHECK(parse_run_report("r.json", doc.dump(), run_schema_check()).interrupted ==
+        "interrupted by SIGTERM after " +
+            std::to_string(doc["status"]["steps_completed"].get<int>()) + " of " +
+            std::to_string(doc["status"]["steps_requested"].get<int>()) + " timed steps");
 }
 
 TEST_CASE("expand_inputs: files, sorted directory listings and globs; outputs are left out") {
@@ -135,6 +153,10 @@ TEST_CASE("expand_inputs: files, sorted directory listings and globs; outputs ar
   fs::create_directory(dir.path / "empty");
   CHECK_THROWS_WITH_AS(expand_inputs({(dir.path / "empty").string()}),
                        doctest::Contains("directory holds no *.json run reports"), UsageError);
+  // A symlink loop in a directory of runs: bad input naming it, not a crash.
+  fs::create_directory(dir.path / "loop");
+  fs::create_symlink(dir.path / "loop" / "x.json", dir.path / "loop" / "x.json");
+  CHECK_THROWS_AS(expand_inputs({(dir.path / "loop").string()}), UsageError);
 }
 
 TEST_CASE("read_run_reports: other kinds in a directory are skipped; the first bad file is named") {

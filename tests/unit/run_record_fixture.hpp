@@ -63,7 +63,12 @@ inline RunRecord sample_run_record() {
   res.step_times_s = {0.100, 0.102, 0.104};
   res.step_time_s = summarize(res.step_times_s);
   res.tflops_per_gpu = 1.5;
-  res.tokens_per_s_per_gpu = 40157.5;
+  // The figures follow from each other as a run computes them (moebench report checks it):
+  // FLOPs per step = TFLOP/s x median x world, tokens/s = tokens per step / (median x world).
+  const double median_world = res.step_time_s.median * r.config.layout.world;
+  r.instantiated.flops_per_step = res.tflops_per_gpu * 1e12 * median_world;
+  r.instantiated.tokens_per_step = static_cast<double>(tokens_per_step(r.config));
+  res.tokens_per_s_per_gpu = r.instantiated.tokens_per_step / median_world;
   res.compute_time_s = 0.080;
   res.communication_time_s = 0.030;
   res.exposed_communication_s = 0.022;

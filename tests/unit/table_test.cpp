@@ -39,7 +39,7 @@ TEST_CASE("table: header, one row per phase and the summary, in friendly units")
   // experts: 6 ms, 2 TFLOP/s, no busy or bandwidth columns.
   CHECK(line_of(t, "   experts") == "   experts            6.000              5.9%    2.000");
   CHECK(has(t, "step time: median 102.000 ms, p95 103.800 ms over 3 steps"));
-  CHECK(has(t, "TFLOP/s/GPU: 1.500   tokens/s/GPU: 40158"));
+  CHECK(has(t, "TFLOP/s/GPU: 1.500   tokens/s/GPU: 40157"));  // 16384 / (0.102 s x 4)
   CHECK(has(t, "# compute 80.000 ms, not computing 22.000 ms (step - compute)"));
   CHECK(has(t,
             "# communication: busy 60.000 ms, exposed 30.000 ms, hidden 30.000 ms (50% "
