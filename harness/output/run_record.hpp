@@ -39,8 +39,9 @@ struct TensorCheck {
   std::string name;
   long long compared = 0;
   long long mismatches = 0;
-  double max_abs_error = 0;
+  double max_abs_error = 0;  // over the finite errors (a report's numbers stay finite)
   double max_rel_error = 0;
+  long long nonfinite = 0;  // NaN or infinity in either run: mismatches, not in the maxima
 };
 
 struct VerificationResult {
@@ -54,6 +55,7 @@ struct VerificationResult {
   long long mismatches = 0;
   double max_abs_error = 0;
   double max_rel_error = 0;
+  long long nonfinite = 0;
   std::vector<TensorCheck> tensors;  // summed over ranks
 };
 

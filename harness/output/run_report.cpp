@@ -221,7 +221,8 @@ ojson verification_json(const VerificationResult& v) {
                             {"compared", t.compared},
                             {"mismatches", t.mismatches},
                             {"max_abs_error", t.max_abs_error},
-                            {"max_rel_error", t.max_rel_error}});
+                            {"max_rel_error", t.max_rel_error},
+                            {"nonfinite", t.nonfinite}});
   }
   return ojson{{"enabled", v.enabled},
                {"passed", v.passed},
@@ -233,6 +234,7 @@ ojson verification_json(const VerificationResult& v) {
                {"mismatches", v.mismatches},
                {"max_abs_error", v.max_abs_error},
                {"max_rel_error", v.max_rel_error},
+               {"nonfinite", v.nonfinite},
                {"tensors", tensors}};
 }
 

@@ -91,8 +91,11 @@ std::string phase_rows(const RunRecord& r) {
 
 std::string verification_line(const VerificationResult& v) {
   if (!v.enabled) return "# verification: off\n";
-  return sprintf_str("# verification: %lld wrong of %lld compared (max rel err %.1e) %s\n",
-                     v.mismatches, v.compared, v.max_rel_error, v.passed ? "PASSED" : "FAILED");
+  const std::string nonfinite =
+      v.nonfinite > 0 ? sprintf_str(", %lld NaN or infinite", v.nonfinite) : std::string();
+  return sprintf_str("# verification: %lld wrong of %lld compared (max rel err %.1e%s) %s\n",
+                     v.mismatches, v.compared, v.max_rel_error, nonfinite.c_str(),
+                     v.passed ? "PASSED" : "FAILED");
 }
 
 }  // namespace

@@ -153,6 +153,7 @@ VerificationResult verify_step(const RunConfig& config, const Topology& topo,
     total.name = c.name;
     total.compared = runtime.allreduce_sum(c.compared);
     total.mismatches = runtime.allreduce_sum(c.mismatches);
+    total.nonfinite = runtime.allreduce_sum(c.nonfinite);
     total.max_abs_error = runtime.allreduce_max(c.max_abs_error);
     total.max_rel_error = runtime.allreduce_max(c.max_rel_error);
     result.tensors.push_back(total);
@@ -161,6 +162,7 @@ VerificationResult verify_step(const RunConfig& config, const Topology& topo,
   for (const TensorCheck& t : result.tensors) accumulate(sum, t);
   result.compared = sum.compared;
   result.mismatches = sum.mismatches;
+  result.nonfinite = sum.nonfinite;
   result.max_abs_error = sum.max_abs_error;
   result.max_rel_error = sum.max_rel_error;
   result.passed = result.mismatches == 0 && result.compared > 0;

@@ -1,5 +1,7 @@
 #include "harness/output/run_report.hpp"
+#include "harness/verify/compare.hpp"
 
+#include <limits>
 #include <string>
 
 #include <doctest/doctest.h>
@@ -33,6 +35,23 @@ TEST_CASE("run report: a complete record validates against reports/run.schema.js
   const auto errors = schema_errors(report(), run_schema());
   for (const auto& e : errors) MESSAGE(e);
   CHECK(errors.empty());
+}
+
+TEST_CASE("run report: a verification that met NaN still writes a valid report") {
+  RunRecord r = testing::sample_run_record();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  TensorCheck t =
+      compare("output", std::vector<float>{nan, 1.0f}, std::vector<float>{1.0f, 1.0f}, 1e-3, 1e-3);
+  r.verification.enabled = true;
+  r.verification.passed = false;
+  r.verification.tensors = {t};
+  accumulate(t, TensorCheck{});
+  r.verification.mismatches = t.mismatches;
+  r.verification.nonfinite = t.nonfinite;
+  const nlohmann::json j = nlohmann::json(make_run_report(r));
+  CHECK(j["verification"]["nonfinite"] == 1);
+  CHECK(j["verification"]["tensors"][0]["max_abs_error"] == 0.0);
+  CHECK(schema_errors(j, run_schema()).empty());
 }
 
 TEST_CASE("run report: layout and values come from the record") {
