@@ -345,23 +345,24 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
   c.layout.ep = rec && !given("--ep") ? rec->ep : w.ep;
   c.layout.pp = rec && !given("--pp") ? rec->pp : w.pp;
   c.layout.pipeline_layout = w.pipeline_layout;
+  // --pipeline-layout, parsed once: it sets vp, the ends and the MTP count where flags do not.
+  const std::optional<PipelineLayout> given_layout =
+      !w.pipeline_layout.empty() && c.layout.pp >= 1
+          ? std::optional<PipelineLayout>(parse_pipeline_layout(w.pipeline_layout, c.layout.pp))
+          : std::nullopt;
   // --vp, else the recipe's, else the stage count of --pipeline-layout, else 1.
   if (w.vp) {
     c.layout.vp = *w.vp;
   } else if (rec) {
     c.layout.vp = rec->vp;
-  } else if (!w.pipeline_layout.empty() && c.layout.pp >= 1) {
-    c.layout.vp = parse_pipeline_layout(w.pipeline_layout, c.layout.pp).vp;
+  } else if (given_layout) {
+    c.layout.vp = given_layout->vp;
   }
   if (rec && !given("--pipeline-layout") && c.layout.pp == rec->pp && c.layout.vp == rec->vp) {
     // The recipe's layout, its layers spread over its stages when the model is smaller.
     c.layout.pipeline_layout = scaled_layout(*rec, static_cast<int>(c.workload.layers));
   }
   // The model's ends: as --head says; else as the given layout places E and L; else on.
-  const std::optional<PipelineLayout> given_layout =
-      !w.pipeline_layout.empty() && c.layout.pp >= 1
-          ? std::optional<PipelineLayout>(parse_pipeline_layout(w.pipeline_layout, c.layout.pp))
-          : std::nullopt;
   if (!w.head.empty()) {
     c.workload.head = on_off("--head", w.head);
   } else {

@@ -219,10 +219,12 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
   const auto run_step = [&](const char* kind, int index, int of) {
     try {
       const StepSample sample = step.run();
-      const double slowest = rt.allreduce_max(sample.step_time_s);
-      stop = static_cast<int>(rt.allreduce_max(static_cast<double>(g_stop_signal)));
+      // One reduction: the slowest rank's step time, and any rank's stop signal.
+      double agreed[2] = {sample.step_time_s, static_cast<double>(g_stop_signal)};
+      rt.allreduce_max(agreed);
+      stop = static_cast<int>(agreed[1]);
       ++steps_run;
-      if (log) log->add(kind, index, slowest);
+      if (log) log->add(kind, index, agreed[0]);
       return sample;
     } catch (const TimeoutError& e) {
       throw TimeoutError(std::string(e.what()) + ", in " + kind + " step " +

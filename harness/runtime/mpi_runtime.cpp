@@ -77,9 +77,7 @@ Topology MpiRuntime::topology(const ParallelGrid& grid, int ranks_per_node_overr
 
 template <typename F>
 void MpiRuntime::polled(const char* call, F&& start) const {
-  MPI_Request r = MPI_REQUEST_NULL;
-  check_mpi(start(&r), call);
-  wait_within(std::span<MPI_Request>(&r, 1), timeout_s_, call, [&] {
+  start_and_wait(call, start, timeout_s_, [&] {
     return "the runtime on rank " + std::to_string(rank_) + " (host " + host_ + "): " + call +
            " over all " + std::to_string(size_) + " ranks";
   });
@@ -116,11 +114,16 @@ std::string MpiRuntime::library_version() {
 }
 
 double MpiRuntime::allreduce_max(double v) const {
-  double out = 0;
+  allreduce_max(std::span<double>(&v, 1));
+  return v;
+}
+
+void MpiRuntime::allreduce_max(std::span<double> v) const {
+  MB_CHECK(v.size() <= static_cast<std::size_t>(INT_MAX), "allreduce of " << v.size() << " values");
   polled("MPI_Iallreduce", [&](MPI_Request* req) {
-    return MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, req);
+    return MPI_Iallreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE, MPI_MAX,
+                          MPI_COMM_WORLD, req);
   });
-  return out;
 }
 
 double MpiRuntime::allreduce_min(double v) const {

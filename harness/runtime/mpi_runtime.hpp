@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,8 @@ class MpiRuntime {
   static std::string library_version();
 
   double allreduce_max(double v) const;
+  // Element-wise maximum over the ranks, in place (several values, one collective).
+  void allreduce_max(std::span<double> v) const;
   double allreduce_min(double v) const;
   double allreduce_sum(double v) const;
   long long allreduce_sum(long long v) const;

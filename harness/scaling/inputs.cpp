@@ -164,21 +164,6 @@ std::string mixable_field_path(const std::string& name) {
 
 namespace {
 std::vector<InputFile> expand_inputs_unchecked(const std::vector<std::string>& args,
-                                               const std::vector<std::string>& skip);
-}  // namespace
-
-std::vector<InputFile> expand_inputs(const std::vector<std::string>& args,
-                                     const std::vector<std::string>& skip) {
-  try {
-    return expand_inputs_unchecked(args, skip);
-  } catch (const fs::filesystem_error& e) {
-    // A symlink loop, a permission denied deep in a directory: bad input, not a crash.
-    throw UsageError(e.path1().string() + ": " + e.code().message());
-  }
-}
-
-namespace {
-std::vector<InputFile> expand_inputs_unchecked(const std::vector<std::string>& args,
                                                const std::vector<std::string>& skip) {
   if (args.empty())
     throw UsageError("no run reports given: pass RUN.json files, directories or globs");
@@ -219,6 +204,16 @@ std::vector<InputFile> expand_inputs_unchecked(const std::vector<std::string>& a
   return out;
 }
 }  // namespace
+
+std::vector<InputFile> expand_inputs(const std::vector<std::string>& args,
+                                     const std::vector<std::string>& skip) {
+  try {
+    return expand_inputs_unchecked(args, skip);
+  } catch (const fs::filesystem_error& e) {
+    // A symlink loop, a permission denied deep in a directory: bad input, not a crash.
+    throw UsageError(e.path1().string() + ": " + e.code().message());
+  }
+}
 
 namespace {
 

@@ -44,13 +44,13 @@ StackParams stack_params(const RunConfig& c) {
   // The ends: the embedding, the final norm and output head, and each MTP layer's two norms, its
   // eh projection and its output norm.
   if (w.head) s.dense += pc.embedding + pc.output_head;
-  s.dense += w.mtp * (2 * m.hidden_size * m.hidden_size + 3 * m.hidden_size);
+  s.dense += w.mtp * pc.mtp_own;
   s.global_experts = moe_layers * m.n_routed_experts * pc.expert;
   s.local_experts = moe_layers * (m.n_routed_experts / c.layout.ep) * pc.expert;
   s.active = s.dense + moe_layers * m.num_experts_per_tok * pc.expert;
   // One MTP layer: a transformer layer of the model's last layer's kind and its own parts.
   const bool mtp_dense = m.moe_layers() == 0;
-  const std::int64_t own = per_layer + 2 * m.hidden_size * m.hidden_size + 3 * m.hidden_size;
+  const std::int64_t own = per_layer + pc.mtp_own;
   s.mtp_total = w.mtp * (own + (mtp_dense ? pc.dense_mlp_per_layer
                                           : moe_dense + m.n_routed_experts * pc.expert));
   s.mtp_active = w.mtp * (own + (mtp_dense ? pc.dense_mlp_per_layer
@@ -93,9 +93,10 @@ ParamCounts param_counts(const ModelConfig& m) {
   pc.output_head = m.vocab_size * h + h;
   // DeepSeek's MTP module: enorm, hnorm, eh_proj (2h -> h), one MoE block and its own final norm;
   // the embedding and output head are shared with the main model.
-  const std::int64_t block =
-      pc.attention_per_layer + m.n_routed_experts * pc.expert + pc.shared_experts + pc.router;
-  pc.mtp = m.num_nextn_predict_layers * (block + 2 * h * h + 3 * h);
+  pc.mtp_own = 2 * h * h + 3 * h;
+  pc.mtp_layer = pc.attention_per_layer + m.n_routed_experts * pc.expert + pc.shared_experts +
+                 pc.router + pc.mtp_own;
+  pc.mtp = m.num_nextn_predict_layers * pc.mtp_layer;
   return pc;
 }
 
@@ -164,7 +165,7 @@ StackAccounting account_full_model(const ModelConfig& m, std::int64_t seq_len,
   a.flops_per_token = static_cast<double>(layers + mtp) * mla_flops_per_token(m, seq_len) +
                       dense_layers * dense_mlp_flops_per_token(m) +
                       moe_layers * moe_layer_flops_per_token(m) +
-                      6.0 * static_cast<double>(mtp) * (3.0 * h + 2.0 * h * h) +
+                      6.0 * static_cast<double>(mtp * pc.mtp_own) +
                       6.0 * h * static_cast<double>(m.vocab_size) * static_cast<double>(1 + mtp);
 
   // TorchTitan: 6 x active parameters without the input embedding (the output head is a matmul
@@ -194,7 +195,7 @@ StackAccounting account_instantiated(const RunConfig& c) {
                    : 0.0) +
       static_cast<double>(run_dense_layers(c)) * dense_mlp_flops_per_token(m) +
       static_cast<double>(run_moe_layers(c)) * moe_layer_flops_per_token(m) +
-      6.0 * static_cast<double>(w.mtp) * (3.0 * h + 2.0 * h * h) +
+      6.0 * static_cast<double>(w.mtp * pc.mtp_own) +
       (w.head ? 6.0 * h * static_cast<double>(m.vocab_size) * static_cast<double>(1 + w.mtp) : 0.0);
   // TorchTitan's: 6 x the active parameters without the input embedding, plus its attention
   // term over the decoder layers (it has no MTP).
@@ -316,11 +317,8 @@ std::vector<StageMemory> estimate_stage_memory(const RunConfig& c, std::size_t b
       }
       if (ps.mtp > 0 && ends) {
         st.mtp = ps.mtp;
-        const double per_mtp =
-            static_cast<double>(pc.mtp) /
-            static_cast<double>(std::max<std::int64_t>(1, m.num_nextn_predict_layers));
         const double experts = static_cast<double>(m.n_routed_experts * pc.expert);
-        dense += (per_mtp - experts) * ps.mtp;
+        dense += (static_cast<double>(pc.mtp_layer) - experts) * ps.mtp;
         local_experts += experts / static_cast<double>(c.layout.ep) * ps.mtp;
         chunk_act[static_cast<std::size_t>(ch)] +=
             tokens * (mtp_bytes_per_token + head_bytes_per_token) * ps.mtp;

@@ -25,7 +25,10 @@ struct ParamCounts {
   std::int64_t router = 0;          // router weight (+ selection bias) of one MoE layer
   std::int64_t embedding = 0;
   std::int64_t output_head = 0;  // incl. the final norm
-  std::int64_t mtp = 0;          // all MTP modules (not in total_params)
+  // One MTP module's own parts: enorm, hnorm and its output norm (3 h), eh_proj (2h x h).
+  std::int64_t mtp_own = 0;
+  std::int64_t mtp_layer = 0;  // one MTP module: a MoE layer's parameters plus mtp_own
+  std::int64_t mtp = 0;        // all MTP modules (not in total_params)
 };
 
 ParamCounts param_counts(const ModelConfig& m);

@@ -1,14 +1,16 @@
 #include "workloads/layers/model_ends.hpp"
 
+#include "workloads/accounting/accounting.hpp"
+
 namespace moebench {
 
 namespace {
 float eps_of(const LayerContext& ctx) {
   return static_cast<float>(ctx.config.model.rms_norm_eps);
 }
-// 2 m n k forward, the same again for each of dgrad and wgrad: what the layers count at forward.
+// A GEMM's forward, dgrad and wgrad: what the layers count at forward.
 double fwd_bwd_gemm_flops(std::int64_t m, std::int64_t n, std::int64_t k) {
-  return 3.0 * 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  return 3.0 * gemm_flops(static_cast<double>(m), static_cast<double>(n), static_cast<double>(k));
 }
 }  // namespace
 

@@ -47,6 +47,9 @@ TrainingStep::TrainingStep(const RunConfig& config, const Topology& topo, Comput
   first_stage_ = chunks_.front().stage == 0;
   last_stage_ = chunks_.back().stage == last_stage_index_;
   head_ = config.workload.head;
+  const std::int64_t loss_batch =
+      config.loss_micro_batch > 0 ? config.loss_micro_batch : config.workload.micro_batch;
+  loss_scale_ = 1.0f / static_cast<float>(loss_batch * config.workload.seq_len);
   embedding_sync_ = head_ && config.workload.mtp > 0 && shape_.pp > 1 &&
                     params_.has(kEmbeddingLayer, ParamKind::embedding);
   schedule_ = pipeline_schedule(shape_, pp_rank_);
@@ -217,10 +220,7 @@ void TrainingStep::forward(LayerContext& ctx, int mb, Chunk& chunk) {
   }
   if (chunk.stage != last_stage_index_) return;
   if (head_) {
-    const std::int64_t loss_batch =
-        config_.loss_micro_batch > 0 ? config_.loss_micro_batch : config_.workload.micro_batch;
-    const float grad_scale = 1.0f / static_cast<float>(loss_batch * config_.workload.seq_len);
-    slot.head->forward(ctx, slot.acts.back(), token_ids(mb), grad_scale,
+    slot.head->forward(ctx, slot.acts.back(), token_ids(mb), loss_scale_,
                        losses_.view().row_slice(mb * tokens_, tokens_));
   } else if (!outputs_.empty()) {
     compute_.copy(slot.acts.back(), outputs_.view().row_slice(mb * tokens_, tokens_));

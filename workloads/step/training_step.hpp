@@ -102,6 +102,7 @@ class TrainingStep {
   std::vector<PipelineOp> schedule_;
   std::vector<P2PBatch> batches_;
   bool head_ = false;            // --head on
+  float loss_scale_ = 1.0f;      // d (step loss) / d (a token's loss): 1 / the loss's tokens
   bool embedding_sync_ = false;  // this rank holds a copy of the embedding kept equal to another
   Tensor inputs_;  // --head off, first stage: every micro-batch's input (micro-batches x tokens)
   Tensor douts_;   // --head off, last stage: every micro-batch's output gradient

@@ -286,12 +286,14 @@ class MpiCommunicator final : public Communicator {
   // A blocking operation: its non-blocking form, started and completed within the timeout.
   template <typename F>
   void blocking(Group g, const char* call, F&& start) {
-    PendingOp op;
-    op.wait_call = call;
-    op.group = g;
-    op.requests.assign(1, MPI_REQUEST_NULL);
-    check_mpi(start(&op.requests[0]), call);
-    complete(op);
+    start_and_wait(call, start, timeout_s_, [&] { return waiting_for(call, g); });
+  }
+
+  // What a wait that timed out was for, for its message.
+  std::string waiting_for(const char* call, Group g) const {
+    return "mpi on rank " + std::to_string(topology().rank) + " (host " + host_name() +
+           "): " + call + " on the " + group_name(g) + " group (" + std::to_string(info(g).size) +
+           " ranks: world " + world_ranks_of(comm(g)) + ")";
   }
 
   // Runs the MPI_I* call of the newest request, timing it. A call that fails leaves no request.
@@ -318,12 +320,8 @@ class MpiCommunicator final : public Communicator {
   void complete(PendingOp& op) {
     if (op.done) return;
     const Clock::time_point t0 = Clock::now();
-    wait_within(op.requests, timeout_s_, op.wait_call, [&] {
-      const GroupInfo gi = info(op.group);
-      return "mpi on rank " + std::to_string(topology().rank) + " (host " + host_name() +
-             "): " + op.wait_call + " on the " + group_name(op.group) + " group (" +
-             std::to_string(gi.size) + " ranks: world " + world_ranks_of(comm(op.group)) + ")";
-    });
+    wait_within(op.requests, timeout_s_, op.wait_call,
+                [&] { return waiting_for(op.wait_call, op.group); });
     op.busy_s += seconds_since(t0);
     op.done = true;
   }

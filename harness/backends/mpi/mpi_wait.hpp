@@ -10,6 +10,8 @@
 
 #include <mpi.h>
 
+#include "harness/backends/mpi/mpi_check.hpp"
+
 namespace moebench {
 
 // Completes `requests`, polling MPI_Testall (and yielding the core between polls after the first
@@ -18,6 +20,16 @@ namespace moebench {
 // RuntimeError naming `call`.
 void wait_within(std::span<MPI_Request> requests, double timeout_s, const char* call,
                  const std::function<std::string()>& what);
+
+// A blocking MPI call, bounded: starts the non-blocking form (`start` gets the request to fill
+// and returns MPI's code) and completes it with wait_within.
+template <typename F>
+void start_and_wait(const char* call, F&& start, double timeout_s,
+                    const std::function<std::string()>& what) {
+  MPI_Request r = MPI_REQUEST_NULL;
+  check_mpi(start(&r), call);
+  wait_within(std::span<MPI_Request>(&r, 1), timeout_s, call, what);
+}
 
 // The world ranks of a communicator's members, as "0-3" or "0,2,4,6" (at most about 60
 // characters, then "..."), for the messages.
