@@ -47,8 +47,10 @@ int run_with_mpi(const moebench::CliOptions& options, int* argc, char*** argv) {
       if (*e.what() != '\0') std::cerr << "moebench: " << e.what() << "\n";
       return static_cast<int>(ExitCode::usage);
     }
-    std::cerr << "moebench: error on rank " << runtime.rank() << " (host " << runtime.host()
-              << "): " << e.what() << "\n";
+    if (*e.what() != '\0') {  // empty: the rank said it already
+      std::cerr << "moebench: error on rank " << runtime.rank() << " (host " << runtime.host()
+                << "): " << e.what() << "\n";
+    }
     runtime.abort(static_cast<int>(e.code()));
   } catch (const std::exception& e) {
     std::cerr << "moebench: error on rank " << runtime.rank() << " (host " << runtime.host()

@@ -184,8 +184,8 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   report->add_option("--min-tflops", r.min_tflops, "required TFLOP/s per GPU at every size");
   report->add_option("--min-efficiency", r.min_efficiency, "required efficiency at every size");
   report->add_flag("--allow-failed", r.allow_failed,
-                   "merge runs that were interrupted (SIGTERM, SIGINT) too: their figures come "
-                   "from the timed steps that finished");
+                   "merge runs that were interrupted (SIGTERM, SIGINT) or failed (a timeout, a "
+                   "peer's death) too: their figures come from the timed steps that finished");
   report->add_flag("--claim-from-recipe", r.claim_from_recipe,
                    "judge the largest size against its runs' recipe (--recipe): comparable or "
                    "not, with every difference, and the published TFLOP/s per GPU");

@@ -1,10 +1,11 @@
 #include <chrono>
-#include <csignal>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <string_view>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +15,7 @@
 #include "harness/cli/commands.hpp"
 #include "harness/comm/communicator.hpp"
 #include "harness/core/human.hpp"
+#include "harness/core/stop_request.hpp"
 #include "harness/core/version.hpp"
 #include "harness/device/device_records.hpp"
 #include "harness/measure/summary.hpp"
@@ -34,17 +36,6 @@ struct Setup {
   std::unique_ptr<Compute> compute;
   MemoryEstimate memory;
 };
-
-// SIGTERM or SIGINT received: the run stops after the step in flight (every rank after the same
-// one: the flag is reduced over the ranks after each step).
-volatile std::sig_atomic_t g_stop_signal = 0;
-extern "C" void on_stop_signal(int sig) {
-  g_stop_signal = sig;
-}
-
-std::string signal_name(int sig) {
-  return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "signal " + std::to_string(sig);
-}
 
 // --step-log, or OUT.steps.jsonl beside --out; none without either.
 std::string step_log_path(const CliOptions& o) {
@@ -149,6 +140,95 @@ RunResults gather_results(const MpiRuntime& rt, const Topology& topo,
                        inst.flops_per_step / c.layout.world);
 }
 
+// Everything of the report that does not depend on the steps, gathered before them: once a rank
+// has failed, nothing more can be gathered.
+RunRecord make_record(const CliOptions& o, const Setup& s, const MpiRuntime& rt,
+                      const Compute& compute, const std::string& start) {
+  const RunConfig& c = s.config;
+  RunRecord record;
+  record.meta = make_meta(o, c, rt, start);
+  record.meta.devices = gather_device_records(rt, compute);
+  record.meta.gemm_path = compute.gemm_path();
+  record.meta.grouped_gemm_path = compute.grouped_gemm_path();
+  record.meta.attention_path = compute.attention_path();
+  record.config = c;
+  record.topology = s.topo;
+  record.full_model =
+      account_full_model(c.model, c.workload.seq_len, static_cast<double>(tokens_per_step(c)));
+  record.instantiated = account_instantiated(c);
+  record.collective_bytes = collective_bytes(c, dtype_size(compute.activation_dtype()));
+  record.memory = s.memory;
+  return record;
+}
+
+// What the steps left, for the report.
+struct Progress {
+  std::vector<StepSample> samples;      // this rank's timed steps
+  std::vector<double> slowest_times_s;  // each timed step's slowest rank, as agreed after it
+  int steps_run = 0;                    // every kind
+};
+
+// Rank 0's report of a run that failed: its own samples, the agreed step times, and why.
+// Written at most once; false when there is nothing to write (no --out, or no timed step).
+class FailureReport {
+ public:
+  FailureReport(const CliOptions& o, const RunRecord& base, const Topology& topo,
+                const Progress& progress, std::vector<GradBucket> buckets)
+      : o_(o), base_(base), topo_(topo), progress_(progress), buckets_(std::move(buckets)) {}
+
+  void write(const std::string& error, const std::string& signal) {
+    if (written_ || o_.out.empty()) return;
+    written_ = true;
+    const std::size_t n = progress_.samples.size();
+    if (n == 0) {
+      std::cerr << "moebench: no timed step finished before the failure: no report (the step "
+                   "log has the "
+                << progress_.steps_run << " steps that did)\n";
+      return;
+    }
+    RunRecord r = base_;
+    const RunConfig& c = r.config;
+    RankSamples own{0, r.meta.hosts.empty() ? std::string() : r.meta.hosts.front(), topo_.node,
+                    progress_.samples};
+    r.results = summarize_own(own, progress_.slowest_times_s,
+                              static_cast<double>(tokens_per_step(c)) / c.layout.world,
+                              r.instantiated.flops_per_step / c.layout.world);
+    count_buckets(r.results, buckets_);
+    r.state = "failed";
+    r.signal = signal;
+    r.error = error;
+    r.steps_completed = static_cast<int>(n);
+    r.ranks_reporting = 1;
+    try {
+      write_file_atomically(o_.out, make_run_report(r).dump(2) + "\n");
+      std::cerr << "moebench: the report of the " << n << " timed steps that finished is " << o_.out
+                << " (status failed, rank 0's own phases)\n";
+    } catch (const std::exception& e) {
+      std::cerr << "moebench: could not write the failed run's report: " << e.what() << "\n";
+    }
+  }
+
+  static void count_buckets(RunResults& results, const std::vector<GradBucket>& buckets) {
+    for (const GradBucket& b : buckets) {
+      ++(b.group == ParamGroup::dense ? results.grad_buckets_dense : results.grad_buckets_expert);
+    }
+  }
+
+ private:
+  const CliOptions& o_;
+  const RunRecord& base_;
+  const Topology& topo_;
+  const Progress& progress_;
+  std::vector<GradBucket> buckets_;
+  bool written_ = false;
+};
+
+// How long a rank other than 0 that timed out waits before ending the job, so that rank 0,
+// whose own wait ends about as late, writes the failed run's report first.
+double failure_grace_s(double timeout_s) {
+  return std::min(5.0, timeout_s);
+}
+
 // Rank 0's step log: one JSON line per finished step, flushed at once, so that a run that dies
 // keeps what it measured (the slowest rank's step time, and the rates it gives).
 class StepLog {
@@ -207,67 +287,85 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
   if (c.inject) comm = make_fault_communicator(std::move(comm), compute, *c.inject);
   TrainingStep step(c, s.topo, compute, *comm);
   step.initialize();
+  RunRecord record = make_record(o, s, rt, compute, start);
 
   std::optional<StepLog> log;
-  if (rt.rank() == 0) log.emplace(step_log_path(o), c, account_instantiated(c).flops_per_step);
-  g_stop_signal = 0;
-  std::signal(SIGTERM, on_stop_signal);
-  std::signal(SIGINT, on_stop_signal);
+  if (rt.rank() == 0) log.emplace(step_log_path(o), c, record.instantiated.flops_per_step);
+  Progress progress;
+  FailureReport failure(o, record, s.topo, progress, step.grad_buckets());
+  clear_stop_signal();
+  install_stop_handlers();
+  // A signal while a wait stays blocked: the launcher is ending the job (a peer died), or the
+  // step will still end and the full report replaces this one.
+  std::string in_step;  // "timed step 3 of 10", for the messages
+  if (rt.rank() == 0) {
+    set_stopped_wait_hook([&](const std::string& waiting_for) {
+      failure.write(signal_name(stop_signal()) + " arrived while rank 0 waited for " + waiting_for +
+                        ", in " + in_step +
+                        "; the job ended before every rank finished the step (a peer died or hung)",
+                    signal_name(stop_signal()));
+    });
+  }
   int stop = 0;  // the signal any rank received, agreed after each step
-  int steps_run = 0;
   // One step, its slowest rank's time logged; a wait past --timeout names the step it was in.
   const auto run_step = [&](const char* kind, int index, int of) {
+    in_step =
+        std::string(kind) + " step " + std::to_string(index + 1) + " of " + std::to_string(of);
     try {
-      const StepSample sample = step.run();
+      StepSample sample = step.run();
       // One reduction: the slowest rank's step time, and any rank's stop signal.
-      double agreed[2] = {sample.step_time_s, static_cast<double>(g_stop_signal)};
+      double agreed[2] = {sample.step_time_s, static_cast<double>(stop_signal())};
       rt.allreduce_max(agreed);
       stop = static_cast<int>(agreed[1]);
-      ++steps_run;
+      ++progress.steps_run;
       if (log) log->add(kind, index, agreed[0]);
-      return sample;
+      if (std::string_view(kind) == "timed") {
+        progress.samples.push_back(sample);
+        progress.slowest_times_s.push_back(agreed[0]);
+      }
     } catch (const TimeoutError& e) {
-      throw TimeoutError(std::string(e.what()) + ", in " + kind + " step " +
-                         std::to_string(index + 1) + " of " + std::to_string(of));
+      throw TimeoutError(std::string(e.what()) + ", in " + in_step);
     }
   };
   VerificationResult verification;
-  if (c.verify) {
-    run_step("verify", 0, 1);
-    if (stop == 0) verification = verify_step(c, s.topo, rt, compute, step);
-    step.initialize();  // the timed steps start from the same state either way
+  try {
+    if (c.verify) {
+      run_step("verify", 0, 1);
+      if (stop == 0) verification = verify_step(c, s.topo, rt, compute, step);
+      step.initialize();  // the timed steps start from the same state either way
+    }
+    for (int i = 0; i < c.warmup && stop == 0; ++i) run_step("warmup", i, c.warmup);
+    for (int i = 0; i < c.steps && stop == 0; ++i) run_step("timed", i, c.steps);
+  } catch (const Error& e) {
+    set_stopped_wait_hook(nullptr);
+    // Rank 0 writes what it has; the others give it the time to, then the job ends (main).
+    if (rt.rank() != 0 && e.code() != ExitCode::timeout) throw;
+    std::cerr << "moebench: error on rank " << rt.rank() << " (host " << rt.host()
+              << "): " << e.what() << "\n"
+              << std::flush;
+    if (rt.rank() == 0) {
+      failure.write(e.what(), stop_signal() != 0 ? signal_name(stop_signal()) : "");
+    } else {
+      std::this_thread::sleep_for(std::chrono::duration<double>(failure_grace_s(c.comm_timeout_s)));
+    }
+    throw Error(e.code(), "");  // said above
   }
-  for (int i = 0; i < c.warmup && stop == 0; ++i) run_step("warmup", i, c.warmup);
-  std::vector<StepSample> samples;
-  for (int i = 0; i < c.steps && stop == 0; ++i) samples.push_back(run_step("timed", i, c.steps));
+  set_stopped_wait_hook(nullptr);
+  const std::vector<StepSample>& samples = progress.samples;
   if (stop != 0 && samples.empty()) {
     if (rt.rank() == 0) {
-      std::cerr << "moebench: interrupted by " << signal_name(stop) << " after " << steps_run
+      std::cerr << "moebench: interrupted by " << signal_name(stop) << " after "
+                << progress.steps_run
                 << " steps, before any timed step finished: no report (the step log has them)\n";
     }
     return static_cast<int>(ExitCode::interrupted);
   }
 
-  RunRecord record;
-  record.meta = make_meta(o, c, rt, start);
-  record.meta.devices = gather_device_records(rt, compute);
-  record.meta.gemm_path = compute.gemm_path();
-  record.meta.grouped_gemm_path = compute.grouped_gemm_path();
-  record.meta.attention_path = compute.attention_path();
-  record.config = c;
-  record.topology = s.topo;
-  record.full_model =
-      account_full_model(c.model, c.workload.seq_len, static_cast<double>(tokens_per_step(c)));
-  record.instantiated = account_instantiated(c);
-  record.collective_bytes = collective_bytes(c, dtype_size(compute.activation_dtype()));
-  record.memory = s.memory;
   record.results = gather_results(rt, s.topo, samples, c, record.instantiated);
-  for (const GradBucket& b : step.grad_buckets()) {
-    ++(b.group == ParamGroup::dense ? record.results.grad_buckets_dense
-                                    : record.results.grad_buckets_expert);
-  }
+  FailureReport::count_buckets(record.results, step.grad_buckets());
   record.verification = verification;
   record.steps_completed = static_cast<int>(samples.size());
+  record.ranks_reporting = c.layout.world;
   if (stop != 0) {
     record.state = "interrupted";
     record.signal = signal_name(stop);

@@ -27,6 +27,22 @@ StepSample unflatten(const double* values) {
   return s;
 }
 
+namespace {
+
+// The step times and what follows from their median alone.
+void set_step_times(RunResults& out, std::vector<double> times, double tokens_per_rank,
+                    double flops_per_step_per_gpu) {
+  out.step_times_s = std::move(times);
+  out.step_time_s = summarize(out.step_times_s);
+  const double step = out.step_time_s.median;
+  if (step > 0) {
+    out.tflops_per_gpu = flops_per_step_per_gpu / step / 1e12;
+    out.tokens_per_s_per_gpu = tokens_per_rank / step;
+  }
+}
+
+}  // namespace
+
 RunResults summarize_run(const std::vector<RankSamples>& ranks, double tokens_per_rank,
                          double flops_per_step_per_gpu) {
   MB_CHECK(!ranks.empty(), "no ranks to summarise");
@@ -53,12 +69,7 @@ RunResults summarize_run(const std::vector<RankSamples>& ranks, double tokens_pe
       busy_max[p].push_back(slowest_busy[p]);
     }
   }
-  out.step_time_s = summarize(out.step_times_s);
-  const double step = out.step_time_s.median;
-  if (step > 0) {
-    out.tflops_per_gpu = flops_per_step_per_gpu / step / 1e12;
-    out.tokens_per_s_per_gpu = tokens_per_rank / step;
-  }
+  set_step_times(out, out.step_times_s, tokens_per_rank, flops_per_step_per_gpu);
 
   const double samples = static_cast<double>(ranks.size() * std::max<std::size_t>(steps, 1));
   for (std::size_t p = 0; p < kPhaseCount; ++p) {
@@ -92,7 +103,7 @@ RunResults summarize_run(const std::vector<RankSamples>& ranks, double tokens_pe
     if (is_compute(r.phase)) out.compute_time_s += t;
     out.phases.push_back(r);
   }
-  out.exposed_communication_s = std::max(0.0, step - out.compute_time_s);
+  out.exposed_communication_s = std::max(0.0, out.step_time_s.median - out.compute_time_s);
   out.overlap.exposed_s = out.communication_time_s;
   out.overlap.hidden_s = std::max(0.0, out.overlap.busy_s - out.overlap.exposed_s);
   if (out.overlap.busy_s > 0) out.overlap.fraction = out.overlap.hidden_s / out.overlap.busy_s;
@@ -112,6 +123,17 @@ RunResults summarize_run(const std::vector<RankSamples>& ranks, double tokens_pe
     for (std::size_t p = 0; p < kPhaseCount; ++p) r.phase_time_s[p] = median(phases[p]);
     out.per_rank.push_back(r);
   }
+  return out;
+}
+
+RunResults summarize_own(const RankSamples& own, const std::vector<double>& slowest_step_times_s,
+                         double tokens_per_rank, double flops_per_step_per_gpu) {
+  MB_CHECK(own.steps.size() == slowest_step_times_s.size(),
+           "rank " << own.rank << " has " << own.steps.size() << " timed steps, "
+                   << slowest_step_times_s.size() << " agreed step times");
+  RunResults out = summarize_run({own}, tokens_per_rank, flops_per_step_per_gpu);
+  set_step_times(out, slowest_step_times_s, tokens_per_rank, flops_per_step_per_gpu);
+  out.exposed_communication_s = std::max(0.0, out.step_time_s.median - out.compute_time_s);
   return out;
 }
 

@@ -28,6 +28,12 @@ struct RankSamples {
 RunResults summarize_run(const std::vector<RankSamples>& ranks, double tokens_per_rank,
                          double flops_per_step_per_gpu);
 
+// What rank 0 alone can report when the run failed after some timed steps (a peer timed out or
+// died, so nothing more can be gathered): its own phases and per-rank entry, with each step's time
+// the slowest rank's as the ranks agreed on it after the step (the step log's figures).
+RunResults summarize_own(const RankSamples& own, const std::vector<double>& slowest_step_times_s,
+                         double tokens_per_rank, double flops_per_step_per_gpu);
+
 // The pipeline bubble as (P - 1) / (V m) counts it: each rank's pp_bubble time over the rest of
 // its step (its own passes and reductions), the mean over ranks; none without per-rank times.
 std::optional<double> measured_bubble(const RunResults& r);

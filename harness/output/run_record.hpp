@@ -69,11 +69,15 @@ struct RunRecord {
   MemoryEstimate memory;
   RunResults results;
   VerificationResult verification;
-  // Whether every step ran: "completed", or "interrupted" by `signal` after `steps_completed` of
-  // config.steps timed steps.
+  // Whether every step ran: "completed"; "interrupted" by `signal` after `steps_completed` of
+  // config.steps timed steps, every rank stopping after the same one; or "failed" (`error`: a
+  // peer timed out or died, or the launcher ended the job mid-step), when the results are rank
+  // 0's own (ranks_reporting 1) with the step times the ranks agreed after each finished step.
   std::string state = "completed";
   std::string signal;
+  std::string error;
   int steps_completed = 0;
+  int ranks_reporting = 0;  // the ranks whose samples the results hold
 };
 
 }  // namespace moebench

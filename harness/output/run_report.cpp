@@ -246,8 +246,10 @@ nlohmann::ordered_json make_run_report(const RunRecord& r) {
   j["kind"] = kRunReportKind;
   j["status"] = ojson{{"state", r.state},
                       {"signal", r.signal.empty() ? ojson(nullptr) : ojson(r.signal)},
+                      {"error", r.error.empty() ? ojson(nullptr) : ojson(r.error)},
                       {"steps_completed", r.steps_completed},
-                      {"steps_requested", r.config.steps}};
+                      {"steps_requested", r.config.steps},
+                      {"ranks_reporting", r.ranks_reporting}};
   j["meta"] = meta_json(r.meta);
   j["config"] = config_json(r.config);
   if (r.config.recipe) j["config"]["recipe"] = recipe_json(r);

@@ -269,11 +269,20 @@ RunPoint point_from_document(const std::string& path, const std::string& bytes, 
   p.path = path;
   p.sha256 = sha256_hex(bytes);
   if (const json& st = doc["status"]; st["state"].get<std::string>() != "completed") {
-    p.interrupted = st["state"].get<std::string>() + " by " +
-                    (st["signal"].is_string() ? st["signal"].get<std::string>() : "a signal") +
-                    " after " + std::to_string(int_field(path, doc, "/status/steps_completed")) +
-                    " of " + std::to_string(int_field(path, doc, "/status/steps_requested")) +
-                    " timed steps";
+    const std::string state = st["state"].get<std::string>();
+    const std::string steps =
+        " after " + std::to_string(int_field(path, doc, "/status/steps_completed")) + " of " +
+        std::to_string(int_field(path, doc, "/status/steps_requested")) + " timed steps";
+    if (state == "failed") {
+      // The error as the run said it, cut short: it is one line of `report`'s message.
+      const std::string error = st["error"].is_string() ? st["error"].get<std::string>() : "";
+      p.interrupted = "stopped by a failure" + steps + " (" + json_excerpt(json(error), 120) +
+                      "; its results are rank 0's own)";
+    } else {
+      p.interrupted = state + " by " +
+                      (st["signal"].is_string() ? st["signal"].get<std::string>() : "a signal") +
+                      steps;
+    }
   }
   const json& meta = doc["meta"];
   const json& env = meta["environment"];
@@ -292,7 +301,6 @@ RunPoint point_from_document(const std::string& path, const std::string& bytes, 
   p.seq_len = workload["seq_len"].get<std::int64_t>();
   p.micro_batch = workload["micro_batch"].get<std::int64_t>();
   p.steps = int_field(path, doc, "/config/steps");
-  const json& parallel = doc["parallel"];
   p.gpus = int_field(path, doc, "/parallel/world");
   p.nodes = int_field(path, doc, "/parallel/nodes");
   p.ranks_per_node = int_field(path, doc, "/parallel/ranks_per_node");

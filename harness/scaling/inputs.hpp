@@ -25,7 +25,8 @@ using FieldValue = std::pair<std::string, std::string>;
 struct RunPoint {
   // Provenance.
   std::string path;
-  // Empty for a run that completed; else "interrupted by SIGTERM after 3 of 10 timed steps".
+  // Empty for a run that completed; else "interrupted by SIGTERM after 3 of 10 timed steps", or
+  // "stopped by a failure after 3 of 10 timed steps (the error, cut short; ...)".
   std::string interrupted;
   std::string sha256;
   std::string job_id;  // SLURM_JOB_ID when the run had one

@@ -39,20 +39,50 @@ def step_log(out):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def check_timed_out(r, out, np, steps_before):
+def check_failed_report(ctx, out, error_text, signal=None):
+    """The report rank 0 wrote of a run that failed: status failed, the error, rank 0's own
+    results, and exactly the timed steps of the step log (their agreed times)."""
+    rep = e2e.load_report(ctx, out)  # validates against the schema
+    st = rep["status"]
+    timed = [s for s in step_log(out) if s["kind"] == "timed"]
+    e2e.check(st["state"] == "failed", "status %r" % st)
+    e2e.check(error_text in (st["error"] or ""), "status error %r should say %r" %
+              (st["error"], error_text))
+    e2e.check(st["signal"] == signal, "status signal %r, expected %r" % (st["signal"], signal))
+    e2e.check(st["ranks_reporting"] == 1 and [r["rank"] for r in rep["results"]["per_rank"]] == [0],
+              "a failed run's results are rank 0's own: %r" % st)
+    e2e.check(st["steps_completed"] == len(timed) > 0,
+              "status %r, %d timed steps logged" % (st, len(timed)))
+    # Each step's time is the slowest rank's as the ranks agreed on it: the step log's figure.
+    e2e.check(rep["results"]["step_times_s"] == [s["step_time_s"] for s in timed],
+              "results %r != step log %r" % (rep["results"]["step_times_s"], timed))
+    scaling = os.path.join(os.path.dirname(out), "scaling.json")
+    r = e2e.run_moebench(ctx, ["report", out, "--out", scaling])
+    e2e.check(r.rc == USAGE and "stopped by a failure" in r.stderr and "--allow-failed" in r.stderr,
+              "report must refuse a failed run unless asked", r)
+    e2e.check(not os.path.exists(scaling), "report wrote a scaling report for a failed run")
+    return rep
+
+
+def check_timed_out(ctx, r, out, np, steps_before, report=True):
     e2e.check(not r.timed_out, "the job hung past the test's limit", r)
     e2e.check(r.rc == TIMEOUT, "expected exit %d (a timeout), got %s" % (TIMEOUT, r.rc), r)
     e2e.check(r.wall_s < LIMIT_S + SLACK_S + 10, "took %.1f s to end" % r.wall_s, r)
     e2e.check("did not complete within %d s (--timeout)" % LIMIT_S in r.stderr,
               "stderr should name the timeout", r)
     e2e.check(" step " in r.stderr and "(host " in r.stderr, "stderr should name step and host", r)
-    e2e.check(not os.path.exists(out), "a report was written for a failed run")
     log = step_log(out)
     e2e.check(len(log) >= steps_before, "the step log kept %d steps, expected >= %d" %
               (len(log), steps_before))
     e2e.check(all(s["step_time_s"] > 0 and s["tflops_per_gpu"] > 0 for s in log),
               "step log entries %r" % log[:3])
-    print("  np %d: exit %d after %.1f s, %d steps logged" % (np, r.rc, r.wall_s, len(log)))
+    if report:
+        check_failed_report(ctx, out, "did not complete within %d s (--timeout)" % LIMIT_S)
+        e2e.check("(status failed" in r.stderr, "stderr should point to the report", r)
+    else:
+        e2e.check(not os.path.exists(out), "rank 0 hung, yet a report was written")
+    print("  np %d: exit %d after %.1f s, %d steps logged%s" %
+          (np, r.rc, r.wall_s, len(log), ", report failed" if report else ""))
 
 
 def make_hang_test(np, ep, rank, step):
@@ -62,8 +92,9 @@ def make_hang_test(np, ep, rank, step):
             r = e2e.run_moebench(ctx, base(out) + ["--ep", ep, "--inject",
                                                    "hang:rank=%d,step=%d" % (rank, step)],
                                  np=np, timeout=120)
-            # Steps 0..step-1 finished before the hang (step 0 is the warm-up step).
-            check_timed_out(r, out, np, step)
+            # Steps 0..step-1 finished before the hang (step 0 is the warm-up step). A hung rank
+            # 0 writes nothing; otherwise rank 0 times out too and writes the failed report.
+            check_timed_out(ctx, r, out, np, step, report=rank != 0)
     test.__name__ = "test_hang_np%d_rank%d" % (np, rank)
     return test
 
@@ -75,7 +106,7 @@ def test_hang_in_the_dispatch(ctx):
         r = e2e.run_moebench(ctx, base(out) + ["--ep", 4, "--comm-barrier", "off", "--inject",
                                                "hang:rank=1,step=2,phase=dispatch"],
                              np=4, timeout=120)
-        check_timed_out(r, out, 4, 2)
+        check_timed_out(ctx, r, out, 4, 2)
         e2e.check("MPI_Wait (MPI_Ialltoallv) on the expert group (4 ranks: world 0-3)" in r.stderr,
                   "stderr should name the all-to-all and its group", r)
 
@@ -85,20 +116,28 @@ def test_hang_in_a_pipeline_transfer(ctx):
         out = os.path.join(tmp, "r.json")
         r = e2e.run_moebench(ctx, base(out) + ["--pp", 2, "--global-batch", 4, "--inject",
                                                "hang:rank=1,step=3"], np=2, timeout=120)
-        check_timed_out(r, out, 2, 3)
+        check_timed_out(ctx, r, out, 2, 3)
 
 
-def test_die(ctx):
-    """A rank killed at once: the job ends fast, with a failing exit, and the log is kept."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "r.json")
-        r = e2e.run_moebench(ctx, base(out) + ["--ep", 2, "--inject", "die:rank=3,step=4"], np=4,
-                             timeout=120)
-        e2e.check(not r.timed_out and r.rc not in (0, None), "expected a failing exit", r)
-        e2e.check(r.wall_s < LIMIT_S + SLACK_S, "took %.1f s to end" % r.wall_s, r)
-        e2e.check(not os.path.exists(out), "a report was written for a failed run")
-        e2e.check(len(step_log(out)) >= 4, "step log %r" % step_log(out))
-        print("  die: exit %s after %.1f s" % (r.rc, r.wall_s))
+def make_die_test(np, rank, step):
+    def test(ctx):
+        """A rank killed at once: the launcher ends the job fast (SIGTERM, then SIGKILL a second
+        later); rank 0, still waiting for the dead peer, writes the failed report in between."""
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r.json")
+            r = e2e.run_moebench(ctx, base(out) + ["--ep", 2, "--inject",
+                                                   "die:rank=%d,step=%d" % (rank, step)],
+                                 np=np, timeout=120)
+            e2e.check(not r.timed_out and r.rc not in (0, None), "expected a failing exit", r)
+            e2e.check(r.wall_s < LIMIT_S + SLACK_S, "took %.1f s to end" % r.wall_s, r)
+            e2e.check(len(step_log(out)) >= step, "step log %r" % step_log(out))
+            rep = check_failed_report(ctx, out, "SIGTERM arrived while rank 0 waited for",
+                                      signal="SIGTERM")
+            e2e.check("a peer died or hung" in rep["status"]["error"], rep["status"]["error"])
+            print("  die np %d: exit %s after %.1f s, %d timed steps in the failed report" %
+                  (np, r.rc, r.wall_s, rep["status"]["steps_completed"]))
+    test.__name__ = "test_die_np%d_rank%d" % (np, rank)
+    return test
 
 
 def test_delay_below_the_timeout_is_only_slow(ctx):
@@ -121,9 +160,9 @@ def test_delay_below_the_timeout_is_only_slow(ctx):
 def test_delay_past_the_timeout_fails(ctx):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "r.json")
-        r = e2e.run_moebench(ctx, base(out) + ["--inject", "delay:rank=0,seconds=%d,step=3" %
+        r = e2e.run_moebench(ctx, base(out) + ["--inject", "delay:rank=1,seconds=%d,step=3" %
                                                (LIMIT_S * 3)], np=2, timeout=120)
-        check_timed_out(r, out, 2, 3)
+        check_timed_out(ctx, r, out, 2, 3)
 
 
 def start_long_run(ctx, out):
@@ -158,31 +197,52 @@ def children_of(pid):
     return kids
 
 
-def test_sigstop_of_one_rank(ctx):
-    """SIGSTOP of a rank's process mid-run (not an injected fault: the real signal)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "r.json")
-        proc = start_long_run(ctx, out)
-        try:
-            logged = wait_for_steps(out, 3)
-            ranks = [p for p in children_of(proc.pid)]
-            e2e.check(len(ranks) == 4, "expected 4 rank processes under mpirun, found %r" % ranks)
-            victim = sorted(ranks)[2]
-            os.kill(victim, signal.SIGSTOP)
-            start = time.monotonic()
-            _, err = proc.communicate(timeout=LIMIT_S + SLACK_S + 30)
-            waited = time.monotonic() - start
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        e2e.check(proc.returncode == TIMEOUT, "expected exit %d, got %s\n%s" %
-                  (TIMEOUT, proc.returncode, err[-2000:]))
-        e2e.check(waited < LIMIT_S + SLACK_S, "ended %.1f s after the stop" % waited)
-        e2e.check("did not complete within %d s (--timeout)" % LIMIT_S in err, err[-2000:])
-        e2e.check(len(step_log(out)) >= logged, "the step log lost steps")
-        print("  SIGSTOP: exit %d %.1f s after the stop, %d steps logged" %
-              (proc.returncode, waited, len(step_log(out))))
+def rank_of(pid):
+    """The MPI rank of a process under mpirun, from its environment."""
+    with open("/proc/%d/environ" % pid, "rb") as f:
+        for entry in f.read().split(b"\0"):
+            if entry.startswith(b"OMPI_COMM_WORLD_RANK="):
+                return int(entry.split(b"=", 1)[1])
+    return None
+
+
+def make_sigstop_test(victim_rank):
+    def test(ctx):
+        """SIGSTOP of one rank's process mid-run (the real signal, not an injected fault)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r.json")
+            proc = start_long_run(ctx, out)
+            try:
+                logged = wait_for_steps(out, 3)
+                ranks = {rank_of(p): p for p in children_of(proc.pid)}
+                e2e.check(sorted(ranks) == [0, 1, 2, 3],
+                          "expected ranks 0-3 under mpirun, found %r" % ranks)
+                os.kill(ranks[victim_rank], signal.SIGSTOP)
+                start = time.monotonic()
+                _, err = proc.communicate(timeout=LIMIT_S + SLACK_S + 30)
+                waited = time.monotonic() - start
+            finally:
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+            e2e.check(proc.returncode == TIMEOUT, "expected exit %d, got %s\n%s" %
+                      (TIMEOUT, proc.returncode, err[-2000:]))
+            e2e.check(waited < LIMIT_S + SLACK_S, "ended %.1f s after the stop" % waited)
+            e2e.check("did not complete within %d s (--timeout)" % LIMIT_S in err, err[-2000:])
+            e2e.check(" timed step " in err, "the message names the step:\n" + err[-2000:])
+            e2e.check(len(step_log(out)) >= logged, "the step log lost steps")
+            if victim_rank != 0:
+                check_failed_report(ctx, out, "did not complete within %d s" % LIMIT_S)
+            elif os.path.exists(out):
+                # The launcher's SIGCONT and SIGTERM wake a stopped rank 0, which then writes what
+                # it has if it is waiting before the SIGKILL a second later: not guaranteed.
+                check_failed_report(ctx, out, "SIGTERM arrived while rank 0 waited for",
+                                    signal="SIGTERM")
+            print("  SIGSTOP of rank %d: exit %d %.1f s after the stop, %d steps logged, %s" %
+                  (victim_rank, proc.returncode, waited, len(step_log(out)),
+                   "report failed" if os.path.exists(out) else "no report"))
+    test.__name__ = "test_sigstop_of_rank%d" % victim_rank
+    return test
 
 
 def test_sigterm_writes_an_interrupted_report(ctx):
@@ -245,10 +305,13 @@ TESTS = [
     make_hang_test(8, 4, 5, 3),
     test_hang_in_the_dispatch,
     test_hang_in_a_pipeline_transfer,
-    test_die,
+    make_die_test(2, 1, 3),
+    make_die_test(4, 3, 4),
+    make_die_test(8, 6, 3),
     test_delay_below_the_timeout_is_only_slow,
     test_delay_past_the_timeout_fails,
-    test_sigstop_of_one_rank,
+    make_sigstop_test(2),
+    make_sigstop_test(0),
     test_sigterm_writes_an_interrupted_report,
     test_bad_fault_specs,
 ]

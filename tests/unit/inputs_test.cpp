@@ -129,6 +129,16 @@ TEST_CASE("each kind of bad input has its own message naming the file and the fi
         "interrupted by SIGTERM after " +
             std::to_string(doc["status"]["steps_completed"].get<int>()) + " of " +
             std::to_string(doc["status"]["steps_requested"].get<int>()) + " timed steps");
+  // A failed run too, with its error cut short.
+  doc["status"]["state"] = "failed";
+  doc["status"]["signal"] = nullptr;
+  doc["status"]["error"] = "rank 2 did not complete MPI_Wait " + std::string(500, 'x');
+  doc["status"]["ranks_reporting"] = 1;
+  const std::string failed = parse_run_report("r.json", doc.dump(), run_schema_check()).interrupted;
+  CHECK(contains(failed, "stopped by a failure after "));
+  CHECK(contains(failed, "rank 2 did not complete MPI_Wait"));
+  CHECK(contains(failed, "rank 0's own"));
+  CHECK(failed.size() < 260);
 }
 
 TEST_CASE("expand_inputs: files, sorted directory listings and globs; outputs are left out") {

@@ -54,6 +54,30 @@ TEST_CASE("run report: a verification that met NaN still writes a valid report")
   CHECK(schema_errors(j, run_schema()).empty());
 }
 
+TEST_CASE("run report: a failed run says why and how many ranks its results hold") {
+  RunRecord r = testing::sample_run_record();
+  r.state = "failed";
+  r.error = "mpi on rank 0 (host a): MPI_Wait did not complete within 5 s (--timeout)";
+  r.ranks_reporting = 1;
+  const nlohmann::json j = nlohmann::json(make_run_report(r));
+  CHECK(j["status"]["state"] == "failed");
+  CHECK(j["status"]["error"] == r.error);
+  CHECK(j["status"]["signal"].is_null());
+  CHECK(j["status"]["ranks_reporting"] == 1);
+  CHECK(schema_errors(j, run_schema()).empty());
+  // A completed run has no error, and its results hold every rank.
+  const nlohmann::json done = nlohmann::json(make_run_report(testing::sample_run_record()));
+  CHECK(done["status"]["error"].is_null());
+  CHECK(done["status"]["ranks_reporting"] == done["parallel"]["world"]);
+  // The schema knows no other state, and a report names at least one rank.
+  nlohmann::json bad = j;
+  bad["status"]["state"] = "crashed";
+  CHECK(mentions(schema_errors(bad, run_schema()), "/status/state"));
+  bad = j;
+  bad["status"]["ranks_reporting"] = 0;
+  CHECK(mentions(schema_errors(bad, run_schema()), "/status/ranks_reporting"));
+}
+
 TEST_CASE("run report: layout and values come from the record") {
   const nlohmann::ordered_json j = make_run_report(testing::sample_run_record());
   CHECK(j.begin().key() == "schema_version");

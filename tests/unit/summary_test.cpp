@@ -46,6 +46,23 @@ std::vector<RankSamples> two_ranks() {
 // Inputs are short sums of exact binary fractions and small integers: 1e-12 relative is ample.
 constexpr double kEps = 1e-12;
 
+TEST_CASE("summarize_own: rank 0's phases with the agreed step times") {
+  const RankSamples own = two_ranks().front();
+  // The slowest rank's times as the ranks agreed on them: the step time and the rates follow
+  // them, the phases and the per-rank entry are rank 0's own.
+  const RunResults r = summarize_own(own, {2.0, 4.0, 4.0}, 6.0, 8e12);
+  CHECK(r.step_times_s == std::vector<double>{2.0, 4.0, 4.0});
+  CHECK(r.step_time_s.median == doctest::Approx(4.0).epsilon(kEps));
+  CHECK(r.tflops_per_gpu == doctest::Approx(2.0).epsilon(kEps));        // 8e12 / 4 s / 1e12
+  CHECK(r.tokens_per_s_per_gpu == doctest::Approx(1.5).epsilon(kEps));  // 6 / 4 s
+  REQUIRE(r.per_rank.size() == 1);
+  CHECK(r.per_rank[0].rank == 0);
+  CHECK(r.per_rank[0].step_time_s == doctest::Approx(2.0).epsilon(kEps));  // its own median
+  CHECK(r.phases[at(Phase::attention)].time_s.median == doctest::Approx(0.5).epsilon(kEps));
+  CHECK(r.exposed_communication_s == doctest::Approx(4.0 - r.compute_time_s).epsilon(kEps));
+  CHECK_THROWS_AS(summarize_own(own, {2.0}, 6.0, 8e12), RuntimeError);
+}
+
 TEST_CASE("summarize_run takes each step's slowest rank and the medians over steps") {
   const RunResults r = summarize_run(two_ranks(), 6.0, 8e12);
   // Slowest per step: max(1, 2), max(2, 1), max(3, 4).

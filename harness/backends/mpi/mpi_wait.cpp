@@ -8,6 +8,7 @@
 #include "harness/backends/mpi/mpi_check.hpp"
 #include "harness/core/clock.hpp"
 #include "harness/core/error.hpp"
+#include "harness/core/stop_request.hpp"
 
 namespace moebench {
 
@@ -22,6 +23,7 @@ void wait_within(std::span<MPI_Request> requests, double timeout_s, const char* 
         MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE),
         call);
     if (done) return;
+    notice_stop_while_waiting(what);
     const auto waited = Clock::now() - start;
     if (waited > limit) {
       std::ostringstream os;

@@ -50,6 +50,7 @@
 #include "harness/backends/mpi/mpi_communicator.hpp"
 #include "harness/core/error.hpp"
 #include "harness/core/host.hpp"
+#include "harness/core/stop_request.hpp"
 
 namespace moebench {
 
@@ -453,6 +454,7 @@ class NcclCommunicator final : public Communicator {
       }
       if (idle) break;
       poll_async_errors();
+      notice_stop_while_waiting([&] { return culprit(what); });
       if (Clock::now() > deadline) fail(culprit(what) + " " + timed_out(), true);
       std::this_thread::yield();
     }
@@ -475,6 +477,7 @@ class NcclCommunicator final : public Communicator {
       check(ncclCommGetAsyncError(c, &state), "ncclCommGetAsyncError", c);
       if (state == ncclSuccess) return;
       if (state != ncclInProgress) fail(last_op_ + " failed: " + describe(state, c));
+      notice_stop_while_waiting([&] { return last_op_; });
       if (Clock::now() > deadline) fail(last_op_ + " " + timed_out(), true);
       std::this_thread::yield();
     }

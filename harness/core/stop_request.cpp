@@ -1,0 +1,61 @@
+#include "harness/core/stop_request.hpp"
+
+#include <csignal>
+
+#include "harness/core/clock.hpp"
+
+namespace moebench {
+
+namespace {
+
+volatile std::sig_atomic_t g_signal = 0;
+extern "C" void on_stop_signal(int sig) {
+  g_signal = sig;
+}
+
+StoppedWaitHook& hook() {
+  static StoppedWaitHook h;
+  return h;
+}
+bool g_hook_ran = false;
+bool g_seen = false;  // the pending signal was seen by a blocked wait at g_seen_at
+Clock::time_point g_seen_at;
+
+}  // namespace
+
+void install_stop_handlers() {
+  std::signal(SIGTERM, on_stop_signal);
+  std::signal(SIGINT, on_stop_signal);
+}
+
+int stop_signal() {
+  return g_signal;
+}
+
+void clear_stop_signal() {
+  g_signal = 0;
+  g_hook_ran = false;
+  g_seen = false;
+}
+
+std::string signal_name(int sig) {
+  return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "signal " + std::to_string(sig);
+}
+
+void set_stopped_wait_hook(StoppedWaitHook h) {
+  hook() = std::move(h);
+}
+
+void notice_stop_while_waiting(const std::function<std::string()>& what) {
+  if (g_signal == 0 || g_hook_ran) return;
+  if (!g_seen) {
+    g_seen = true;
+    g_seen_at = Clock::now();
+    return;
+  }
+  if (seconds_since(g_seen_at) < kStoppedWaitGrace) return;
+  g_hook_ran = true;
+  if (hook()) hook()(what());
+}
+
+}  // namespace moebench

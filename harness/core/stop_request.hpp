@@ -1,0 +1,36 @@
+// A stop asked for by a signal (SIGTERM or SIGINT: Slurm's time limit, scancel, Ctrl-C), and what
+// a wait that is blocked when one arrives does about it.
+//
+// A healthy job stops after the step in flight: the ranks agree on the signal after each step.
+// But when the launcher signals the job because a peer died (Open MPI sends SIGTERM, then SIGKILL
+// a second later), the step never ends. Every polled wait therefore calls
+// notice_stop_while_waiting(): once a signal has been pending for kStoppedWaitGrace while a wait
+// is still blocked, the hook runs (rank 0 writes what it has), once per process.
+#pragma once
+
+#include <functional>
+#include <string>
+
+namespace moebench {
+
+// SIGTERM and SIGINT set the pending stop signal (the handler only stores it).
+void install_stop_handlers();
+// The pending stop signal, 0 for none.
+int stop_signal();
+// Forgets a pending signal and re-arms the hook (for tests, and at the start of a run).
+void clear_stop_signal();
+// "SIGTERM", "SIGINT" or "signal N".
+std::string signal_name(int sig);
+
+// What a blocked wait does when a stop signal is pending: called with what it waits for.
+using StoppedWaitHook = std::function<void(const std::string& waiting_for)>;
+void set_stopped_wait_hook(StoppedWaitHook hook);
+// How long a signal is pending, with a wait still blocked, before the hook runs: long enough that
+// a healthy step's short waits end first, short enough to act before the launcher's SIGKILL.
+inline constexpr double kStoppedWaitGrace = 0.1;  // seconds
+
+// Called by every polled wait on each poll that found it not yet complete. Cheap when no signal
+// is pending; runs the hook at most once per signal.
+void notice_stop_while_waiting(const std::function<std::string()>& what);
+
+}  // namespace moebench
