@@ -27,10 +27,18 @@ The study:
                          cpu today); GPUs are requested with --gpus-per-node unless it is cpu
   --comm NAME            moebench --comm (default: $MOEBENCH_COMM, else the binary's, mpi)
   --no-gpu-request       never add --gpus-per-node (sites that give whole nodes' GPUs anyway)
+  --cpu-study            allow a study of the cpu backend on a partition that has GPUs (refused
+                         otherwise: without --backend cuda it would not use them)
+  --gpu-memory GIB       memory of one GPU, for the pre-flight's memory check (default: from the
+                         partition's GPU type in sinfo's gres: h100, h200, b200, b300, gb200,
+                         gb300; none found, no memory check)
   --moebench PATH        the binary (default: $MOEBENCH_BIN, moebench on PATH, or this
                          checkout's build/moebench); the path must be valid on the compute nodes
 Slurm:
-  --partition P  --account A  --qos Q  --time T (the run jobs' limit)
+  --time T               the run jobs' time limit (required: a partition's default is rarely
+                         what a study wants); Slurm sends SIGTERM 120 s before it and the
+                         run writes its report of the steps that finished (status interrupted)
+  --partition P  --account A  --qos Q
   --job-name NAME        prefix of the job names (default moebench)
   --sbatch-arg ARG       one more sbatch option for every job (repeatable), e.g. --constraint=x
 The report job (see `moebench report --help`):
@@ -41,13 +49,24 @@ Other:
   --dry-run              print the sbatch commands instead of submitting them
   -h, --help
 
-Everything after `--` is passed to `moebench run` (e.g. --preset deepseek-v3 --ep 8 --steps 20).
+Everything after `--` is passed to `moebench run` (e.g. --preset deepseek-v3 --ep 8 --steps 20);
+the study sets --out itself.
+
+Nothing is submitted until everything is checked (also with --dry-run): these options, the
+partition (sinfo), and moebench's options at every GPU count, by `moebench plan --world N` with
+them (and --gpu-memory: the largest rank must fit). A study of one GPU count submits no report
+job (a scaling report compares two or more): add sizes later with --only.
 moebench.sbatch documents the environment variables the run jobs read (MOEBENCH_*).
 EOF
 }
 
+submitted=0 # jobs in the queue: until then every failure says that nothing was submitted
 die() {
-  echo "scaling.sh: $*" >&2
+  if ((submitted)); then
+    echo "scaling.sh: $*" >&2
+  else
+    echo "scaling.sh: $*; nothing was submitted" >&2
+  fi
   exit 2
 }
 
@@ -65,6 +84,9 @@ gpu_request=1
 bin="${MOEBENCH_BIN:-}"
 job_name=moebench
 dry_run=0
+cpu_study=0
+gpu_memory=""
+partition=""
 slurm_args=()
 run_time=()
 report_args=()
@@ -82,8 +104,11 @@ while (($# > 0)); do
     --backend) need "$@"; backend="$2"; shift ;;
     --comm) need "$@"; comm="$2"; shift ;;
     --no-gpu-request) gpu_request=0 ;;
+    --cpu-study) cpu_study=1 ;;
+    --gpu-memory) need "$@"; gpu_memory="$2"; shift ;;
     --moebench) need "$@"; bin="$2"; shift ;;
-    --partition | --account | --qos) need "$@"; slurm_args+=("$1=$2"); shift ;;
+    --partition) need "$@"; partition="$2"; slurm_args+=("$1=$2"); shift ;;
+    --account | --qos) need "$@"; slurm_args+=("$1=$2"); shift ;;
     --time) need "$@"; run_time=("--time=$2"); shift ;;
     --job-name) need "$@"; job_name="$2"; shift ;;
     --sbatch-arg) need "$@"; slurm_args+=("$2"); shift ;;
@@ -100,6 +125,17 @@ while (($# > 0)); do
   shift
 done
 run_args=("$@")
+((${#run_time[@]} > 0)) || die "--time is required: the run jobs' time limit, e.g. --time 00:30:00 \
+(without it the partition's default applies)"
+for a in "${run_args[@]}"; do
+  case "$a" in
+    --out | --out=* | --step-log | --step-log=*)
+      die "moebench run's $a: the study writes each run's report (STUDY/runs/); leave it out" ;;
+  esac
+done
+if [[ -n "$gpu_memory" ]] && ! [[ "$gpu_memory" =~ ^[0-9]+([.][0-9]+)?$ ]]; then
+  die "--gpu-memory '$gpu_memory': give the GiB of one GPU, e.g. 131 for an H200's 141 GB"
+fi
 
 # --- sizes and nodes -------------------------------------------------------------------------
 [[ "$gpn" =~ ^[1-9][0-9]*$ ]] || die "--gpus-per-node '$gpn' is not a positive integer"
@@ -141,6 +177,82 @@ elif [[ -z "$bin" ]]; then
   ((dry_run)) || die "no moebench binary: give --moebench PATH (or set MOEBENCH_BIN)"
   bin=moebench
 fi
+# --- pre-flight: the partition, and moebench's options at every size, before anything exists --
+# A line for the user (a comment in a dry run, whose output is a script).
+note() { if ((dry_run)); then echo "# $*"; else echo "$*"; fi; }
+cpu_backend=0
+[[ -z "$backend" || "$backend" == cpu ]] && cpu_backend=1
+gres=""
+if partitions="$(sinfo -h -o '%P %G' 2>/dev/null)" && [[ -n "$partitions" ]]; then
+  if [[ -n "$partition" ]]; then
+    grep -q "^$partition[*]\? " <<<"$partitions" ||
+      die "--partition '$partition' is not a partition of this cluster (sinfo lists:" \
+        "$(cut -d' ' -f1 <<<"$partitions" | tr -d '*' | sort -u | tr '\n' ' '| sed 's/ $//'))"
+    gres="$(awk -v p="$partition" '$1 == p || $1 == p "*" {print $2}' <<<"$partitions" |
+      sort -u | tr '\n' ' ')"
+  else
+    gres="$(awk '$1 ~ /[*]$/ {print $2}' <<<"$partitions" | sort -u | tr '\n' ' ')"
+  fi
+else
+  note "pre-flight: sinfo did not answer (no Slurm here?): the partition is not checked"
+fi
+where="partition ${partition:-(the default)}"
+if [[ "$gres" == *gpu* ]] && ((cpu_backend && !cpu_study)); then
+  die "$where has GPUs (gres ${gres% }) but this study would run moebench's cpu backend" \
+    "(${backend:+--backend cpu}${backend:-no --backend given}): give --backend cuda --comm nccl" \
+    "to measure the GPUs, or --cpu-study to run on the CPUs anyway"
+fi
+if [[ -z "$gpu_memory" && "$gres" == *gpu:* ]]; then
+  # HBM per GPU in GiB (the vendors' GB: 80, 141, 180, 186, 288).
+  case "$(grep -o 'gpu:[A-Za-z0-9_]*' <<<"$gres" | head -1 | cut -d: -f2 | tr 'A-Z' 'a-z')" in
+    h100 | h800) gpu_memory=74.5 ;;
+    h200) gpu_memory=131.3 ;;
+    b200) gpu_memory=167.6 ;;
+    gb200) gpu_memory=173.2 ;;
+    b300 | gb300) gpu_memory=268.2 ;;
+  esac
+fi
+# moebench plan at every size, with the run's options: the run jobs would fail the same way.
+if [[ "$bin" == */* ]] || command -v "$bin" >/dev/null 2>&1; then
+  plan=("$bin" plan)
+  [[ -n "$backend" ]] && plan+=(--backend "$backend")
+  [[ -n "$comm" ]] && plan+=(--comm "$comm")
+  memory_note="no memory check (the cpu backend checks the host's memory when it starts)"
+  if ((!cpu_backend)); then
+    memory_note="no memory check: give --gpu-memory GIB"
+    if [[ -n "$gpu_memory" ]]; then
+      plan+=(--gpu-memory "$gpu_memory")
+      memory_note="the largest rank fits in $gpu_memory GiB per GPU"
+    fi
+  fi
+  # The options moebench.sbatch gives `moebench run` besides these (keep the two in step): the
+  # model default and the MOEBENCH_* variables the jobs inherit.
+  has_model=0
+  for a in "${run_args[@]}"; do
+    case "$a" in --preset | --preset=* | --model-config | --model-config=* | --recipe | --recipe=*) has_model=1 ;; esac
+  done
+  if [[ -n "${MOEBENCH_MODEL_CONFIG:-}" ]]; then
+    plan+=(--model-config "$MOEBENCH_MODEL_CONFIG")
+  elif [[ -n "${MOEBENCH_PRESET:-}" ]] || ((has_model == 0)); then
+    plan+=(--preset "${MOEBENCH_PRESET:-deepseek-v3}")
+  fi
+  [[ -n "${MOEBENCH_EP:-}" ]] && plan+=(--ep "$MOEBENCH_EP")
+  [[ -n "${MOEBENCH_STEPS:-}" ]] && plan+=(--steps "$MOEBENCH_STEPS")
+  [[ -n "${MOEBENCH_WARMUP:-}" ]] && plan+=(--warmup "$MOEBENCH_WARMUP")
+  [[ -n "${MOEBENCH_PRECISION:-}" ]] && plan+=(--precision "$MOEBENCH_PRECISION")
+  read -r -a extra <<<"${MOEBENCH_EXTRA_ARGS:-}"
+  plan+=("${extra[@]}")
+  for g in "${sizes[@]}"; do
+    if ! msg="$("${plan[@]}" --world "$g" "${run_args[@]}" 2>&1 >/dev/null)"; then
+      die "pre-flight at $g GPUs: $(grep -m1 '^moebench:' <<<"$msg" || head -n1 <<<"$msg")" \
+        "(checked with: ${plan[*]} --world $g ${run_args[*]})"
+    fi
+  done
+  note "pre-flight: moebench plan accepts the run options at ${gpus_list} GPUs; $memory_note"
+else
+  note "pre-flight: no moebench binary here to check the run options with ($bin): skipped"
+fi
+
 [[ -n "$study" ]] || study="moebench-study-$(date +%Y%m%d-%H%M%S)"
 if ((dry_run)); then
   [[ "$study" == /* ]] || study="$PWD/$study"
@@ -208,6 +320,7 @@ for i in "${!sizes[@]}"; do
   else
     id="$(submit - "${cmd[@]}")" ||
       die "sbatch failed for $g GPUs (jobs already submitted: ${ids[*]:-none})"
+    submitted=1
     id="${id%%;*}"
     printf '%s\t%s\t%s\t%s\n' "$g" "$n" "$id" "$study/runs/run-${g}gpus-job$id.json" \
       >>"$study/jobs.tsv"
@@ -218,6 +331,11 @@ for i in "${!sizes[@]}"; do
 done
 
 dep="$(IFS=:; echo "${ids[*]}")"
+if ((${#sizes[@]} == 1)) && [[ -z "$only" ]]; then
+  note "one GPU count: no report job (a scaling report compares two or more); add sizes to this"
+  note "study with: $0 --study-dir $study --only <GPUs> [same options]"
+  exit 0
+fi
 rep=("$study/runs" --out "$study/scaling.json" --markdown "$study/scaling.md")
 ((plot)) && rep+=(--plot "$study/scaling.png")
 mounts=()

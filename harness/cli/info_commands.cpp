@@ -1,6 +1,7 @@
 // The commands that read or compute but run no step: plan, presets, validate.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -138,7 +139,21 @@ int plan_command(const CliOptions& o) {
       o.world.value_or(o.workload.recipe.empty() ? 1 : recipe(o.workload.recipe).gpus);
   const RunConfig c = resolve_run_config(o, world);
   if (!o.out.empty()) ensure_writable_destination(o.out);
-  const nlohmann::ordered_json j = plan_json(c);
+  nlohmann::ordered_json j = plan_json(c);
+  if (o.gpu_memory_gib) {
+    // What a GPU run's own memory check would refuse: moebench's step, BF16, its largest rank.
+    const double capacity = *o.gpu_memory_gib * 1024.0 * 1024.0 * 1024.0;
+    const double need = j["memory"]["moebench_max_rank_bytes"].get<double>();
+    j["memory"]["given_gpu_memory_bytes"] = capacity;
+    j["memory"]["fits_given_gpu_memory"] = need <= capacity;
+    if (need > capacity) {
+      throw UsageError("at " + std::to_string(world) +
+                       " GPUs the largest rank needs an estimated " + format_gib(need) +
+                       " (moebench's step, BF16) but --gpu-memory gives " + format_gib(capacity) +
+                       "; use a larger --ep or --pp, fewer --layers, or a smaller --seq-len or "
+                       "--micro-batch");
+    }
+  }
   if (o.json) {
     std::cout << j.dump(2) << "\n";
   } else {
@@ -205,6 +220,12 @@ int validate_command(const CliOptions& o) {
   const nlohmann::json schema = load_schema(kRunSchemaFile);
   int bad = 0;
   for (const std::string& path : o.files) {
+    std::error_code ec;
+    if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
+      std::cerr << path << ": not a regular file (give run report files)\n";
+      ++bad;
+      continue;
+    }
     std::ifstream in(path);
     if (!in) {
       std::cerr << path << ": cannot be read\n";
@@ -214,7 +235,7 @@ int validate_command(const CliOptions& o) {
     nlohmann::json doc;
     try {
       doc = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse errors, and numbers beyond double
       std::cerr << path << ": not JSON (" << e.what() << ")\n";
       ++bad;
       continue;

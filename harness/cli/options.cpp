@@ -141,29 +141,40 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   NamedFlags bench_named;
   CLI::App* run = app.add_subcommand("run", "run training steps and write a run report");
   add_workload_flags(run, o.workload, named);
-  run->add_option("--warmup", o.warmup, "untimed steps first (default 3)");
-  run->add_option("--steps", o.steps, "timed steps (default 10)");
-  run->add_flag("--verify", o.verify,
-                "check one step against a single-process reference of the global batch");
+  std::string inject;
+  // The run's own flags; plan takes them too (checked, not used), so that a `moebench run`
+  // command line can be planned by changing the word (slurm/scaling.sh's pre-flight does).
+  const auto add_run_flags = [&](CLI::App* app_, const std::string& note) {
+    app_->add_option("--warmup", o.warmup, "untimed steps first (default 3)" + note);
+    app_->add_option("--steps", o.steps, "timed steps (default 10)" + note);
+    app_->add_flag("--verify", o.verify,
+                   "check one step against a single-process reference of the global batch" + note);
+    app_->add_option(
+        "--timeout", o.timeout_s,
+        "seconds a collective may take before the run is aborted (nccl; default 600)" + note);
+    app_->add_flag("--quiet", o.quiet, "no table on stdout" + note);
+    app_->add_option("--inject", inject,
+                     "testing aid: corrupt:rank=R[,phase=dispatch|combine|grad_reduce|pp][,step=S] "
+                     "corrupts one value rank R receives there in step S (default dispatch, step "
+                     "0: the --verify step), which --verify must catch" +
+                         note);
+  };
+  add_run_flags(run, "");
   run->add_option("--out", o.out, "write the JSON run report here (atomically)");
-  run->add_option("--timeout", o.timeout_s,
-                  "seconds a collective may take before the run is aborted (nccl; default 600)");
-  run->add_flag("--quiet", o.quiet, "no table on stdout");
   run->add_option("--step-log", o.step_log,
                   "append each finished step as a JSON line here, flushed (default OUT.steps.jsonl "
                   "beside --out)");
-  std::string inject;
-  run->add_option("--inject", inject,
-                  "testing aid: corrupt:rank=R[,phase=dispatch|combine|grad_reduce|pp][,step=S] "
-                  "corrupts one value rank R receives there in step S (default dispatch, step 0: "
-                  "the --verify step), which --verify must catch");
 
   CLI::App* plan = app.add_subcommand("plan", "accounting and per-rank memory, without running");
   add_workload_flags(plan, o.workload, named);
   plan->add_option("--world", o.world,
                    "number of ranks (GPUs) to plan for (default 1, or the recipe's GPU count)");
+  plan->add_option("--gpu-memory", o.gpu_memory_gib,
+                   "GiB of memory per GPU: exit 2 unless the largest rank's estimate (moebench's "
+                   "own step, BF16) fits in it");
   plan->add_flag("--json", o.json, "print JSON instead of text");
   plan->add_option("--out", o.out, "also write the JSON here");
+  add_run_flags(plan, " (run's flag: checked as run checks it, not used)");
 
   CLI::App* report =
       app.add_subcommand("report", "merge run reports into a scaling report with verdicts");
@@ -293,6 +304,12 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
     if (!o.workload.recipe.empty()) recipe(o.workload.recipe);  // a bad name fails here
     if (o.world && *o.world < 1) {
       throw UsageError("--world " + std::to_string(*o.world) + ": must be >= 1");
+    }
+    if (o.gpu_memory_gib && !(*o.gpu_memory_gib > 0 && *o.gpu_memory_gib <= 1e6)) {
+      std::ostringstream v;
+      v << *o.gpu_memory_gib;
+      throw UsageError("--gpu-memory " + v.str() +
+                       ": give the GiB of one GPU, a number in (0, 1e6], e.g. 141 for an H200");
     }
   }
   return o;

@@ -95,14 +95,15 @@ struct CliOptions {
   bool verify = false;
   // run: the longest wait for a collective or the communicator setup (--timeout)
   double timeout_s = 600;
-  std::string out;                  // run: report path; plan: JSON path
-  std::string step_log;             // run: --step-log (default OUT.steps.jsonl with --out)
-  bool json = false;                // plan, phases: print JSON
-  std::optional<int> world;         // plan: the world size to plan for (1, or the recipe's)
-  bool quiet = false;               // run: no table
-  std::optional<FaultSpec> inject;  // run: --inject (a testing aid)
-  std::vector<std::string> files;   // validate
-  std::string help_text;            // for Command::help
+  std::string out;                       // run: report path; plan: JSON path
+  std::string step_log;                  // run: --step-log (default OUT.steps.jsonl with --out)
+  bool json = false;                     // plan, phases: print JSON
+  std::optional<int> world;              // plan: the world size to plan for (1, or the recipe's)
+  std::optional<double> gpu_memory_gib;  // plan: the GPU memory the largest rank must fit in
+  bool quiet = false;                    // run: no table
+  std::optional<FaultSpec> inject;       // run: --inject (a testing aid)
+  std::vector<std::string> files;        // validate
+  std::string help_text;                 // for Command::help
   std::vector<std::string> argv;
   ReportOptions report;
   BenchOptions bench;

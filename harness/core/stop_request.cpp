@@ -1,8 +1,10 @@
 #include "harness/core/stop_request.hpp"
 
 #include <csignal>
+#include <sstream>
 
 #include "harness/core/clock.hpp"
+#include "harness/core/error.hpp"
 
 namespace moebench {
 
@@ -47,15 +49,23 @@ void set_stopped_wait_hook(StoppedWaitHook h) {
 }
 
 void notice_stop_while_waiting(const std::function<std::string()>& what) {
-  if (g_signal == 0 || g_hook_ran) return;
+  if (g_signal == 0) return;
   if (!g_seen) {
     g_seen = true;
     g_seen_at = Clock::now();
     return;
   }
-  if (seconds_since(g_seen_at) < kStoppedWaitGrace) return;
-  g_hook_ran = true;
-  if (hook()) hook()(what());
+  const double pending = seconds_since(g_seen_at);
+  if (pending >= kStoppedWaitGrace && !g_hook_ran) {
+    g_hook_ran = true;
+    if (hook()) hook()(what());
+  }
+  if (pending >= kStoppedWaitGiveUp) {
+    std::ostringstream os;
+    os << what() << " was still waiting " << kStoppedWaitGiveUp << " s after "
+       << signal_name(g_signal) << ": the job is ending (a peer died or hung)";
+    throw Error(ExitCode::interrupted, os.str());
+  }
 }
 
 }  // namespace moebench

@@ -5,7 +5,8 @@
 // But when the launcher signals the job because a peer died (Open MPI sends SIGTERM, then SIGKILL
 // a second later), the step never ends. Every polled wait therefore calls
 // notice_stop_while_waiting(): once a signal has been pending for kStoppedWaitGrace while a wait
-// is still blocked, the hook runs (rank 0 writes what it has), once per process.
+// is still blocked, the hook runs (rank 0 writes what it has), once per process; after
+// kStoppedWaitGiveUp the wait gives up (exit 7).
 #pragma once
 
 #include <functional>
@@ -29,8 +30,15 @@ void set_stopped_wait_hook(StoppedWaitHook hook);
 // a healthy step's short waits end first, short enough to act before the launcher's SIGKILL.
 inline constexpr double kStoppedWaitGrace = 0.1;  // seconds
 
+// How long a wait may stay blocked once a signal is pending before it gives up: a healthy step's
+// waits end well within it (Slurm signals 120 s before the limit), while a launcher that sends
+// SIGTERM to the survivors of a dead rank and SIGKILL only after its KillWait (srun: 30 s by
+// default) would otherwise leave them waiting for the whole --timeout.
+inline constexpr double kStoppedWaitGiveUp = 20;  // seconds
+
 // Called by every polled wait on each poll that found it not yet complete. Cheap when no signal
-// is pending; runs the hook at most once per signal.
+// is pending; runs the hook at most once per signal; throws Error(ExitCode::interrupted) naming
+// what() once the signal has been pending for kStoppedWaitGiveUp.
 void notice_stop_while_waiting(const std::function<std::string()>& what);
 
 }  // namespace moebench

@@ -480,7 +480,9 @@ ScalingResult compute_scaling(const std::vector<RunPoint>& runs, const ScalingOp
     throw UsageError("--baseline " + std::to_string(out.baseline_gpus) +
                      ": no run at that GPU count (sizes: " + sizes + ")");
   }
-  for (const auto& [field, value] : runs.front().workload_key) {
+  for (const auto& entry : runs.front().workload_key) {
+    const std::string& field = entry.first;  // (clang 14 cannot capture a structured binding)
+    const std::string& value = entry.second;
     const bool mixed = is_allowed_mixed(field, options) &&
                        std::any_of(runs.begin(), runs.end(), [&](const RunPoint& r) {
                          for (const auto& kv : r.workload_key) {

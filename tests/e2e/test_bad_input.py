@@ -210,6 +210,20 @@ def test_validate_reports(ctx):
         r = expect_validate(ctx, missing, e2e.EXIT_USAGE)
         e2e.check("per_rank" in r.stderr, "validate does not name the missing key", r)
 
+        # A number beyond double's range (found by tests/fuzz/fuzz_report in `report`): exit 2.
+        huge = os.path.join(tmp, "huge-number.json")
+        with open(huge, "w") as f:
+            f.write(text.replace('"schema_version": 1', '"schema_version": 1e400', 1))
+        r = expect_validate(ctx, huge, e2e.EXIT_USAGE)
+        e2e.check("number overflow" in r.stderr, "validate should say why", r)
+        r = e2e.run_moebench(ctx, ["report", huge, good, "--out", os.path.join(tmp, "s.json")],
+                             timeout=TIMEOUT)
+        e2e.check(r.rc == e2e.EXIT_USAGE and "number overflow" in r.stderr and
+                  r.stderr.count("moebench:") == 1, "report of a 1e400 report", r)
+        # A directory is not a report.
+        r = expect_validate(ctx, tmp, e2e.EXIT_USAGE)
+        e2e.check("not a regular file" in r.stderr, "validate of a directory", r)
+
 
 TESTS = ([make_case(n, a, k) for n, a, k in CASES] + [test_both_preset_and_config] +
          CONFIG_TESTS + [test_out_in_missing_directory, test_out_not_a_regular_file,

@@ -152,7 +152,41 @@ def test_plan_out_writes_file(ctx):
             e2e.check(json.load(f) == written, "text-mode --out wrote a different plan")
 
 
+def test_gpu_memory(ctx):
+    """--gpu-memory: the largest rank's estimate (moebench's step, BF16) must fit, else exit 2."""
+    base = ["--preset", "deepseek-v3", "--world", "64", "--ep", "64", "--layers", "4"]
+    p = plan(ctx, base)
+    need = p["memory"]["moebench_max_rank_bytes"]
+    gib = need / 2**30
+    fits = plan(ctx, base + ["--gpu-memory", "%.3f" % (gib * 1.01)])
+    e2e.check(fits["memory"]["fits_given_gpu_memory"] is True, "%r" % fits["memory"])
+    e2e.check_close(fits["memory"]["given_gpu_memory_bytes"], gib * 1.01 * 2**30, 1e-6,
+                    "given_gpu_memory_bytes")
+    r = e2e.run_moebench(ctx, ["plan"] + base + ["--gpu-memory", "%.3f" % (gib * 0.99)], timeout=60)
+    e2e.check(r.rc == 2 and "at 64 GPUs the largest rank needs an estimated" in r.stderr and
+              r.stderr.count("\n") == 1, "a plan that does not fit must be one line, exit 2", r)
+    for bad in ["0", "-1", "nan", "1e9"]:
+        r = e2e.run_moebench(ctx, ["plan"] + base + ["--gpu-memory", bad], timeout=60)
+        e2e.check(r.rc == 2 and "--gpu-memory" in r.stderr, "--gpu-memory %s" % bad, r)
+
+
+def test_plan_takes_run_flags(ctx):
+    """A run's command line plans with `run` changed to `plan` (scaling.sh's pre-flight); the
+    run's own flags are checked as run checks them."""
+    run_flags = ["--steps", "20", "--warmup", "2", "--verify", "--timeout", "30", "--quiet",
+                 "--inject", "delay:rank=1,seconds=1"]
+    p = plan(ctx, ["--preset", "deepseek-v3-tiny", "--world", "2", "--ep", "2"] + run_flags)
+    e2e.check(p["parallel"]["world"] == 2, "plan with run flags")
+    for bad, expected in [(["--steps", "0"], "--steps"), (["--timeout", "0"], "--timeout"),
+                          (["--inject", "hang:rank=5"], "no rank 5")]:
+        r = e2e.run_moebench(ctx, ["plan", "--preset", "deepseek-v3-tiny", "--world", "2"] + bad,
+                             timeout=60)
+        e2e.check(r.rc == 2 and expected in r.stderr, "plan %s" % " ".join(bad), r)
+
+
 TESTS = [
+    test_gpu_memory,
+    test_plan_takes_run_flags,
     test_preset_matches_published_numbers,
     test_model_config_file_matches_preset,
     test_direct_q_projection,

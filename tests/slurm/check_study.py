@@ -6,6 +6,9 @@
   check_study.py scaling SCALING.json --repo DIR --gpus 2,4,8 --jobs 11,12,13 --verdict PASS|FAIL
       the scaling report: valid against reports/scaling.schema.json, one size per GPU count,
       its inputs exactly those jobs' run reports, every verdict passed (PASS) or one failed (FAIL)
+  check_study.py failed REPORT
+      the report rank 0 wrote of a run whose rank died: status failed, the error, rank 0's own
+      results over at least one finished timed step
 
 Prints what it checked; exits 1 with the reason on the first failure.
 """
@@ -90,6 +93,20 @@ def check_scaling(a):
     print(f"check_study: {name}: sizes {gpus}, jobs {jobs}, verdicts {verdicts} ok")
 
 
+def check_failed(a):
+    r = load(a.file)
+    st = r.get("status", {})
+    if st.get("state") != "failed" or not st.get("error"):
+        fail(f"{a.file}: status {st!r}, expected state failed with an error")
+    if st.get("ranks_reporting") != 1 or st.get("steps_completed", 0) < 1:
+        fail(f"{a.file}: status {st!r}, expected rank 0's own results over >= 1 timed step")
+    if r["results"]["step_time_s"]["count"] != st["steps_completed"]:
+        fail(f"{a.file}: results over {r['results']['step_time_s']['count']} steps, status says "
+             f"{st['steps_completed']}")
+    print(f"check_study: {os.path.basename(a.file)}: failed after {st['steps_completed']} timed "
+          f"steps ({st['error'][:80]}...) ok")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     sub = p.add_subparsers(dest="what", required=True)
@@ -105,8 +122,10 @@ def main():
     s.add_argument("--gpus", required=True)
     s.add_argument("--jobs", required=True)
     s.add_argument("--verdict", choices=["PASS", "FAIL"], required=True)
+    f = sub.add_parser("failed")
+    f.add_argument("file")
     a = p.parse_args()
-    check_run(a) if a.what == "run" else check_scaling(a)
+    {"run": check_run, "scaling": check_scaling, "failed": check_failed}[a.what](a)
 
 
 if __name__ == "__main__":

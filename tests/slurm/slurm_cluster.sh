@@ -45,7 +45,7 @@ slurm_wait_for() {
 }
 
 slurm_queue_empty() { [[ -z "$(timeout 5 squeue -h -o %i)" ]]; }
-slurm_node_idle() { [[ "$(sinfo -h -N -o %T 2>/dev/null)" == idle ]]; }
+slurm_node_idle() { [[ "$(sinfo -h -N -n "$(hostname -s)" -o %T 2>/dev/null)" == idle ]]; }
 
 slurm_start() {
   local dir=$1 cpus=$2 host
@@ -94,9 +94,15 @@ SlurmctldPidFile=$dir/run/slurmctld.pid
 SlurmdPidFile=$dir/run/slurmd.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
 SlurmdLogFile=$dir/log/slurmd.log
+GresTypes=gpu
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus Boards=1 SocketsPerBoard=1 CoresPerSocket=$cpus ThreadsPerCore=1 State=UNKNOWN
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+NodeName=gpu-node-1 NodeAddr=127.0.0.2 CPUs=8 Gres=gpu:h200:8 State=DOWN Reason=no-slurmd
+PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
+PartitionName=gpu Nodes=gpu-node-1 MaxTime=INFINITE State=UP
 EOF
+  # gpu-node-1 never runs a slurmd: its partition only shows GPUs in sinfo (scaling.sh's
+  # pre-flight refuses a cpu-backend study there).
+  : >"$dir/etc/gres.conf"
   export SLURM_CONF="$dir/etc/slurm.conf"
   slurmctld -i -f "$SLURM_CONF" || { slurm_log "slurmctld did not start"; return 1; }
   slurmd -f "$SLURM_CONF" || { slurm_log "slurmd did not start"; return 1; }

@@ -85,7 +85,8 @@ run_args=(-- --preset deepseek-v3-tiny --ep 2 --warmup 1 --steps 2)
 
 # --- submit-time behaviour: nothing reaches the queue ------------------------------------------
 step "--dry-run --gpus 256,512,1024 --gpus-per-node 4"
-out="$("$scaling" --dry-run --gpus 256,512,1024 --gpus-per-node 4 --study-dir "$tmp/dry")"
+out="$("$scaling" --dry-run --moebench "$bin" --gpus 256,512,1024 --gpus-per-node 4 \
+  --study-dir "$tmp/dry" --time 30 "${run_args[@]}")"
 echo "$out"
 for n in 64 128 256; do
   grep -q -- "--nodes=$n --ntasks-per-node=4 .*moebench.sbatch" <<<"$out" ||
@@ -101,12 +102,59 @@ slurm_queue_empty || die "dry run submitted jobs"
 step "a sizes list that does not divide into nodes"
 rc=0
 err="$("$scaling" --moebench "$bin" --gpus 8,12 --gpus-per-node 8 --study-dir "$tmp/bad" \
-  "${run_args[@]}" 2>&1)" || rc=$?
+  --time 10 "${run_args[@]}" 2>&1)" || rc=$?
 echo "$err"
 ((rc == 2)) || die "bad sizes: exit $rc, expected 2"
 grep -q "12 GPUs do not fill whole nodes of 8 GPUs" <<<"$err" || die "bad sizes: unclear message"
 [[ ! -e "$tmp/bad" ]] || die "bad sizes: the study directory was created"
 slurm_queue_empty || die "bad sizes: jobs were submitted"
+
+# --- the pre-flight: each refusal is exit 2 with one line, before anything is made or queued --
+# refuse NAME EXPECTED ARGS...: scaling.sh ARGS must exit 2 saying EXPECTED.
+refuse() {
+  local name=$1 expected=$2 rc=0 err
+  shift 2
+  err="$("$scaling" --moebench "$bin" --study-dir "$tmp/refused" "$@" 2>&1)" || rc=$?
+  echo "$name: $err"
+  ((rc == 2)) || die "pre-flight, $name: exit $rc, expected 2"
+  grep -qF -- "$expected" <<<"$err" || die "pre-flight, $name: the message does not say '$expected'"
+  grep -q "nothing was submitted" <<<"$err" || die "pre-flight, $name: does not say nothing was submitted"
+  [[ ! -e "$tmp/refused" ]] || die "pre-flight, $name: the study directory was created"
+  slurm_queue_empty || die "pre-flight, $name: jobs were submitted"
+}
+step "pre-flight refusals"
+refuse "no --time" "--time is required" --gpus 2,4 "${run_args[@]}"
+refuse "a bad moebench flag" "pre-flight at 2 GPUs: moebench: The following argument was not expected: --no-such-flag" \
+  --gpus 2,4 --time 10 -- --preset deepseek-v3-tiny --no-such-flag
+refuse "an EP that does not divide a size" "pre-flight at 2 GPUs: moebench: --ep 4 does not divide the 2 ranks" \
+  --gpus 2,4 --time 10 -- --preset deepseek-v3-tiny --ep 4
+refuse "--out in the run options" "the study writes each run's report" \
+  --gpus 2,4 --time 10 "${run_args[@]}" --out x.json
+refuse "an unknown partition" "--partition 'nope' is not a partition of this cluster (sinfo lists: debug gpu)" \
+  --partition nope --gpus 2,4 --time 10 "${run_args[@]}"
+refuse "a cpu study on a GPU partition" "partition gpu has GPUs (gres gpu:h200:8) but this study would run moebench's cpu backend" \
+  --partition gpu --gpus 8,16 --time 10 "${run_args[@]}"
+# The GPU type in the partition's gres gives the memory to plan with: an H200's 141 GB.
+refuse "a model that does not fit the partition's GPUs" "but --gpu-memory gives 131.30 GiB" \
+  --partition gpu --backend cuda --comm nccl --gpus 8,16 --time 10 -- --preset deepseek-v3 --ep 8
+refuse "a model that does not fit --gpu-memory" "but --gpu-memory gives 40.00 GiB" \
+  --dry-run --backend cuda --comm nccl --gpu-memory 40 --gpus 64,128 --time 10 -- \
+  --preset deepseek-v3 --ep 64 --layers 4
+
+step "pre-flight acceptances (dry runs): --cpu-study on the GPU partition, a single size"
+out="$("$scaling" --dry-run --moebench "$bin" --partition gpu --cpu-study --gpus 8,16 \
+  --study-dir "$tmp/cpu-study" --time 10 "${run_args[@]}")"
+echo "$out"
+[[ "$(grep -c 'sbatch --parsable' <<<"$out")" == 3 ]] || die "--cpu-study: expected 3 sbatch lines"
+! grep -q -- "--gpus-per-node=" <<<"$out" || die "--cpu-study: a cpu study requested GPUs"
+grep -q "^# pre-flight: moebench plan accepts the run options at 8,16 GPUs" <<<"$out" ||
+  die "--cpu-study: the dry run does not say what the pre-flight checked"
+out="$("$scaling" --dry-run --moebench "$bin" --gpus 4 --study-dir "$tmp/single" --time 10 \
+  "${run_args[@]}")"
+echo "$out"
+[[ "$(grep -c 'sbatch --parsable' <<<"$out")" == 1 ]] || die "single size: expected 1 sbatch line"
+! grep -q "report.sbatch" <<<"$out" || die "single size: a report job that must fail"
+grep -q "one GPU count: no report job" <<<"$out" || die "single size: does not say why no report"
 
 # --- three studies at once (the node runs one job at a time: the jobs are --exclusive) --------
 # Prints the job ids of scaling.sh's "run job ID:" lines, then the report job's.
@@ -126,12 +174,13 @@ echo "$out_mpi"
 mapfile -t mpi_jobs < <(job_ids "$out_mpi")
 ((${#mpi_jobs[@]} == 3)) || die "study 2: expected 3 job ids, got ${mpi_jobs[*]}"
 
-step "study 3: a run job that fails (a bad flag)"
-out_fail="$("$scaling" --moebench "$bin" --gpus 2 --gpus-per-node 8 --study-dir "$tmp/fail" \
-  --time 10 -- --preset deepseek-v3-tiny --no-such-flag)"
+step "study 3: run jobs that fail (a rank dies at its third step), at 2 and 4 tasks"
+out_fail="$("$scaling" --moebench "$bin" --gpus 2,4 --gpus-per-node 8 --study-dir "$tmp/fail" \
+  --time 10 -- --preset deepseek-v3-tiny --ep 2 --warmup 1 --steps 5 --timeout 120 \
+  --inject die:rank=1,step=2)"
 echo "$out_fail"
 mapfile -t fail_jobs < <(job_ids "$out_fail")
-((${#fail_jobs[@]} == 2)) || die "study 3: expected 2 job ids, got ${fail_jobs[*]}"
+((${#fail_jobs[@]} == 3)) || die "study 3: expected 3 job ids, got ${fail_jobs[*]}"
 grep -q "scontrol show job" <<<"$out_fail" || die "study 3: scaling.sh does not say how to see why"
 grep -q "$tmp/fail/logs/" <<<"$out_fail" || die "study 3: scaling.sh does not say where logs are"
 
@@ -178,15 +227,26 @@ check_runs "$tmp/mpirun" mpirun 2 "${mpi_jobs[0]}" 4 "${mpi_jobs[1]}"
 python3 "$here/check_study.py" scaling "$tmp/mpirun/scaling.json" --repo "$repo" --gpus 2,4 \
   --jobs "$(IFS=,; echo "${mpi_jobs[*]:0:2}")" --verdict FAIL || die "study 2: scaling report"
 
-step "waiting for study 3 (failing run)"
-expect_job "${fail_jobs[0]}" "FAILED 2:0"
+step "waiting for study 3 (failing runs)"
+# srun (--kill-on-bad-exit) sends the survivors SIGTERM and SIGKILL only after KillWait; a
+# survivor still waiting for the dead rank gives up 20 s after the SIGTERM (exit 7), long before
+# its --timeout of 120 s.
+for i in 0 1; do
+  got="$(slurm_wait_job "${fail_jobs[$i]}" 240)" || die "job ${fail_jobs[$i]} did not end"
+  [[ "$got" == FAILED* ]] || die "study 3: run job ${fail_jobs[$i]} ended $got, expected FAILED"
+  echo "job ${fail_jobs[$i]}: $got"
+done
+(( SECONDS - t0 < 200 )) || die "study 3: the failing runs waited for their --timeout"
 # The dependency can never be satisfied, so --kill-on-invalid-dep cancels the report job.
-expect_job "${fail_jobs[1]}" "CANCELLED 0:0"
-scontrol show job -o "${fail_jobs[1]}" | grep -q "Reason=DependencyNeverSatisfied" ||
+expect_job "${fail_jobs[2]}" "CANCELLED 0:0"
+scontrol show job -o "${fail_jobs[2]}" | grep -q "Reason=DependencyNeverSatisfied" ||
   die "study 3: the report job was not cancelled for its dependency"
-grep -q "no-such-flag" "$tmp/fail/logs/moebench-2gpus-${fail_jobs[0]}.out" ||
-  die "study 3: the run's log does not show moebench's error"
 [[ ! -e "$tmp/fail/scaling.json" ]] || die "study 3: a scaling report was written"
+# Rank 0 outlived the dead rank: its report of the timed steps that finished says failed.
+for g in 2 4; do
+  python3 "$here/check_study.py" failed "$tmp/fail/runs/"run-${g}gpus-job*.json ||
+    die "study 3: the failed run's report at $g tasks"
+done
 
 step "waiting for the mismatched job"
 expect_job "$mismatch" "FAILED 2:0"

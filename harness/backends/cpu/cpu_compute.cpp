@@ -57,8 +57,9 @@ void sgemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b, 
   if (m == 0 || n == 0) return;
   if (k == 0) {
     // An empty sum (an expert that got no tokens in a weight gradient): C = beta C only.
+    const std::int64_t cols = n;  // (clang 14 cannot capture a structured binding)
     for_rows(c, [&](float* row, std::int64_t) {
-      for (std::int64_t j = 0; j < n; ++j) row[j] = beta == 0.0f ? 0.0f : beta * row[j];
+      for (std::int64_t j = 0; j < cols; ++j) row[j] = beta == 0.0f ? 0.0f : beta * row[j];
     });
     return;
   }
