@@ -426,8 +426,10 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
   std::optional<Precision> precision = w.precision;
   if (!precision && rec) precision = run_precision(*rec);
   c.precision = resolve_precision(c.backend, precision);
-  if (!(o.timeout_s > 0)) {
-    throw UsageError("--timeout " + std::to_string(o.timeout_s) + ": must be > 0 seconds");
+  if (!(o.timeout_s > 0 && o.timeout_s <= kMaxTimeoutS)) {
+    std::ostringstream v;
+    v << o.timeout_s;
+    throw UsageError("--timeout " + v.str() + ": must be a number of seconds in (0, 1e6]");
   }
   c.comm_timeout_s = o.timeout_s;
   return c;

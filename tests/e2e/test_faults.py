@@ -282,7 +282,8 @@ def test_sigterm_writes_an_interrupted_report(ctx):
 def test_bad_fault_specs(ctx):
     cases = [
         ("delay:rank=0", "seconds=T is required"),
-        ("delay:rank=0,seconds=-1", "seconds must be a number > 0"),
+        ("delay:rank=0,seconds=-1", "seconds must be a number in (0, 1e6]"),
+        ("delay:rank=0,seconds=1e308", "seconds must be a number in (0, 1e6]"),
         ("hang:rank=0,seconds=1", "unknown field"),
         ("explode:rank=0", "unknown fault"),
         ("die:step=1", "rank=R is required"),

@@ -1,5 +1,7 @@
 #include "workloads/config/run_config.hpp"
 
+#include <limits>
+
 #include <doctest/doctest.h>
 
 #include <string>
@@ -88,6 +90,38 @@ TEST_CASE("run_config: a valid configuration passes") {
   c.layout.ranks_per_node = 2;
   c.workload.routing = parse_routing("zipf:1.1");
   CHECK_NOTHROW(validate(c));
+}
+
+TEST_CASE("run_config: every flag has an upper bound, checked before any product is formed") {
+  struct Case {
+    const char* expected;
+    void (*set)(RunConfig&, std::int64_t);
+    std::int64_t at_limit;
+  };
+  const Case cases[] = {
+      {"--seq-len must be in 1..1048576",
+       [](RunConfig& c, std::int64_t v) { c.workload.seq_len = v; }, kMaxSeqLen},
+      {"--micro-batch must be in 1..65536",
+       [](RunConfig& c, std::int64_t v) { c.workload.micro_batch = v; }, kMaxMicroBatch},
+      {"--steps must be in 1..10000000",
+       [](RunConfig& c, std::int64_t v) { c.steps = static_cast<int>(v); }, kMaxSteps},
+      {"--blas-threads must be in 1..1024",
+       [](RunConfig& c, std::int64_t v) { c.blas_threads = static_cast<int>(v); }, kMaxBlasThreads},
+  };
+  for (const Case& k : cases) {
+    RunConfig c = tiny_run();
+    k.set(c, k.at_limit);
+    CHECK_NOTHROW(validate(c));  // the limit itself is valid
+    k.set(c, k.at_limit + 1);
+    CHECK(usage_message([&] { validate(c); }).find(k.expected) == 0);
+  }
+  // 2^63 - 1 micro-batches used to wrap the per-step product; now it is refused first.
+  RunConfig c = tiny_run();
+  c.workload.micro_batch = std::numeric_limits<std::int64_t>::max();
+  CHECK(usage_message([&] { validate(c); }).find("--micro-batch must be in") == 0);
+  c = tiny_run();
+  c.layout.world = kMaxWorld + 1;
+  CHECK(usage_message([&] { validate(c); }).find("the world size") == 0);
 }
 
 TEST_CASE("run_config: layout errors say which values would be valid") {

@@ -138,8 +138,19 @@ void validate(const RunConfig& c) {
   const ParallelLayout& p = c.layout;
   const auto s = [](std::int64_t v) { return std::to_string(v); };
 
-  if (w.seq_len < 1) throw UsageError("--seq-len must be >= 1, got " + s(w.seq_len));
-  if (w.micro_batch < 1) throw UsageError("--micro-batch must be >= 1, got " + s(w.micro_batch));
+  // The bounds, before any product of them is formed.
+  const auto bounded = [&](const char* flag, std::int64_t v, std::int64_t lo, std::int64_t hi) {
+    if (v < lo || v > hi) {
+      throw UsageError(std::string(flag) + " must be in " + s(lo) + ".." + s(hi) + ", got " + s(v));
+    }
+  };
+  bounded("--seq-len", w.seq_len, 1, kMaxSeqLen);
+  bounded("--micro-batch", w.micro_batch, 1, kMaxMicroBatch);
+  bounded("--global-batch", w.global_batch, 0, kMaxGlobalBatch);
+  bounded("the world size (mpirun -np, or plan's --world)", p.world, 1, kMaxWorld);
+  bounded("--warmup", c.warmup, 0, kMaxSteps);
+  bounded("--steps", c.steps, 1, kMaxSteps);
+  bounded("--blas-threads", c.blas_threads, 1, kMaxBlasThreads);
   if (w.layers < 1 || w.layers > c.model.num_hidden_layers) {
     throw UsageError("--layers " + s(w.layers) + " is out of range for " + c.model.name +
                      "; valid: 1.." + s(c.model.num_hidden_layers));
@@ -153,16 +164,10 @@ void validate(const RunConfig& c) {
     throw UsageError("--routing zipf:" + str(w.routing.zipf_exponent) +
                      ": the zipf exponent must be a finite number > 0; " + kRoutingForms);
   }
-  if (c.warmup < 0) throw UsageError("--warmup must be >= 0, got " + s(c.warmup));
-  if (c.steps < 1) throw UsageError("--steps must be >= 1, got " + s(c.steps));
-  if (c.blas_threads < 1) {
-    throw UsageError("--blas-threads must be >= 1, got " + s(c.blas_threads));
-  }
   if (c.grad_bucket_bytes < 0) {
     throw UsageError("--grad-bucket-mb must be >= 0, got " + s(c.grad_bucket_bytes) + " bytes");
   }
 
-  if (p.world < 1) throw UsageError("the world size must be >= 1 (mpirun -np), got " + s(p.world));
   const ParallelGrid grid = p.grid();  // UsageError when a size does not fit the world
   const std::int64_t experts = c.model.n_routed_experts;
   if (experts % p.ep != 0) {

@@ -159,7 +159,18 @@ std::int64_t default_dense_layers(const ModelConfig& m, std::int64_t layers);
 // without the optimizer step.
 RunConfig single_process_reference(const RunConfig& distributed);
 
-// Checks the workload and the layout against the model: UsageError with what would be valid.
+// The largest values the flags may take: far beyond any real run, and small enough that every
+// count made from them (tokens per step, elements per rank) stays well inside int64.
+inline constexpr std::int64_t kMaxSeqLen = std::int64_t{1} << 20;       // 1,048,576 tokens
+inline constexpr std::int64_t kMaxMicroBatch = std::int64_t{1} << 16;   // sequences
+inline constexpr std::int64_t kMaxGlobalBatch = std::int64_t{1} << 24;  // sequences
+inline constexpr std::int64_t kMaxWorld = std::int64_t{1} << 20;        // ranks
+inline constexpr std::int64_t kMaxSteps = 10000000;                     // --steps, --warmup
+inline constexpr std::int64_t kMaxBlasThreads = 1024;
+inline constexpr double kMaxTimeoutS = 1e6;  // 11.6 days
+
+// Checks the workload and the layout against the model, every bound above first (before any
+// arithmetic): UsageError with what would be valid.
 void validate(const RunConfig& c);
 
 // tokens_per_rank there is per GPU per step: the global batch's tokens over the world.

@@ -290,10 +290,9 @@ FaultSpec parse_fault_spec(const std::string& text) {
       char* end = nullptr;
       const std::string v(value);
       f.seconds = std::strtod(v.c_str(), &end);
-      if (v.empty() || end != v.c_str() + v.size() || !(f.seconds > 0) ||
-          !std::isfinite(f.seconds)) {
-        throw UsageError("--inject " + text + ": seconds must be a number > 0, got '" + v + "'; " +
-                         kForms);
+      if (v.empty() || end != v.c_str() + v.size() || !(f.seconds > 0) || !(f.seconds <= 1e6)) {
+        throw UsageError("--inject " + text + ": seconds must be a number in (0, 1e6], got '" + v +
+                         "'; " + kForms);
       }
       have_seconds = true;
     } else if (key == "phase") {
