@@ -54,7 +54,8 @@ std::string world_ranks_of(MPI_Comm comm) {
   std::string out;
   for (int r : global) {
     if (out.size() > 60) return out + ",...";
-    out += (out.empty() ? "" : ",") + std::to_string(r);
+    if (!out.empty()) out += ',';
+    out += std::to_string(r);
   }
   return out;
 }
