@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the unit, MPI and end-to-end tests (and the fuzz corpora, the hostile inputs among them)
 # under AddressSanitizer and UndefinedBehaviorSanitizer: builds build-asan/ with
-# -DMOEBENCH_SANITIZE=address,undefined when needed, then ctest over everything but the Slurm test.
+# -DMOEBENCH_SANITIZE=address,undefined when needed, then ctest over everything but the Slurm test
+# and the 64-rank test.
 # A finding fails the test it is in (UBSan halts, ASan and LeakSanitizer exit non-zero); the
 # defaults and Open MPI's leak suppressions are compiled in (tests/sanitize/sanitizer_defaults.cpp).
 #
@@ -18,4 +19,6 @@ if [ "$(id -u)" -eq 0 ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
 cd "$build"
-ctest -LE slurm -j "$(nproc)" --output-on-failure --timeout 1800 "$@"
+# e2e.test_scale64 is left out: 64 ASan processes need more than a 24 GiB machine has (each
+# keeps its shadow memory and a quarantine of freed blocks).
+ctest -LE slurm -E '^e2e[.]test_scale64$' -j "$(nproc)" --output-on-failure --timeout 1800 "$@"

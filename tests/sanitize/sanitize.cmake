@@ -38,7 +38,8 @@ if(MOEBENCH_SANITIZE)
     $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${MOEBENCH_SANITIZE}>
     $<$<COMPILE_LANGUAGE:CXX>:-fno-sanitize-recover=all>
     $<$<COMPILE_LANGUAGE:CXX>:-fno-omit-frame-pointer>)
-  add_link_options(-fsanitize=${MOEBENCH_SANITIZE})
+  # sanitizer_defaults.cpp's dlclose must be what the shared libraries call.
+  add_link_options(-fsanitize=${MOEBENCH_SANITIZE} -Wl,--export-dynamic-symbol=dlclose)
 endif()
 
 # Adds the sanitizers' defaults to every executable of the project (called at the end of
