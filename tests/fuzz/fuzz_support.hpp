@@ -27,8 +27,13 @@ inline std::ostringstream& sink() {
 // /dev/null (plan and the tables print).
 inline void setup_once() {
   static const bool done = [] {
-    std::string dir = (std::filesystem::temp_directory_path() / "moebench-fuzz-XXXXXX").string();
+    static std::string dir =
+        (std::filesystem::temp_directory_path() / "moebench-fuzz-XXXXXX").string();
     if (mkdtemp(dir.data()) == nullptr || chdir(dir.c_str()) != 0) std::abort();
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    });
     std::cout.rdbuf(sink().rdbuf());
     // The listing commands print with stdio too: to nowhere (libFuzzer reports on stderr).
     if (std::freopen("/dev/null", "w", stdout) == nullptr) std::abort();

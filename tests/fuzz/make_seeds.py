@@ -8,8 +8,8 @@
   report/  run reports written by the real binary (1, 2 and 4 ranks, one failed), alone and
            joined by "@@" lines, as fuzz_report.cpp reads them.
 
-Inputs a fuzzer finds are added beside these by tests/fuzz/run.sh (libFuzzer's -merge), and any
-crash it finds is kept there once fixed, so ctest replays it forever after.
+Inputs a fuzzer finds are added beside these by tests/fuzz/run.sh --merge (config and cli), and
+any crash it finds is kept there once fixed, so ctest replays it forever after.
 
   tests/fuzz/make_seeds.py --binary build/moebench
 """

@@ -9,7 +9,8 @@
 # copied to build-fuzz/corpus/<target>). A crash stops that target and leaves its input in
 # build-fuzz/artifacts/<target>/ (the script then exits 1); fix it and copy the input into
 # tests/fuzz/corpus/<target>/, where ctest (fuzz.corpus.*) replays it in every build after.
-# --merge adds the inputs that found new coverage to tests/fuzz/corpus (libFuzzer's -merge=1).
+# --merge adds the inputs that found new coverage to tests/fuzz/corpus (libFuzzer's -merge=1;
+# config and cli only, inputs up to 2 KB and 512 bytes).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${FUZZ_BUILD_DIR:-$repo/build-fuzz}"
@@ -47,9 +48,12 @@ for t in "${targets[@]}"; do
       -artifact_prefix="$artifacts/" -print_final_stats=1 >"$log" 2>&1; then
     grep -E "^stat::(number_of_executed_units|peak_rss_mb|new_units_added)" "$log" | tr '\n' ' '
     echo
-    if [ "$merge" -eq 1 ]; then
-      "$build/tests/fuzz/fuzz_$t" -merge=1 -max_len=65536 "$repo/tests/fuzz/corpus/$t" "$work" \
-        >>"$log" 2>&1
+    # What is committed stays small: inputs up to 2 KB (configs) or 512 bytes (command lines);
+    # run reports are 15 KB each, so the report target's grown corpus stays in build-fuzz.
+    case "$t" in config) keep=2048 ;; cli) keep=512 ;; *) keep=0 ;; esac
+    if [ "$merge" -eq 1 ] && [ "$keep" -gt 0 ]; then
+      "$build/tests/fuzz/fuzz_$t" -merge=1 -max_len="$keep" "$repo/tests/fuzz/corpus/$t" \
+        "$work" >>"$log" 2>&1
       echo "   merged: $(ls "$repo/tests/fuzz/corpus/$t" | wc -l) inputs in tests/fuzz/corpus/$t"
     fi
   else
