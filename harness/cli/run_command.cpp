@@ -1,3 +1,5 @@
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
@@ -14,6 +16,7 @@
 #include "harness/backends/registry/registry.hpp"
 #include "harness/cli/commands.hpp"
 #include "harness/comm/communicator.hpp"
+#include "harness/core/host.hpp"
 #include "harness/core/human.hpp"
 #include "harness/core/stop_request.hpp"
 #include "harness/core/version.hpp"
@@ -103,11 +106,7 @@ RunMeta make_meta(const CliOptions& o, const RunConfig& c, const MpiRuntime& rt,
   m.blas = blas_library_name();
   m.build_type = MOEBENCH_BUILD_TYPE;
   m.compiler = std::string("g++ ") + __VERSION__;
-  for (const char* name :
-       {"SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_JOB_NODELIST", "SLURM_JOB_PARTITION",
-        "SLURM_NNODES", "SLURM_NTASKS", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS"}) {
-    if (const char* v = std::getenv(name)) m.environment.emplace_back(name, v);
-  }
+  m.environment = recorded_environment(environ);
   return m;
 }
 

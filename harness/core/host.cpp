@@ -2,12 +2,39 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <string_view>
+
 namespace moebench {
 
 std::string host_name() {
   char buf[256] = {};
   if (gethostname(buf, sizeof buf - 1) == 0 && buf[0] != '\0') return buf;
   return "unknown";
+}
+
+std::vector<std::pair<std::string, std::string>> recorded_environment(const char* const* envp) {
+  constexpr std::string_view kPrefixes[] = {"NCCL_", "UCX_", "CUDA_", "OMPI_", "PMIX_", "SLURM_"};
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const char* const* e = envp; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const auto eq = entry.find('=');
+    if (eq == std::string_view::npos || eq == 0) continue;
+    const std::string_view name = entry.substr(0, eq);
+    const bool wanted = name == "OMP_NUM_THREADS" ||
+                        std::any_of(std::begin(kPrefixes), std::end(kPrefixes),
+                                    [&](std::string_view p) { return name.starts_with(p); });
+    if (!wanted) continue;
+    std::string value(entry.substr(eq + 1));
+    if (value.size() > kMaxRecordedValue) {
+      value.resize(kMaxRecordedValue);
+      value += "...";
+    }
+    out.emplace_back(std::string(name), std::move(value));
+  }
+  std::sort(out.begin(), out.end());
+  if (out.size() > kMaxRecordedVariables) out.resize(kMaxRecordedVariables);
+  return out;
 }
 
 }  // namespace moebench

@@ -1,11 +1,22 @@
-// The name of the host this process runs on, for messages and reports.
+// The host this process runs on, for messages and reports: its name, and the environment that
+// shapes a run.
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace moebench {
 
 // gethostname(), or "unknown" when it fails.
 std::string host_name();
+
+// The variables of `envp` (NAME=value strings, null-terminated, as `environ`) that shape or
+// identify a run: NCCL_*, UCX_*, CUDA_*, OMPI_*, PMIX_*, SLURM_*, and OMP_NUM_THREADS, sorted by
+// name. A value longer than kMaxRecordedValue is cut there and ends in "..."; at most
+// kMaxRecordedVariables are kept (the first by name).
+inline constexpr std::size_t kMaxRecordedValue = 1024;
+inline constexpr std::size_t kMaxRecordedVariables = 512;
+std::vector<std::pair<std::string, std::string>> recorded_environment(const char* const* envp);
 
 }  // namespace moebench

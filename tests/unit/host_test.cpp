@@ -12,3 +12,41 @@ TEST_CASE("host_name is the kernel's host name") {
   CHECK(host_name() == buf);
   CHECK(!host_name().empty());
 }
+
+TEST_CASE("recorded_environment keeps the variables that shape a run, sorted and bounded") {
+  const std::string long_value(5000, 'x');
+  const std::string long_entry = "NCCL_LONG=" + long_value;
+  const char* envp[] = {"SLURM_JOB_ID=42",
+                        "HOME=/root",
+                        "NCCL_IB_HCA=mlx5_0",
+                        "UCX_TLS=rc",
+                        "OMP_NUM_THREADS=1",
+                        "OMPI_MCA_pml=ucx",
+                        "CUDA_VISIBLE_DEVICES=0,1",
+                        "PATH=/bin",
+                        "NOEQUALS",
+                        "=empty",
+                        "PMIX_RANK=0",
+                        "OMP_PROC_BIND=true",
+                        long_entry.c_str(),
+                        nullptr};
+  const auto env = recorded_environment(envp);
+  std::vector<std::string> names;
+  for (const auto& [k, v] : env) names.push_back(k);
+  CHECK(names == std::vector<std::string>{"CUDA_VISIBLE_DEVICES", "NCCL_IB_HCA", "NCCL_LONG",
+                                          "OMPI_MCA_pml", "OMP_NUM_THREADS", "PMIX_RANK",
+                                          "SLURM_JOB_ID", "UCX_TLS"});
+  CHECK(env[0].second == "0,1");
+  CHECK(env[2].second.size() == kMaxRecordedValue + 3);
+  CHECK(env[2].second.ends_with("..."));
+  CHECK(recorded_environment(nullptr).empty());
+
+  std::vector<std::string> many;
+  for (std::size_t i = 0; i < kMaxRecordedVariables + 10; ++i) {
+    many.push_back("SLURM_V" + std::to_string(100000 + i) + "=1");
+  }
+  std::vector<const char*> p;
+  for (const std::string& m : many) p.push_back(m.c_str());
+  p.push_back(nullptr);
+  CHECK(recorded_environment(p.data()).size() == kMaxRecordedVariables);
+}
