@@ -152,7 +152,7 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
     app_->add_option(
         "--timeout", o.timeout_s,
         "seconds a collective may take before the run is aborted (nccl; default 600)" + note);
-    app_->add_flag("--quiet", o.quiet, "no table on stdout" + note);
+    app_->add_flag("--quiet", o.quiet, "no table and no line per step on stdout" + note);
     app_->add_option("--inject", inject,
                      "testing aid: corrupt:rank=R[,phase=dispatch|combine|grad_reduce|pp][,step=S] "
                      "corrupts one value rank R receives there in step S (default dispatch, step "

@@ -238,16 +238,27 @@ class StepLog {
     file_.open(path, std::ios::out | std::ios::trunc);
     if (!file_) throw UsageError("--step-log " + path + ": cannot be written");
   }
-  void add(const char* kind, int index, double step_time_s) {
-    if (!file_.is_open()) return;
+  // The step's rates (per GPU, from the slowest rank's time), for the log and the console.
+  StepProgress progress(const char* kind, int index, int of, int overall, int total,
+                        double step_time_s) const {
     const double world = c_.layout.world;
-    nlohmann::json j{
-        {"step", ++count_},
-        {"kind", kind},
-        {"index", index},
-        {"step_time_s", step_time_s},
-        {"tflops_per_gpu", flops_per_step_ / world / step_time_s / 1e12},
-        {"tokens_per_s_per_gpu", static_cast<double>(tokens_per_step(c_)) / world / step_time_s}};
+    return {kind,
+            index,
+            of,
+            overall,
+            total,
+            step_time_s,
+            flops_per_step_ / world / step_time_s / 1e12,
+            static_cast<double>(tokens_per_step(c_)) / world / step_time_s};
+  }
+  void add(const StepProgress& p) {
+    if (!file_.is_open()) return;
+    nlohmann::json j{{"step", p.overall},
+                     {"kind", p.kind},
+                     {"index", p.index},
+                     {"step_time_s", p.step_time_s},
+                     {"tflops_per_gpu", p.tflops_per_gpu},
+                     {"tokens_per_s_per_gpu", p.tokens_per_s_per_gpu}};
     file_ << j.dump() << "\n" << std::flush;
   }
 
@@ -255,7 +266,6 @@ class StepLog {
   const RunConfig& c_;
   double flops_per_step_;
   std::ofstream file_;
-  int count_ = 0;
 };
 
 }  // namespace
@@ -306,6 +316,7 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
     });
   }
   int stop = 0;  // the signal any rank received, agreed after each step
+  const int total_steps = (c.verify ? 1 : 0) + c.warmup + c.steps;
   // One step, its slowest rank's time logged; a wait past --timeout names the step it was in.
   const auto run_step = [&](const char* kind, int index, int of) {
     in_step =
@@ -317,7 +328,13 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
       rt.allreduce_max(agreed);
       stop = static_cast<int>(agreed[1]);
       ++progress.steps_run;
-      if (log) log->add(kind, index, agreed[0]);
+      if (log) {
+        const StepProgress p =
+            log->progress(kind, index, of, progress.steps_run, total_steps, agreed[0]);
+        log->add(p);
+        // A long run and a hung one look different: a line per step, as it ends.
+        if (!o.quiet) std::cout << format_step_line(p) << std::flush;
+      }
       if (std::string_view(kind) == "timed") {
         progress.samples.push_back(sample);
         progress.slowest_times_s.push_back(agreed[0]);

@@ -123,4 +123,13 @@ std::string format_run_table(const RunRecord& r) {
   return out;
 }
 
+std::string format_step_line(const StepProgress& p) {
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "# step %d/%d %s %d/%d: %.3f ms, %.3f TFLOP/s/GPU, %.0f tokens/s/GPU\n", p.overall,
+                p.total, p.kind, p.index + 1, p.of, p.step_time_s * 1e3, p.tflops_per_gpu,
+                p.tokens_per_s_per_gpu);
+  return line;
+}
+
 }  // namespace moebench

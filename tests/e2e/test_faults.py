@@ -9,6 +9,7 @@ delay|hang|die) and from SIGSTOP sent to a rank's process; each run keeps its st
 
 import json
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -24,6 +25,7 @@ LIMIT_S = 5  # --timeout
 # clock at every MPI_Test, MPI_Abort takes about a second to kill the job; on this loaded 2-core
 # machine 15 s more is ample and still far below a hang (the test's own limit is 120 s).
 SLACK_S = 15
+STEP_LINE = re.compile(r"^# step \d+/\d+ ")  # rank 0's line per finished step
 
 
 def base(out, steps=40):
@@ -155,6 +157,13 @@ def test_delay_below_the_timeout_is_only_slow(ctx):
         log = step_log(out)
         e2e.check([s["kind"] for s in log] == ["warmup", "timed", "timed", "timed"],
                   "step log kinds %r" % [s["kind"] for s in log])
+        # Rank 0 printed each step as it ended, with the step log's figures.
+        printed = [l for l in r.stdout.splitlines() if STEP_LINE.match(l)]
+        e2e.check(printed[0].startswith("# step 1/4 warmup 1/1: ") and
+                  printed[3].startswith("# step 4/4 timed 3/3: ") and len(printed) == 4,
+                  "the lines per step: %r" % printed)
+        e2e.check("%.3f ms" % (log[2]["step_time_s"] * 1e3) in printed[2],
+                  "the printed time is the logged one: %r vs %r" % (printed[2], log[2]))
         # Step 2 (the second timed step) waited for the delayed rank: at least the delay.
         e2e.check(log[2]["step_time_s"] >= 1.5, "the delayed step took %r s" %
                   log[2]["step_time_s"])
@@ -280,7 +289,11 @@ def test_sigterm_writes_an_interrupted_report(ctx):
                   "status %r, %d timed steps logged" % (st, len(timed)))
         e2e.check(rep["results"]["step_time_s"]["count"] == st["steps_completed"],
                   "the results hold the finished steps")
-        e2e.check(stdout.startswith("# interrupted by SIGTERM"), "the table says so first")
+        # One line per finished step first (as it ended), then the table, which says so first.
+        lines = stdout.splitlines()
+        steps = [l for l in lines if STEP_LINE.match(l)]
+        e2e.check(len(steps) == len(log), "%d step lines for %d logged steps" % (len(steps), len(log)))
+        e2e.check(lines[len(steps)].startswith("# interrupted by SIGTERM"), "the table says so first")
         r = e2e.run_moebench(ctx, ["report", out, "--out", os.path.join(tmp, "s.json")])
         e2e.check(r.rc == USAGE and "--allow-failed" in r.stderr,
                   "report must refuse an interrupted run unless asked", r)

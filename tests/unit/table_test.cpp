@@ -52,3 +52,21 @@ TEST_CASE("table: verification off") {
   r.verification.enabled = false;
   CHECK(has(format_run_table(r), "# verification: off\n"));
 }
+
+TEST_CASE("table: the line per step names the step, its kind, time and rates") {
+  StepProgress p;
+  p.kind = "timed";
+  p.index = 0;
+  p.of = 10;
+  p.overall = 5;
+  p.total = 14;
+  p.step_time_s = 0.1662294;
+  p.tflops_per_gpu = 1648.25;
+  p.tokens_per_s_per_gpu = 6338.4;
+  CHECK(format_step_line(p) ==
+        "# step 5/14 timed 1/10: 166.229 ms, 1648.250 TFLOP/s/GPU, 6338 tokens/s/GPU\n");
+  p.kind = "warmup";
+  p.index = 2;
+  p.of = 3;
+  CHECK(has(format_step_line(p), "# step 5/14 warmup 3/3: "));
+}
