@@ -167,13 +167,20 @@ struct Progress {
   int steps_run = 0;                    // every kind
 };
 
+// The step's gradient buckets, counted per group into the results.
+void count_grad_buckets(RunResults& results, const std::vector<GradBucket>& buckets) {
+  for (const GradBucket& b : buckets) {
+    ++(b.group == ParamGroup::dense ? results.grad_buckets_dense : results.grad_buckets_expert);
+  }
+}
+
 // Rank 0's report of a run that failed: its own samples, the agreed step times, and why.
-// Written at most once; false when there is nothing to write (no --out, or no timed step).
+// Written at most once; nothing without --out, and only a line when no timed step finished.
 class FailureReport {
  public:
   FailureReport(const CliOptions& o, const RunRecord& base, const Topology& topo,
-                const Progress& progress, std::vector<GradBucket> buckets)
-      : o_(o), base_(base), topo_(topo), progress_(progress), buckets_(std::move(buckets)) {}
+                const Progress& progress, const std::vector<GradBucket>& buckets)
+      : o_(o), base_(base), topo_(topo), progress_(progress), buckets_(buckets) {}
 
   void write(const std::string& error, const std::string& signal) {
     if (written_ || o_.out.empty()) return;
@@ -192,7 +199,7 @@ class FailureReport {
     r.results = summarize_own(own, progress_.slowest_times_s,
                               static_cast<double>(tokens_per_step(c)) / c.layout.world,
                               r.instantiated.flops_per_step / c.layout.world);
-    count_buckets(r.results, buckets_);
+    count_grad_buckets(r.results, buckets_);
     r.state = "failed";
     r.signal = signal;
     r.error = error;
@@ -207,18 +214,12 @@ class FailureReport {
     }
   }
 
-  static void count_buckets(RunResults& results, const std::vector<GradBucket>& buckets) {
-    for (const GradBucket& b : buckets) {
-      ++(b.group == ParamGroup::dense ? results.grad_buckets_dense : results.grad_buckets_expert);
-    }
-  }
-
  private:
   const CliOptions& o_;
   const RunRecord& base_;
   const Topology& topo_;
   const Progress& progress_;
-  std::vector<GradBucket> buckets_;
+  const std::vector<GradBucket>& buckets_;
   bool written_ = false;
 };
 
@@ -378,7 +379,7 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
   }
 
   record.results = gather_results(rt, s.topo, samples, c, record.instantiated);
-  FailureReport::count_buckets(record.results, step.grad_buckets());
+  count_grad_buckets(record.results, step.grad_buckets());
   record.verification = verification;
   record.steps_completed = static_cast<int>(samples.size());
   record.ranks_reporting = c.layout.world;

@@ -29,10 +29,8 @@ StepSample unflatten(const double* values) {
 
 namespace {
 
-// The step times and what follows from their median alone.
-void set_step_times(RunResults& out, std::vector<double> times, double tokens_per_rank,
-                    double flops_per_step_per_gpu) {
-  out.step_times_s = std::move(times);
+// The statistics of out.step_times_s and the rates that follow from their median.
+void set_step_rates(RunResults& out, double tokens_per_rank, double flops_per_step_per_gpu) {
   out.step_time_s = summarize(out.step_times_s);
   const double step = out.step_time_s.median;
   if (step > 0) {
@@ -69,7 +67,7 @@ RunResults summarize_run(const std::vector<RankSamples>& ranks, double tokens_pe
       busy_max[p].push_back(slowest_busy[p]);
     }
   }
-  set_step_times(out, out.step_times_s, tokens_per_rank, flops_per_step_per_gpu);
+  set_step_rates(out, tokens_per_rank, flops_per_step_per_gpu);
 
   const double samples = static_cast<double>(ranks.size() * std::max<std::size_t>(steps, 1));
   for (std::size_t p = 0; p < kPhaseCount; ++p) {
@@ -132,7 +130,8 @@ RunResults summarize_own(const RankSamples& own, const std::vector<double>& slow
            "rank " << own.rank << " has " << own.steps.size() << " timed steps, "
                    << slowest_step_times_s.size() << " agreed step times");
   RunResults out = summarize_run({own}, tokens_per_rank, flops_per_step_per_gpu);
-  set_step_times(out, slowest_step_times_s, tokens_per_rank, flops_per_step_per_gpu);
+  out.step_times_s = slowest_step_times_s;
+  set_step_rates(out, tokens_per_rank, flops_per_step_per_gpu);
   out.exposed_communication_s = std::max(0.0, out.step_time_s.median - out.compute_time_s);
   return out;
 }

@@ -1,5 +1,6 @@
 #include "harness/backends/fault/fault_communicator.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -239,6 +240,13 @@ class FaultCommunicator final : public Communicator {
 
 }  // namespace
 
+// The names of FaultSpec::Kind, in its order, and every Point: what --inject parses and
+// to_string writes.
+constexpr const char* kKindNames[] = {"corrupt", "delay", "hang", "die"};
+constexpr FaultSpec::Point kPoints[] = {FaultSpec::Point::dispatch, FaultSpec::Point::combine,
+                                        FaultSpec::Point::grad_reduce, FaultSpec::Point::pp,
+                                        FaultSpec::Point::step};
+
 const char* point_name(FaultSpec::Point p) {
   switch (p) {
     case FaultSpec::Point::dispatch:
@@ -259,17 +267,10 @@ FaultSpec parse_fault_spec(const std::string& text) {
   FaultSpec f;
   const std::size_t colon = text.find(':');
   const std::string kind = text.substr(0, colon);
-  if (kind == "corrupt") {
-    f.kind = FaultSpec::Kind::corrupt;
-  } else if (kind == "delay") {
-    f.kind = FaultSpec::Kind::delay;
-  } else if (kind == "hang") {
-    f.kind = FaultSpec::Kind::hang;
-  } else if (kind == "die") {
-    f.kind = FaultSpec::Kind::die;
-  } else {
+  const auto k = std::find(std::begin(kKindNames), std::end(kKindNames), kind);
+  if (k == std::end(kKindNames))
     throw UsageError("--inject " + text + ": unknown fault; " + kForms);
-  }
+  f.kind = static_cast<FaultSpec::Kind>(k - std::begin(kKindNames));
   if (f.kind != FaultSpec::Kind::corrupt) f.point = FaultSpec::Point::step;
   bool have_rank = false, have_seconds = false;
   std::string_view rest =
@@ -296,20 +297,14 @@ FaultSpec parse_fault_spec(const std::string& text) {
       }
       have_seconds = true;
     } else if (key == "phase") {
-      if (value == "dispatch") {
-        f.point = FaultSpec::Point::dispatch;
-      } else if (value == "combine") {
-        f.point = FaultSpec::Point::combine;
-      } else if (value == "grad_reduce") {
-        f.point = FaultSpec::Point::grad_reduce;
-      } else if (value == "pp") {
-        f.point = FaultSpec::Point::pp;
-      } else if (value == "step" && f.kind != FaultSpec::Kind::corrupt) {
-        f.point = FaultSpec::Point::step;
-      } else {
+      const auto p = std::find_if(std::begin(kPoints), std::end(kPoints),
+                                  [&](FaultSpec::Point q) { return value == point_name(q); });
+      if (p == std::end(kPoints) ||
+          (*p == FaultSpec::Point::step && f.kind == FaultSpec::Kind::corrupt)) {
         throw UsageError("--inject " + text + ": phase '" + std::string(value) +
                          "' cannot be corrupted; " + kForms);
       }
+      f.point = *p;
     } else {
       throw UsageError("--inject " + text + ": unknown field '" + std::string(item) + "'; " +
                        kForms);
@@ -323,9 +318,8 @@ FaultSpec parse_fault_spec(const std::string& text) {
 }
 
 std::string to_string(const FaultSpec& f) {
-  const char* kinds[] = {"corrupt", "delay", "hang", "die"};
   std::string out =
-      std::string(kinds[static_cast<int>(f.kind)]) + ":rank=" + std::to_string(f.rank);
+      std::string(kKindNames[static_cast<int>(f.kind)]) + ":rank=" + std::to_string(f.rank);
   if (f.kind == FaultSpec::Kind::delay) {
     char buf[32];
     std::snprintf(buf, sizeof(buf), "%g", f.seconds);
