@@ -40,7 +40,8 @@ int run_with_mpi(const moebench::CliOptions& options, int* argc, char*** argv) {
   using namespace moebench;
   MpiRuntime runtime(argc, argv);
   try {
-    return run_command(options, runtime);
+    return options.command == Command::linkcheck ? linkcheck_command(options, runtime)
+                                                 : run_command(options, runtime);
   } catch (const Error& e) {
     if (e.code() == ExitCode::usage) {
       // Every rank agreed on this before any collective work, so all return together.
@@ -89,6 +90,7 @@ int main(int argc, char** argv) {
       case Command::bench:
         return bench_command(options);
       case Command::run:
+      case Command::linkcheck:
         break;
     }
   } catch (const Error& e) {

@@ -125,6 +125,48 @@ std::int64_t grad_bucket_bytes(double mib) {
   return static_cast<std::int64_t>(mib * 1048576.0);
 }
 
+// The linkcheck flags that need no world size; UsageError naming what is valid.
+void check_linkcheck_options(const CliOptions& o) {
+  const LinkcheckOptions& l = o.linkcheck;
+  const auto num = [](double v) {
+    std::ostringstream s;
+    s << v;
+    return s.str();
+  };
+  if (l.level != "rank" && l.level != "node") {
+    throw UsageError("--level " + l.level + ": valid: rank (every pair) or node (node pairs)");
+  }
+  constexpr std::int64_t kMaxBytes = std::int64_t{1} << 34;  // 16 GiB
+  if (l.large_bytes && (*l.large_bytes < 4 || *l.large_bytes > kMaxBytes)) {
+    throw UsageError("--large-bytes " + std::to_string(*l.large_bytes) +
+                     ": must be from 4 to 17179869184 (16 GiB)");
+  }
+  if (l.small_bytes < 4 || l.small_bytes > kMaxBytes) {
+    throw UsageError("--small-bytes " + std::to_string(l.small_bytes) +
+                     ": must be from 4 to 17179869184 (16 GiB)");
+  }
+  if (l.iterations < 1 || l.iterations > 100000) {
+    throw UsageError("--iterations " + std::to_string(l.iterations) + ": must be from 1 to 100000");
+  }
+  if (l.ranks_per_node < 0 || l.nvlink_domain_size < 0) {
+    throw UsageError("--ranks-per-node and --nvlink-domain-size must be >= 0 (0: detect)");
+  }
+  if (!(l.mad_k >= 0 && l.mad_k <= 1e6)) {
+    throw UsageError("--health-mad " + num(l.mad_k) + ": must be a number in [0, 1e6] (default 6)");
+  }
+  if (l.min_slowdown && !(*l.min_slowdown >= 0 && *l.min_slowdown <= 1e6)) {
+    throw UsageError("--health-min-slowdown " + num(*l.min_slowdown) +
+                     ": must be a fraction in [0, 1e6] (0.1: 10% worse than the median)");
+  }
+  if (!(l.timeout_s > 0 && l.timeout_s <= kMaxTimeoutS)) {
+    throw UsageError("--timeout " + num(l.timeout_s) + ": must be a number of seconds in (0, 1e6]");
+  }
+  if (o.inject && o.inject->kind != FaultSpec::Kind::slowlink) {
+    throw UsageError("--inject " + to_string(*o.inject) +
+                     ": linkcheck injects slowlink:a=R1,b=R2,factor=F only");
+  }
+}
+
 }  // namespace
 
 CliOptions parse_command_line(int argc, const char* const* argv) {
@@ -156,7 +198,19 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
     app_->add_option("--inject", inject,
                      "testing aid: corrupt:rank=R[,phase=dispatch|combine|grad_reduce|pp][,step=S] "
                      "corrupts one value rank R receives there in step S (default dispatch, step "
-                     "0: the --verify step), which --verify must catch" +
+                     "0: the --verify step), which --verify must catch; slow:rank=R,factor=F "
+                     "makes rank R's compute F times as slow, which the health check must name" +
+                         note);
+    app_->add_flag(
+        "--health-gate", o.health_gate,
+        "exit 5 when the health check names a suspect (a slow rank, GPU or node)" + note);
+    app_->add_option("--health-mad", o.health_mad,
+                     "a suspect is this many robust standard deviations (1.4826 MAD) slower than "
+                     "the median rank in a compute phase (default 6)" +
+                         note);
+    app_->add_option("--health-min-slowdown", o.health_min_slowdown,
+                     "and at least this fraction slower (default 0.1, 10%, on a GPU; 1.0 on the "
+                     "cpu backend, whose ranks share cores)" +
                          note);
   };
   add_run_flags(run, "");
@@ -222,6 +276,41 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   bench->add_option("--seed", b.seed, "seed of every weight and input (default 1234)");
   bench->add_option("--out", b.out, "write the JSON here (atomically)");
   bench->add_flag("--quiet", b.quiet, "no table or progress");
+  CLI::App* linkcheck = app.add_subcommand(
+      "linkcheck",
+      "pairwise bandwidth and latency between ranks: a matrix, a heat map and the slow links");
+  LinkcheckOptions& l = o.linkcheck;
+  NamedFlags link_named;
+  linkcheck->add_option("--backend", link_named.backend, "compute backend: cpu (default) or cuda");
+  linkcheck->add_option("--comm", link_named.comm, "mpi (default) or nccl");
+  linkcheck->add_option("--level", l.level,
+                        "rank: every pair of ranks (default); node: every pair of nodes, rank by "
+                        "rank, then every pair within each node (minutes at 1,024 GPUs)");
+  linkcheck->add_option(
+      "--large-bytes", l.large_bytes,
+      "the bandwidth message (default 64 MiB on a GPU, 4 MiB on the cpu backend)");
+  linkcheck->add_option("--small-bytes", l.small_bytes, "the latency message (default 8)");
+  linkcheck->add_option("--iterations", l.iterations,
+                        "timed transfers of the large message per pair and direction, and 5x "
+                        "as many ping-pongs of the small one; the fastest counts (default 20)");
+  linkcheck->add_option("--ranks-per-node", l.ranks_per_node, "emulate nodes (0: detect)");
+  linkcheck->add_option("--nvlink-domain-size", l.nvlink_domain_size,
+                        "emulate NVLink domains of K consecutive ranks (0: detect)");
+  linkcheck->add_option("--health-mad", l.mad_k,
+                        "an outlier is this many robust standard deviations worse than the "
+                        "median of its class (default 6)");
+  linkcheck->add_option(
+      "--health-min-slowdown", l.min_slowdown,
+      "and at least this fraction worse (default 0.1 on a GPU; 9, 10x, on cpu, whose "
+      "ranks share cores and memory bandwidth)");
+  linkcheck->add_flag("--health-gate", l.gate, "exit 5 when a link is an outlier");
+  linkcheck->add_option("--timeout", l.timeout_s, "seconds any transfer may take (default 600)");
+  linkcheck->add_option("--inject", inject,
+                        "testing aid: slowlink:a=R1,b=R2,factor=F makes every transfer between "
+                        "R1 and R2 F times as slow");
+  linkcheck->add_option("--out", l.out, "write the JSON here (atomically)");
+  linkcheck->add_option("--plot", l.plot, "draw the heat map PNG (python3 with matplotlib)");
+  linkcheck->add_flag("--quiet", l.quiet, "no table on stdout");
   app.add_subcommand("presets", "list the built-in models");
   CLI::App* recipes_cmd =
       app.add_subcommand("recipes", "the published rows --recipe runs, with their figures");
@@ -229,8 +318,9 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   CLI::App* phases =
       app.add_subcommand("phases", "the phases a step's time is split into, with their kinds");
   phases->add_flag("--json", o.json, "print JSON instead of text");
-  CLI::App* validate = app.add_subcommand("validate", "check run reports against the schema");
-  validate->add_option("files", o.files, "run report files")->required();
+  CLI::App* validate =
+      app.add_subcommand("validate", "check run reports (and link tests) against their schemas");
+  validate->add_option("files", o.files, "run report or linkcheck files")->required();
   app.add_subcommand("version", "print the version");
 
   try {
@@ -246,7 +336,8 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   } catch (const CLI::ParseError& e) {
     if (app.get_subcommands().empty() && argc > 1 && argv[1][0] != '-') {
       throw UsageError(std::string("unknown command '") + argv[1] +
-                       "'; valid: run, plan, bench, report, presets, phases, validate, version");
+                       "'; valid: run, plan, bench, linkcheck, report, presets, phases, validate, "
+                       "version");
     }
     std::string what = e.what();
     const std::string sub =
@@ -256,20 +347,27 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   }
 
   const std::string name = app.get_subcommands()[0]->get_name();
-  o.command = name == "run"        ? Command::run
-              : name == "plan"     ? Command::plan
-              : name == "presets"  ? Command::presets
-              : name == "recipes"  ? Command::recipes
-              : name == "phases"   ? Command::phases
-              : name == "validate" ? Command::validate
-              : name == "report"   ? Command::report
-              : name == "bench"    ? Command::bench
-                                   : Command::version;
+  o.command = name == "run"         ? Command::run
+              : name == "plan"      ? Command::plan
+              : name == "presets"   ? Command::presets
+              : name == "recipes"   ? Command::recipes
+              : name == "phases"    ? Command::phases
+              : name == "validate"  ? Command::validate
+              : name == "report"    ? Command::report
+              : name == "bench"     ? Command::bench
+              : name == "linkcheck" ? Command::linkcheck
+                                    : Command::version;
   if (o.command == Command::bench) {
     b.backend = parse_compute_backend(bench_named.backend);
     b.precision = optional_precision(bench_named.precision);
   }
   if (!inject.empty()) o.inject = parse_fault_spec(inject);
+  if (o.command == Command::linkcheck) {
+    l.backend = parse_compute_backend(link_named.backend);
+    l.comm = parse_comm_backend(link_named.comm);
+    check_comm_backend(l.comm, l.backend);
+    check_linkcheck_options(o);
+  }
   if (o.command == Command::run || o.command == Command::plan) {
     o.workload.backend = parse_compute_backend(named.backend);
     o.workload.comm = parse_comm_backend(named.comm);
@@ -432,6 +530,18 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
     throw UsageError("--timeout " + v.str() + ": must be a number of seconds in (0, 1e6]");
   }
   c.comm_timeout_s = o.timeout_s;
+  if (!(o.health_mad >= 0 && o.health_mad <= 1e6)) {
+    std::ostringstream v;
+    v << o.health_mad;
+    throw UsageError("--health-mad " + v.str() +
+                     ": must be a number of robust standard deviations in [0, 1e6] (default 6)");
+  }
+  if (o.health_min_slowdown && !(*o.health_min_slowdown >= 0 && *o.health_min_slowdown <= 1e6)) {
+    std::ostringstream v;
+    v << *o.health_min_slowdown;
+    throw UsageError("--health-min-slowdown " + v.str() +
+                     ": must be a fraction in [0, 1e6] (0.1: 10% slower than the median)");
+  }
   return c;
 }
 

@@ -6,11 +6,24 @@
 #include <string>
 #include <vector>
 
+#include "harness/measure/health.hpp"
 #include "workloads/config/run_config.hpp"
 
 namespace moebench {
 
-enum class Command { run, plan, presets, recipes, phases, validate, version, help, report, bench };
+enum class Command {
+  run,
+  plan,
+  presets,
+  recipes,
+  phases,
+  validate,
+  version,
+  help,
+  report,
+  bench,
+  linkcheck
+};
 
 // Model and workload flags as given; resolved against the model and the world size later.
 struct WorkloadFlags {
@@ -87,6 +100,25 @@ struct BenchOptions {
   bool quiet = false;
 };
 
+// `moebench linkcheck`: pairwise bandwidth and latency between the ranks (harness/cli/linkcheck).
+struct LinkcheckOptions {
+  ComputeBackend backend = ComputeBackend::cpu;
+  CommBackend comm = CommBackend::mpi;
+  std::string level = "rank";               // rank: every pair; node: node pairs, then in-node
+  std::optional<std::int64_t> large_bytes;  // default 64 MiB on a GPU, 4 MiB on the cpu backend
+  std::int64_t small_bytes = 8;
+  int iterations = 20;         // timed transfers per pair, direction and size
+  int ranks_per_node = 0;      // 0: detect
+  int nvlink_domain_size = 0;  // 0: detect (the node without NVML fabric info)
+  double mad_k = 6;
+  std::optional<double> min_slowdown;  // none: the backend's (health.hpp)
+  bool gate = false;                   // --health-gate: exit 5 on outliers
+  double timeout_s = 600;
+  std::string out;
+  std::string plot;
+  bool quiet = false;
+};
+
 struct CliOptions {
   Command command = Command::help;
   WorkloadFlags workload;
@@ -102,11 +134,15 @@ struct CliOptions {
   std::optional<double> gpu_memory_gib;  // plan: the GPU memory the largest rank must fit in
   bool quiet = false;                    // run: no table
   std::optional<FaultSpec> inject;       // run: --inject (a testing aid)
-  std::vector<std::string> files;        // validate
-  std::string help_text;                 // for Command::help
+  double health_mad = 6;                 // run: --health-mad
+  std::optional<double> health_min_slowdown;  // run: none: the backend's (health.hpp)
+  bool health_gate = false;                   // run: exit 5 when there are suspects
+  std::vector<std::string> files;             // validate
+  std::string help_text;                      // for Command::help
   std::vector<std::string> argv;
   ReportOptions report;
   BenchOptions bench;
+  LinkcheckOptions linkcheck;
 };
 
 // Parses argv. --help prints nothing but returns Command::help with the text. Bad flags throw

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/cli/commands.hpp"
+#include "harness/cli/plot.hpp"
 #include "harness/core/error.hpp"
 #include "harness/core/version.hpp"
 #include "harness/output/atomic_file.hpp"
@@ -31,8 +32,6 @@ namespace moebench {
 namespace {
 
 namespace fs = std::filesystem;
-
-constexpr int kPlotMissingMatplotlib = 3;  // plot_scaling.py's exit status for that case
 
 std::string utc_now() {
   const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
@@ -56,58 +55,6 @@ void check_outputs(const ReportOptions& r, const std::vector<InputFile>& inputs)
       }
     }
   }
-}
-
-// The system's python3 first: that is where the distribution's matplotlib is installed.
-std::string python_executable() {
-  if (const char* p = std::getenv("MOEBENCH_PYTHON"); p && *p) return p;
-  if (::access("/usr/bin/python3", X_OK) == 0) return "/usr/bin/python3";
-  return "python3";
-}
-
-int spawn_and_wait(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  if (::posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return 127;
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return 127;
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-// Draws the PNG from the scaling JSON. A missing matplotlib (or python) is not a failure of the
-// report: the JSON and Markdown are written, the exit code stays the verdicts', and the message
-// says how to install it and how to draw the plot later. Returns whether the PNG was drawn.
-bool draw_plot(const std::string& json_path, const std::string& png, bool json_is_temporary) {
-  std::string script;
-  try {
-    script = find_schema("plot_scaling.py");  // looks up any file of reports/, not only schemas
-  } catch (const Error& e) {
-    std::cerr << "moebench: --plot " << png << " not drawn: " << e.what() << "\n";
-    return false;
-  }
-  const std::string python = python_executable();
-  const int rc = spawn_and_wait({python, script, json_path, png});
-  const std::string later =
-      json_is_temporary ? ""
-                        : "; draw it later with: python3 " + script + " " + json_path + " " + png;
-  if (rc == kPlotMissingMatplotlib || rc == 127) {
-    std::cerr << "moebench: --plot " << png << " not drawn: " << python
-              << (rc == 127 ? " could not be started" : " cannot import matplotlib")
-              << " (install it: apt-get install python3-matplotlib" << later
-              << "); the other outputs were written\n";
-    return false;
-  }
-  std::error_code ec;
-  if (rc != 0 || !fs::exists(png, ec) || fs::file_size(png, ec) == 0) {
-    std::cerr << "moebench: --plot " << png << " not drawn: " << script << " exited with status "
-              << rc << "; the other outputs were written\n";
-    return false;
-  }
-  return true;
 }
 
 ScalingOptions scaling_options(const ReportOptions& r) {
@@ -178,7 +125,7 @@ int report_command(const CliOptions& o) {
       write_file_atomically(json_path, report_text);
     }
     std::cout << std::flush;
-    const bool drawn = draw_plot(json_path, r.plot, temporary);
+    const bool drawn = draw_plot("plot_scaling.py", json_path, r.plot, temporary);
     if (temporary) fs::remove(json_path);
     if (drawn) std::cout << "# plot: " << r.plot << "\n";
   }

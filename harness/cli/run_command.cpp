@@ -1,6 +1,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
@@ -13,6 +14,7 @@
 
 #include "harness/backends/cpu/cpu_compute.hpp"
 #include "harness/backends/fault/fault_communicator.hpp"
+#include "harness/backends/fault/slow_compute.hpp"
 #include "harness/backends/registry/registry.hpp"
 #include "harness/cli/commands.hpp"
 #include "harness/comm/communicator.hpp"
@@ -51,6 +53,10 @@ Setup prepare(const CliOptions& o, MpiRuntime& rt) {
   s.config = resolve_run_config(o, rt.size());
   s.topo = rt.topology(s.config.layout.grid(), s.config.layout.ranks_per_node);
   s.compute = make_compute(s.config.backend, s.topo.local_rank, s.config.blas_threads);
+  if (s.config.inject && s.config.inject->kind == FaultSpec::Kind::slow &&
+      s.config.inject->rank == rt.rank()) {
+    s.compute = make_slow_compute(std::move(s.compute), s.config.inject->factor);
+  }
   if (s.config.precision == Precision::fp8) {
     // UsageError where the device has no FP8 tensor cores.
     s.compute->set_linear_precision(LinearPrecision::fp8);
@@ -114,7 +120,9 @@ RunMeta make_meta(const CliOptions& o, const RunConfig& c, const MpiRuntime& rt,
 RunResults gather_results(const MpiRuntime& rt, const Topology& topo,
                           const std::vector<StepSample>& samples, const RunConfig& c,
                           const StackAccounting& inst) {
-  std::vector<double> mine = {static_cast<double>(topo.node)};
+  constexpr std::size_t kHead = 3;  // node, local rank, pipeline stage
+  std::vector<double> mine = {static_cast<double>(topo.node), static_cast<double>(topo.local_rank),
+                              static_cast<double>(topo.group(Group::pipeline).rank)};
   for (const StepSample& s : samples) {
     const std::vector<double> f = flatten(s);
     mine.insert(mine.end(), f.begin(), f.end());
@@ -129,8 +137,10 @@ RunResults gather_results(const MpiRuntime& rt, const Topology& topo,
     rs.rank = r;
     rs.host = hosts[r];
     rs.node = static_cast<int>(p[0]);
+    rs.local_rank = static_cast<int>(p[1]);
+    rs.stage = static_cast<int>(p[2]);
     for (std::size_t i = 0; i < samples.size(); ++i) {
-      rs.steps.push_back(unflatten(p + 1 + i * kSampleDoubles));
+      rs.steps.push_back(unflatten(p + kHead + i * kSampleDoubles));
     }
     ranks.push_back(std::move(rs));
   }
@@ -158,6 +168,12 @@ RunRecord make_record(const CliOptions& o, const Setup& s, const MpiRuntime& rt,
   record.collective_bytes = collective_bytes(c, dtype_size(compute.activation_dtype()));
   record.memory = s.memory;
   return record;
+}
+
+// --health-mad and --health-min-slowdown, with the backend's default.
+HealthThresholds health_thresholds(const CliOptions& o, const RunConfig& c) {
+  const double fallback = c.backend == ComputeBackend::cpu ? kHostMinSlowdown : kDeviceMinSlowdown;
+  return {o.health_mad, o.health_min_slowdown.value_or(fallback)};
 }
 
 // What the steps left, for the report.
@@ -194,7 +210,11 @@ class FailureReport {
     }
     RunRecord r = base_;
     const RunConfig& c = r.config;
-    RankSamples own{0, r.meta.hosts.empty() ? std::string() : r.meta.hosts.front(), topo_.node,
+    RankSamples own{0,
+                    r.meta.hosts.empty() ? std::string() : r.meta.hosts.front(),
+                    topo_.node,
+                    topo_.local_rank,
+                    topo_.group(Group::pipeline).rank,
                     progress_.samples};
     r.results = summarize_own(own, progress_.slowest_times_s,
                               static_cast<double>(tokens_per_step(c)) / c.layout.world,
@@ -205,6 +225,8 @@ class FailureReport {
     r.error = error;
     r.steps_completed = static_cast<int>(n);
     r.ranks_reporting = 1;
+    r.health = find_stragglers({}, health_thresholds(o_, c));
+    r.health.note = "the run failed: only rank 0's own figures were kept, nothing to compare";
     try {
       write_file_atomically(o_.out, make_run_report(r).dump(2) + "\n");
       std::cerr << "moebench: the report of the " << n << " timed steps that finished is " << o_.out
@@ -298,6 +320,23 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
   TrainingStep step(c, s.topo, compute, *comm);
   step.initialize();
   RunRecord record = make_record(o, s, rt, compute, start);
+  {
+    // Every rank's place, printed before the first step (nccl-tests' device list).
+    const std::vector<std::string> places =
+        rt.all_gather(std::to_string(getpid()) + " " + std::to_string(s.topo.local_rank));
+    const std::vector<std::string> hosts = rt.all_hosts();
+    if (rt.rank() == 0 && !o.quiet) {
+      std::vector<RankPlace> ranks;
+      for (int r = 0; r < rt.size(); ++r) {
+        RankPlace p;
+        p.rank = r;
+        p.host = hosts[static_cast<std::size_t>(r)];
+        std::sscanf(places[static_cast<std::size_t>(r)].c_str(), "%ld %d", &p.pid, &p.local_rank);
+        ranks.push_back(p);
+      }
+      std::cout << format_device_list(ranks, record.meta.devices) << std::flush;
+    }
+  }
 
   std::optional<StepLog> log;
   if (rt.rank() == 0) log.emplace(step_log_path(o), c, record.instantiated.flops_per_step);
@@ -383,13 +422,15 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
   record.verification = verification;
   record.steps_completed = static_cast<int>(samples.size());
   record.ranks_reporting = c.layout.world;
+  if (rt.rank() == 0)
+    record.health = find_stragglers(record.results.per_rank, health_thresholds(o, c));
   if (stop != 0) {
     record.state = "interrupted";
     record.signal = signal_name(stop);
   }
 
   if (rt.rank() == 0) {
-    if (!o.quiet) std::cout << format_run_table(record) << std::flush;
+    if (!o.quiet) std::cout << format_run_table(record) << format_health(record) << std::flush;
     if (!o.out.empty()) {
       write_file_atomically(o.out, make_run_report(record).dump(2) + "\n");
       if (!o.quiet) std::cout << "# report: " << o.out << "\n" << std::flush;
@@ -411,6 +452,17 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
                 << " values differ from the single-process reference beyond tolerance\n";
     }
     return static_cast<int>(ExitCode::verification);
+  }
+  // Rank 0 alone judged the ranks: it tells the others.
+  const bool unhealthy =
+      rt.allreduce_max(rt.rank() == 0 && !record.health.suspects.empty() ? 1.0 : 0.0) > 0;
+  if (o.health_gate && unhealthy) {
+    if (rt.rank() == 0) {
+      std::cerr << "moebench: --health-gate: " << record.health.suspect_ranks()
+                << " suspect rank(s) on " << record.health.nodes.size()
+                << " node(s); the report's health section names them\n";
+    }
+    return static_cast<int>(ExitCode::health);
   }
   return 0;
 }

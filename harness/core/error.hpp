@@ -15,6 +15,7 @@ enum class ExitCode : int {
   usage = 2,         // bad flags, impossible layouts, invalid config or report files
   verification = 3,  // --verify found mismatches against the single-process reference
   claim = 4,         // a scaling-report verdict failed (moebench report)
+  health = 5,        // --health-gate: the run named suspects (a slow GPU, rank or node)
   // A collective or transfer did not complete within --timeout: a peer stopped, hung or died.
   // Every rank that waited says what it waited for, and the job ends.
   timeout = 6,

@@ -28,8 +28,17 @@ struct RankResult {
   int rank = 0;
   std::string host;
   int node = 0;
+  int local_rank = 0;               // on its node
+  int stage = 0;                    // its pipeline stage (ranks of one stage run the same layers)
   double step_time_s = 0;           // median over timed steps
   PerPhase<double> phase_time_s{};  // median over timed steps
+  PerPhase<double> phase_flops{};   // mean over timed steps (routing may vary it)
+  // The spread of its phase times over the timed steps: 1.4826 x their median absolute
+  // deviation (a robust standard deviation), so that health checks know this machine's noise.
+  PerPhase<double> phase_spread_s{};
+  double compute_time_s = 0;    // median over timed steps of the compute phases' sum
+  double compute_spread_s = 0;  // that sum's robust spread over the timed steps
+  double compute_flops = 0;     // the compute phases' FLOPs, mean over timed steps
 };
 
 struct RunResults {

@@ -45,6 +45,15 @@ double percentile(std::span<const double> x, double p) {
   return percentile_sorted(sorted_copy(x), p);
 }
 
+double median_absolute_deviation(std::span<const double> x) {
+  if (x.empty()) return 0;
+  const double m = median(x);
+  std::vector<double> d;
+  d.reserve(x.size());
+  for (double v : x) d.push_back(std::fabs(v - m));
+  return median(d);
+}
+
 double sample_stddev(std::span<const double> x) {
   if (x.size() < 2) return 0;
   const double m = mean(x);

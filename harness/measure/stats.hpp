@@ -22,6 +22,10 @@ double median(std::span<const double> x);
 double mean(std::span<const double> x);
 double percentile(std::span<const double> x, double p);  // p in [0, 100], linear interpolation
 double sample_stddev(std::span<const double> x);
+// The median absolute deviation from the median (unscaled); times kMadToSigma it estimates a
+// normal sample's standard deviation, robustly.
+double median_absolute_deviation(std::span<const double> x);
+constexpr double kMadToSigma = 1.4826;
 // UsageError-free: an empty sample gives count 0 and zeros.
 Stats summarize(std::span<const double> x);
 

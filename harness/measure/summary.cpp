@@ -111,14 +111,31 @@ RunResults summarize_run(const std::vector<RankSamples>& ranks, double tokens_pe
     r.rank = rs.rank;
     r.host = rs.host;
     r.node = rs.node;
-    std::vector<double> times;
+    r.local_rank = rs.local_rank;
+    r.stage = rs.stage;
+    std::vector<double> times, compute;
     PerPhase<std::vector<double>> phases;
     for (const StepSample& s : rs.steps) {
       times.push_back(s.step_time_s);
-      for (std::size_t p = 0; p < kPhaseCount; ++p) phases[p].push_back(s.time_s[p]);
+      double busy = 0;
+      for (std::size_t p = 0; p < kPhaseCount; ++p) {
+        if (!is_compute(static_cast<Phase>(p))) continue;
+        busy += s.time_s[p];
+        r.compute_flops += s.flops[p] / static_cast<double>(rs.steps.size());
+      }
+      compute.push_back(busy);
+      for (std::size_t p = 0; p < kPhaseCount; ++p) {
+        phases[p].push_back(s.time_s[p]);
+        r.phase_flops[p] += s.flops[p] / static_cast<double>(rs.steps.size());
+      }
     }
     r.step_time_s = median(times);
-    for (std::size_t p = 0; p < kPhaseCount; ++p) r.phase_time_s[p] = median(phases[p]);
+    for (std::size_t p = 0; p < kPhaseCount; ++p) {
+      r.phase_time_s[p] = median(phases[p]);
+      r.phase_spread_s[p] = kMadToSigma * median_absolute_deviation(phases[p]);
+    }
+    r.compute_time_s = median(compute);
+    r.compute_spread_s = kMadToSigma * median_absolute_deviation(compute);
     out.per_rank.push_back(r);
   }
   return out;

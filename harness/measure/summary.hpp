@@ -19,6 +19,8 @@ struct RankSamples {
   int rank = 0;
   std::string host;
   int node = 0;
+  int local_rank = 0;
+  int stage = 0;
   std::vector<StepSample> steps;  // the timed steps, in order
 };
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "harness/device/device_records.hpp"
+#include "harness/measure/health.hpp"
 #include "harness/measure/results.hpp"
 #include "harness/parallel/topology.hpp"
 #include "workloads/accounting/accounting.hpp"
@@ -78,6 +79,7 @@ struct RunRecord {
   std::string error;
   int steps_completed = 0;
   int ranks_reporting = 0;  // the ranks whose samples the results hold
+  HealthResult health;      // the ranks that held the run back (rank 0)
 };
 
 }  // namespace moebench

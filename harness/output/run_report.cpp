@@ -3,6 +3,7 @@
 #include <string>
 
 #include "harness/measure/summary.hpp"
+#include "harness/output/rank_identity.hpp"
 #include "workloads/config/recipes.hpp"
 
 namespace moebench {
@@ -190,6 +191,8 @@ ojson results_json(const RunResults& res) {
     per_rank.push_back(ojson{{"rank", rr.rank},
                              {"host", rr.host},
                              {"node", rr.node},
+                             {"local_rank", rr.local_rank},
+                             {"stage", rr.stage},
                              {"step_time_s", rr.step_time_s},
                              {"phase_time_s", times}});
   }
@@ -238,6 +241,43 @@ ojson verification_json(const VerificationResult& v) {
                {"tensors", tensors}};
 }
 
+ojson health_json(const RunRecord& r) {
+  const HealthResult& h = r.health;
+  ojson suspects = ojson::array();
+  for (const Suspect& s : h.suspects) {
+    const RankIdentity who = identify_rank(r, s.rank);
+    suspects.push_back(
+        ojson{{"rank", who.rank},
+              {"host", who.host},
+              {"node", who.node},
+              {"local_rank", who.local_rank},
+              {"gpu_index", who.gpu_index >= 0 ? ojson(who.gpu_index) : ojson()},
+              {"uuid", who.uuid.empty() ? ojson() : ojson(who.uuid)},
+              {"pci_bus_id", who.pci_bus_id.empty() ? ojson() : ojson(who.pci_bus_id)},
+              {"metric", s.metric},
+              {"value", s.value},
+              {"median", s.median},
+              {"slowdown", s.slowdown},
+              {"reason", s.reason}});
+  }
+  ojson nodes = ojson::array();
+  for (const NodeSuspects& n : h.nodes) {
+    nodes.push_back(ojson{{"node", n.node}, {"host", n.host}, {"ranks", n.ranks}});
+  }
+  return ojson{{"method",
+                "each rank's compute time per step (the compute phases' sum, median over timed "
+                "steps) against the median rank of its pipeline stage, per FLOP where every rank "
+                "counted FLOPs: a suspect is more than mad_k robust standard deviations "
+                "(1.4826 x MAD) and more than min_slowdown slower; its compute phases that are so "
+                "are listed too (harness/measure/health.hpp)"},
+               {"mad_k", h.thresholds.mad_k},
+               {"min_slowdown", h.thresholds.min_slowdown},
+               {"ranks_compared", h.ranks_compared},
+               {"note", h.note.empty() ? ojson() : ojson(h.note)},
+               {"suspects", suspects},
+               {"nodes", nodes}};
+}
+
 }  // namespace
 
 nlohmann::ordered_json make_run_report(const RunRecord& r) {
@@ -257,6 +297,7 @@ nlohmann::ordered_json make_run_report(const RunRecord& r) {
   j["accounting"] = accounting_json(r);
   j["results"] = results_json(r.results);
   j["verification"] = verification_json(r.verification);
+  j["health"] = health_json(r);
   return j;
 }
 

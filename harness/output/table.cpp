@@ -1,10 +1,12 @@
 #include "harness/output/table.hpp"
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <string>
 
 #include "harness/measure/summary.hpp"
+#include "harness/output/rank_identity.hpp"
 
 namespace moebench {
 
@@ -120,6 +122,45 @@ std::string format_run_table(const RunRecord& r) {
       100.0 * res.overlap.fraction, r.config.overlap ? "on" : "off", res.grad_buckets_dense,
       res.grad_buckets_expert);
   out += verification_line(r.verification);
+  return out;
+}
+
+std::string format_health(const RunRecord& r) {
+  const HealthResult& h = r.health;
+  const std::string rule = sprintf_str("> %.3g robust SD and %.0f%% slower than the median",
+                                       h.thresholds.mad_k, 100.0 * h.thresholds.min_slowdown);
+  if (!h.note.empty()) return "# health: " + h.note + "\n";
+  if (h.suspects.empty()) {
+    return sprintf_str("# health: no suspects among %d ranks (", h.ranks_compared) + rule + ")\n";
+  }
+  std::string out = sprintf_str("# health: %d suspect rank(s) on %zu node(s) among %d ranks (",
+                                h.suspect_ranks(), h.nodes.size(), h.ranks_compared) +
+                    rule + ")\n";
+  for (const NodeSuspects& n : h.nodes) {
+    std::string ranks;
+    for (int rank : n.ranks) ranks += (ranks.empty() ? "" : ",") + std::to_string(rank);
+    out += sprintf_str("#   node %d (%s): ranks %s\n", n.node, n.host.c_str(), ranks.c_str());
+  }
+  for (const Suspect& s : h.suspects) {
+    out += "#     " + describe(identify_rank(r, s.rank)) + ": " + s.reason + "\n";
+  }
+  return out;
+}
+
+std::string format_device_list(const std::vector<RankPlace>& ranks,
+                               const std::vector<DeviceRecord>& devices) {
+  std::string out = "# Using devices\n";
+  for (const RankPlace& r : ranks) {
+    const auto dev = std::find_if(devices.begin(), devices.end(),
+                                  [&](const DeviceRecord& d) { return d.rank == r.rank; });
+    std::string device = "cpu (host memory)";
+    if (dev != devices.end()) {
+      device = sprintf_str("%2d [%s] %s", dev->info.ordinal, dev->info.pci_bus_id.c_str(),
+                           dev->info.name.c_str());
+    }
+    out += sprintf_str("#  Rank %3d Pid %7ld on %10s local rank %2d device %s\n", r.rank, r.pid,
+                       r.host.c_str(), r.local_rank, device.c_str());
+  }
   return out;
 }
 

@@ -9,6 +9,19 @@
 namespace moebench {
 
 std::string format_run_table(const RunRecord& r);
+// The health check's block: the suspects by node, each with its rank, host, GPU and reason.
+std::string format_health(const RunRecord& r);
+
+// Where every rank runs, printed at the start as nccl-tests does: rank, process id, host, local
+// rank and device (the GPU's ordinal, PCI bus id and name; "cpu" on a host backend).
+struct RankPlace {
+  int rank = 0;
+  long pid = 0;
+  std::string host;
+  int local_rank = 0;
+};
+std::string format_device_list(const std::vector<RankPlace>& ranks,
+                               const std::vector<DeviceRecord>& devices);
 
 // One finished step, as rank 0 prints it while the run goes on (Megatron's iteration line).
 struct StepProgress {

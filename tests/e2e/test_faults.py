@@ -26,6 +26,7 @@ LIMIT_S = 5  # --timeout
 # machine 15 s more is ample and still far below a hang (the test's own limit is 120 s).
 SLACK_S = 15
 STEP_LINE = re.compile(r"^# step \d+/\d+ ")  # rank 0's line per finished step
+DEVICE_LINE = re.compile(r"^# Using devices$|^#  Rank +\d+ Pid ")  # its device list, at the start
 
 
 def base(out, steps=40):
@@ -289,8 +290,9 @@ def test_sigterm_writes_an_interrupted_report(ctx):
                   "status %r, %d timed steps logged" % (st, len(timed)))
         e2e.check(rep["results"]["step_time_s"]["count"] == st["steps_completed"],
                   "the results hold the finished steps")
-        # One line per finished step first (as it ended), then the table, which says so first.
-        lines = stdout.splitlines()
+        # The device list, one line per finished step (as it ended), then the table, which says
+        # so first.
+        lines = [l for l in stdout.splitlines() if not DEVICE_LINE.match(l)]
         steps = [l for l in lines if STEP_LINE.match(l)]
         e2e.check(len(steps) == len(log), "%d step lines for %d logged steps" % (len(steps), len(log)))
         e2e.check(lines[len(steps)].startswith("# interrupted by SIGTERM"), "the table says so first")

@@ -119,6 +119,30 @@ TEST_CASE("fault: delay, hang and die parse, at the step's start unless a phase 
   CHECK(to_string(parse_fault_spec("die:rank=4")) == "die:rank=4,phase=step,step=0");
 }
 
+TEST_CASE("fault: slow and slowlink parse, with a factor above 1 and at most 1000") {
+  const FaultSpec s = parse_fault_spec("slow:rank=3,factor=4");
+  CHECK(s.kind == FaultSpec::Kind::slow);
+  CHECK(s.rank == 3);
+  CHECK(s.factor == 4.0);
+  CHECK(to_string(s) == "slow:rank=3,factor=4");
+  const FaultSpec l = parse_fault_spec("slowlink:a=1,b=6,factor=2.5");
+  CHECK(l.kind == FaultSpec::Kind::slowlink);
+  CHECK(l.rank == 1);
+  CHECK(l.peer == 6);
+  CHECK(l.factor == 2.5);
+  CHECK(to_string(l) == "slowlink:a=1,b=6,factor=2.5");
+  for (const char* bad :
+       {"slow:rank=1", "slow:rank=1,factor=1", "slow:rank=1,factor=0.5", "slow:rank=1,factor=1e4",
+        "slow:rank=1,factor=nan", "slow:factor=2", "slow:rank=1,factor=2,step=1",
+        "slow:rank=1,factor=2,phase=dispatch", "slowlink:a=1,factor=2", "slowlink:b=1,factor=2",
+        "slowlink:a=1,b=1,factor=2", "slowlink:rank=1,b=2,factor=2",
+        "delay:rank=1,seconds=1,factor=2"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_WITH_AS(parse_fault_spec(bad), doctest::Contains("slowlink:a=R1,b=R2,factor=F"),
+                         UsageError);
+  }
+}
+
 TEST_CASE("fault: a delay sleeps once, before its point in its step, on its rank only") {
   // Step 1's dispatch on rank 0 (the local communicator's only rank).
   Rig rig(parse_fault_spec("delay:rank=0,seconds=0.3,step=1,phase=dispatch"));

@@ -231,9 +231,19 @@ void validate(const RunConfig& c) {
     even_pipeline_layout(static_cast<int>(w.layers), p.pp, p.vp);  // UsageError when uneven
   }
   validate(PipelineShape{p.pp, p.vp, microbatches(c)});
-  if (c.inject && c.inject->rank >= p.world) {
-    throw UsageError("--inject " + to_string(*c.inject) + ": no rank " + s(c.inject->rank) +
-                     " in a world of " + s(p.world) + "; valid: rank=0 to rank=" + s(p.world - 1));
+  if (c.inject) {
+    const bool link = c.inject->kind == FaultSpec::Kind::slowlink;
+    const int worst = link ? std::max(c.inject->rank, c.inject->peer) : c.inject->rank;
+    if (worst >= p.world) {
+      throw UsageError("--inject " + to_string(*c.inject) + ": no rank " + s(worst) +
+                       " in a world of " + s(p.world) + "; valid: " + (link ? "a and b " : "") +
+                       "rank=0 to rank=" + s(p.world - 1));
+    }
+    if (link) {
+      throw UsageError("--inject " + to_string(*c.inject) +
+                       ": a slow link is injected into `moebench linkcheck`, which measures the "
+                       "links; run slows compute (slow:rank=R,factor=F)");
+    }
   }
   if (p.ranks_per_node < 0) {
     throw UsageError("--ranks-per-node must be >= 0 (0: detect), got " + s(p.ranks_per_node));

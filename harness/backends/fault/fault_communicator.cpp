@@ -21,7 +21,9 @@ namespace {
 constexpr const char* kForms =
     "valid: corrupt:rank=R[,phase=dispatch|combine|grad_reduce|pp][,step=S], "
     "delay:rank=R,seconds=T[,phase=P][,step=S], hang:rank=R[,phase=P][,step=S] or "
-    "die:rank=R[,phase=P][,step=S], with R and S >= 0 and T > 0";
+    "die:rank=R[,phase=P][,step=S], slow:rank=R,factor=F or slowlink:a=R1,b=R2,factor=F, with R "
+    "and S >= 0, T > 0 and F in (1, 1000]";
+constexpr double kMaxFactor = 1000;
 constexpr float kCorruptValue = 1000.0f;
 
 int parse_count(const std::string& text, std::string_view key, std::string_view value) {
@@ -41,7 +43,12 @@ class FaultCommunicator final : public Communicator {
         inner_(std::move(inner)),
         compute_(compute),
         spec_(spec),
-        armed_(topology().rank == spec.rank) {}
+        armed_(topology().rank == spec.rank && spec.kind != FaultSpec::Kind::slow &&
+               spec.kind != FaultSpec::Kind::slowlink),
+        link_peer_(spec.kind != FaultSpec::Kind::slowlink ? -1
+                   : topology().rank == spec.rank         ? spec.peer
+                   : topology().rank == spec.peer         ? spec.rank
+                                                          : -1) {}
 
   std::string name() const override { return inner_->name(); }
 
@@ -77,7 +84,18 @@ class FaultCommunicator final : public Communicator {
   void do_batch_p2p(Group g, std::span<const P2POp> ops) override {
     const Mat* recv = first_recv(g, ops);
     const bool hit = recv != nullptr && matches(Seen::pp);
+    const auto start = std::chrono::steady_clock::now();
     inner_->batch_p2p(g, ops);
+    if (const Mat* slow = slow_link_recv(g, ops)) {
+      // The receive of the slow link ends (factor - 1) times its fastest time later: the fastest
+      // is the transfer itself, where a later one may include waiting for the sender (which
+      // would compound, run after run).
+      const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+      const auto bytes = slow->numel() * static_cast<std::int64_t>(dtype_size(slow->dtype));
+      const auto [it, fresh] = fastest_.try_emplace(bytes, took);
+      if (!fresh) it->second = std::min(it->second, took);
+      std::this_thread::sleep_for(it->second * (spec_.factor - 1.0));
+    }
     if (hit) corrupt(*recv);
   }
   void do_barrier(Group g) override { inner_->barrier(g); }
@@ -172,6 +190,16 @@ class FaultCommunicator final : public Communicator {
     return Seen::other;
   }
 
+  // What the exchange receives over the slowed link (a world exchange from its other end), or
+  // none.
+  const Mat* slow_link_recv(Group g, std::span<const P2POp> ops) const {
+    if (link_peer_ < 0 || g != Group::world) return nullptr;
+    for (const P2POp& op : ops) {
+      if (op.kind == P2POp::Kind::recv && op.peer == link_peer_) return &op.buf;
+    }
+    return nullptr;
+  }
+
   static Seen reduction_point(Group g) {
     return g == Group::data || g == Group::expert_data ? Seen::grad_reduce : Seen::other;
   }
@@ -217,6 +245,8 @@ class FaultCommunicator final : public Communicator {
         std::raise(SIGKILL);
         std::_Exit(137);
       case FaultSpec::Kind::corrupt:
+      case FaultSpec::Kind::slow:
+      case FaultSpec::Kind::slowlink:
         return;
     }
   }
@@ -232,6 +262,8 @@ class FaultCommunicator final : public Communicator {
   Compute& compute_;
   FaultSpec spec_;
   bool armed_;
+  int link_peer_;  // slowlink: the world rank at this rank's other end of the link, or -1
+  std::map<std::int64_t, std::chrono::duration<double>> fastest_;  // slowlink: by message bytes
   int step_ = -1;  // the first clear_requests() starts step 0
   bool counts_seen_ = false;
   bool dispatch_seen_ = false;
@@ -242,7 +274,7 @@ class FaultCommunicator final : public Communicator {
 
 // The names of FaultSpec::Kind, in its order, and every Point: what --inject parses and
 // to_string writes.
-constexpr const char* kKindNames[] = {"corrupt", "delay", "hang", "die"};
+constexpr const char* kKindNames[] = {"corrupt", "delay", "hang", "die", "slow", "slowlink"};
 constexpr FaultSpec::Point kPoints[] = {FaultSpec::Point::dispatch, FaultSpec::Point::combine,
                                         FaultSpec::Point::grad_reduce, FaultSpec::Point::pp,
                                         FaultSpec::Point::step};
@@ -272,7 +304,9 @@ FaultSpec parse_fault_spec(const std::string& text) {
     throw UsageError("--inject " + text + ": unknown fault; " + kForms);
   f.kind = static_cast<FaultSpec::Kind>(k - std::begin(kKindNames));
   if (f.kind != FaultSpec::Kind::corrupt) f.point = FaultSpec::Point::step;
-  bool have_rank = false, have_seconds = false;
+  const bool slow = f.kind == FaultSpec::Kind::slow || f.kind == FaultSpec::Kind::slowlink;
+  const bool link = f.kind == FaultSpec::Kind::slowlink;
+  bool have_rank = false, have_seconds = false, have_factor = false, have_peer = false;
   std::string_view rest =
       colon == std::string::npos ? std::string_view() : std::string_view(text).substr(colon + 1);
   while (!rest.empty()) {
@@ -282,10 +316,23 @@ FaultSpec parse_fault_spec(const std::string& text) {
     const std::size_t eq = item.find('=');
     const std::string_view key = item.substr(0, eq);
     const std::string_view value = eq == std::string_view::npos ? "" : item.substr(eq + 1);
-    if (key == "rank") {
+    if (key == (link ? "a" : "rank")) {
       f.rank = parse_count(text, key, value);
       have_rank = true;
-    } else if (key == "step") {
+    } else if (key == "b" && link) {
+      f.peer = parse_count(text, key, value);
+      have_peer = true;
+    } else if (key == "factor" && slow) {
+      char* end = nullptr;
+      const std::string v(value);
+      f.factor = std::strtod(v.c_str(), &end);
+      if (v.empty() || end != v.c_str() + v.size() || !(f.factor > 1) ||
+          !(f.factor <= kMaxFactor)) {
+        throw UsageError("--inject " + text + ": factor must be a number in (1, 1000], got '" + v +
+                         "'; " + kForms);
+      }
+      have_factor = true;
+    } else if (key == "step" && !slow) {
       f.step = parse_count(text, key, value);
     } else if (key == "seconds" && f.kind == FaultSpec::Kind::delay) {
       char* end = nullptr;
@@ -296,7 +343,7 @@ FaultSpec parse_fault_spec(const std::string& text) {
                          "'; " + kForms);
       }
       have_seconds = true;
-    } else if (key == "phase") {
+    } else if (key == "phase" && !slow) {
       const auto p = std::find_if(std::begin(kPoints), std::end(kPoints),
                                   [&](FaultSpec::Point q) { return value == point_name(q); });
       if (p == std::end(kPoints) ||
@@ -310,7 +357,17 @@ FaultSpec parse_fault_spec(const std::string& text) {
                        kForms);
     }
   }
-  if (!have_rank) throw UsageError("--inject " + text + ": rank=R is required; " + kForms);
+  if (!have_rank) {
+    throw UsageError("--inject " + text + ": " + (link ? "a=R1" : "rank=R") + " is required; " +
+                     kForms);
+  }
+  if (link && !have_peer) throw UsageError("--inject " + text + ": b=R2 is required; " + kForms);
+  if (link && f.peer == f.rank) {
+    throw UsageError("--inject " + text + ": a and b must be two different ranks; " + kForms);
+  }
+  if (slow && !have_factor) {
+    throw UsageError("--inject " + text + ": factor=F is required; " + kForms);
+  }
   if (f.kind == FaultSpec::Kind::delay && !have_seconds) {
     throw UsageError("--inject " + text + ": seconds=T is required; " + kForms);
   }
@@ -318,6 +375,15 @@ FaultSpec parse_fault_spec(const std::string& text) {
 }
 
 std::string to_string(const FaultSpec& f) {
+  char factor[32];
+  std::snprintf(factor, sizeof(factor), "%g", f.factor);
+  if (f.kind == FaultSpec::Kind::slow) {
+    return "slow:rank=" + std::to_string(f.rank) + ",factor=" + factor;
+  }
+  if (f.kind == FaultSpec::Kind::slowlink) {
+    return "slowlink:a=" + std::to_string(f.rank) + ",b=" + std::to_string(f.peer) +
+           ",factor=" + factor;
+  }
   std::string out =
       std::string(kKindNames[static_cast<int>(f.kind)]) + ":rank=" + std::to_string(f.rank);
   if (f.kind == FaultSpec::Kind::delay) {

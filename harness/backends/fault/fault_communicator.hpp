@@ -28,7 +28,10 @@ struct FaultSpec {
   // corrupt: damage a received payload; delay: sleep `seconds`, once; hang: block forever (the
   // process stays alive, as a stopped or livelocked one does); die: end the process at once
   // (SIGKILL), as a crashed node does.
-  enum class Kind { corrupt, delay, hang, die };
+  // slow: every compute operation of the rank takes `factor` times as long (slow_compute.hpp);
+  // slowlink: every transfer between world ranks `rank` and `peer` takes `factor` times as long
+  // (the point-to-point exchanges of `moebench linkcheck`).
+  enum class Kind { corrupt, delay, hang, die, slow, slowlink };
   // step: the start of the step (the default of delay, hang and die).
   enum class Point { dispatch, combine, grad_reduce, pp, step };
   Kind kind = Kind::corrupt;
@@ -36,13 +39,16 @@ struct FaultSpec {
   Point point = Point::dispatch;
   int step = 0;        // 0-based, as counted above
   double seconds = 0;  // delay only
+  double factor = 1;   // slow and slowlink
+  int peer = 0;        // slowlink: the other end of the link (`rank` is the first)
 };
 
 // "corrupt:rank=R[,phase=dispatch|combine|grad_reduce|pp][,step=S]",
 // "delay:rank=R,seconds=T[,phase=...][,step=S]", "hang:rank=R[,phase=...][,step=S]",
 // "die:rank=R[,phase=...][,step=S]" (delay, hang and die: at the start of the step unless a phase
-// is given, then just before that point's operation); UsageError saying what is wrong and what
-// is valid otherwise. The rank is checked against the world by the caller.
+// is given, then just before that point's operation), "slow:rank=R,factor=F" and
+// "slowlink:a=R1,b=R2,factor=F" (F in (1, 1000]); UsageError saying what is wrong and what is
+// valid otherwise. The ranks are checked against the world by the caller.
 FaultSpec parse_fault_spec(const std::string& text);
 std::string to_string(const FaultSpec& f);
 const char* point_name(FaultSpec::Point p);

@@ -1,0 +1,187 @@
+#include "harness/backends/fault/slow_compute.hpp"
+
+#include <chrono>
+#include <thread>
+
+#include "harness/core/error.hpp"
+
+namespace moebench {
+
+namespace {
+
+class SlowCompute final : public Compute {
+ public:
+  SlowCompute(std::unique_ptr<Compute> inner, double factor)
+      : inner_(std::move(inner)), factor_(factor) {
+    MB_CHECK(inner_ != nullptr, "slow compute without a backend to wrap");
+    MB_CHECK(factor_ > 1, "slow compute with factor " << factor_ << ", expected > 1");
+  }
+
+  ComputeBackend kind() const override { return inner_->kind(); }
+  DType activation_dtype() const override { return inner_->activation_dtype(); }
+  std::string gemm_path() const override { return inner_->gemm_path(); }
+  std::string grouped_gemm_path() const override { return inner_->grouped_gemm_path(); }
+  std::string attention_path() const override { return inner_->attention_path(); }
+  void synchronize() override { inner_->synchronize(); }
+  std::int64_t memory_available_bytes() const override { return inner_->memory_available_bytes(); }
+  bool memory_is_host() const override { return inner_->memory_is_host(); }
+  std::string memory_domain() const override { return inner_->memory_domain(); }
+  std::optional<DeviceInfo> device_info() const override { return inner_->device_info(); }
+  std::int64_t reserved_bytes() const override { return inner_->reserved_bytes(); }
+  void set_linear_precision(LinearPrecision p) override {
+    inner_->set_linear_precision(p);
+    Compute::set_linear_precision(p);
+  }
+  Fp8GemmCounts fp8_gemm_counts() const override { return inner_->fp8_gemm_counts(); }
+  int mark() override {
+    pay();  // a phase's slowness stays in the phase
+    return inner_->mark();
+  }
+  std::vector<double> mark_times_s() override { return inner_->mark_times_s(); }
+  void clear_marks() override { inner_->clear_marks(); }
+
+ protected:
+  Tensor do_alloc(std::int64_t rows, std::int64_t cols, DType dtype) override {
+    return inner_->alloc(rows, cols, dtype);
+  }
+  void do_upload(const float* host, const Mat& dst) override {
+    slowed([&] { inner_->upload(host, dst); });
+  }
+  void do_upload_i32(const std::int32_t* host, const Mat& dst) override {
+    slowed([&] { inner_->upload_i32(host, dst); });
+  }
+  void do_download(const Mat& src, float* host) override {
+    slowed([&] { inner_->download(src, host); });
+  }
+  void do_download_i32(const Mat& src, std::int32_t* host) override {
+    slowed([&] { inner_->download_i32(src, host); });
+  }
+  void do_zero(const Mat& x) override {
+    slowed([&] { inner_->zero(x); });
+  }
+  void do_copy(const Mat& src, const Mat& dst) override {
+    slowed([&] { inner_->copy(src, dst); });
+  }
+  void do_axpby(float alpha, const Mat& x, float beta, const Mat& y) override {
+    slowed([&] { inner_->axpby(alpha, x, beta, y); });
+  }
+  void do_fill_random(const Mat& x, std::uint64_t seed, std::uint64_t stream,
+                      float scale) override {
+    slowed([&] { inner_->fill_random(x, seed, stream, scale); });
+  }
+  void do_fill(const Mat& x, float value) override {
+    slowed([&] { inner_->fill(x, value); });
+  }
+  void do_gemm(bool ta, bool tb, float alpha, const Mat& a, const Mat& b, float beta,
+               const Mat& c) override {
+    slowed([&] { inner_->gemm(ta, tb, alpha, a, b, beta, c); });
+  }
+  void do_grouped_gemm(bool ta, bool tb, float alpha, std::span<const GemmProblem> p,
+                       float beta) override {
+    slowed([&] { inner_->grouped_gemm(ta, tb, alpha, p, beta); });
+  }
+  void do_fp8_gemm(bool ta, bool tb, float alpha, const Mat& a, const Mat& b, float beta,
+                   const Mat& c) override {
+    slowed([&] { inner_->linear_gemm(ta, tb, alpha, a, b, beta, c); });
+  }
+  void do_rmsnorm_forward(const Mat& x, const Mat& w, float eps, const Mat& y,
+                          const Mat& rstd) override {
+    slowed([&] { inner_->rmsnorm_forward(x, w, eps, y, rstd); });
+  }
+  void do_rmsnorm_backward(const Mat& dy, const Mat& x, const Mat& w, const Mat& rstd,
+                           const Mat& dx, const Mat& dw) override {
+    slowed([&] { inner_->rmsnorm_backward(dy, x, w, rstd, dx, dw); });
+  }
+  void do_rope(const Mat& x, std::int64_t seq_len, std::int64_t heads, std::int64_t head_stride,
+               std::int64_t offset, std::int64_t dim, float theta, bool inverse) override {
+    slowed([&] {
+      if (inverse) {
+        inner_->rope_backward(x, seq_len, heads, head_stride, offset, dim, theta);
+      } else {
+        inner_->rope_forward(x, seq_len, heads, head_stride, offset, dim, theta);
+      }
+    });
+  }
+  void do_swiglu_forward(const Mat& gate_up, const Mat& out) override {
+    slowed([&] { inner_->swiglu_forward(gate_up, out); });
+  }
+  void do_swiglu_backward(const Mat& gate_up, const Mat& dout, const Mat& dgate_up) override {
+    slowed([&] { inner_->swiglu_backward(gate_up, dout, dgate_up); });
+  }
+  void do_attention_forward(const AttentionShape& s, const Mat& q, const Mat& k, const Mat& v,
+                            const Mat& out, const Mat& stats) override {
+    slowed([&] { inner_->attention_forward(s, q, k, v, out, stats); });
+  }
+  void do_attention_backward(const AttentionShape& s, const Mat& q, const Mat& k, const Mat& v,
+                             const Mat& out, const Mat& dout, const Mat& stats, const Mat& dq,
+                             const Mat& dk, const Mat& dv) override {
+    slowed([&] { inner_->attention_backward(s, q, k, v, out, dout, stats, dq, dk, dv); });
+  }
+  void do_router_forward(const RouterParams& p, const Mat& logits, const Mat& bias,
+                         std::int64_t first_token, const Mat& scores, const Mat& indices,
+                         const Mat& weights) override {
+    slowed([&] { inner_->router_forward(p, logits, bias, first_token, scores, indices, weights); });
+  }
+  void do_router_backward(const RouterParams& p, const Mat& scores, const Mat& indices,
+                          const Mat& dweights, const Mat& dlogits) override {
+    slowed([&] { inner_->router_backward(p, scores, indices, dweights, dlogits); });
+  }
+  void do_gather_rows(const Mat& src, const Mat& index, const Mat& dst) override {
+    slowed([&] { inner_->gather_rows(src, index, dst); });
+  }
+  void do_scatter_add_rows(const Mat& src, const Mat& index, const Mat& scale,
+                           const Mat& dst) override {
+    slowed([&] { inner_->scatter_add_rows(src, index, scale, dst); });
+  }
+  void do_gather_rows_scaled(const Mat& src, const Mat& index, const Mat& scale,
+                             const Mat& dst) override {
+    slowed([&] { inner_->gather_rows_scaled(src, index, scale, dst); });
+  }
+  void do_gathered_row_dot(const Mat& a, const Mat& index, const Mat& b, const Mat& out) override {
+    slowed([&] { inner_->gathered_row_dot(a, index, b, out); });
+  }
+  void do_cross_entropy(const Mat& logits, const Mat& labels, float grad_scale,
+                        const Mat& loss) override {
+    slowed([&] { inner_->cross_entropy(logits, labels, grad_scale, loss); });
+  }
+  void do_adamw(const AdamWStep& s, const Mat& param, const Mat& grad, const Mat& m, const Mat& v,
+                const Mat& master) override {
+    slowed([&] { inner_->adamw(s, param, grad, m, v, master); });
+  }
+
+ private:
+  // Runs op and owes (factor - 1) times as long as it took (synchronised on a device); the debt
+  // is paid once it reaches a millisecond (a sleep overshoots by tens of microseconds) and at
+  // every mark.
+  template <typename Op>
+  void slowed(Op&& op) {
+    const bool device = !inner_->memory_is_host();
+    if (device) inner_->synchronize();
+    const auto start = Clock::now();
+    op();
+    if (device) inner_->synchronize();
+    owed_ += (Clock::now() - start) * (factor_ - 1.0);
+    if (owed_ >= std::chrono::milliseconds(1)) pay();
+  }
+
+  void pay() {
+    if (owed_ <= Seconds::zero()) return;
+    const auto start = Clock::now();
+    std::this_thread::sleep_for(owed_);
+    owed_ -= Clock::now() - start;  // an overshoot is credited
+  }
+
+  using Clock = std::chrono::steady_clock;
+  using Seconds = std::chrono::duration<double>;
+  std::unique_ptr<Compute> inner_;
+  double factor_;
+  Seconds owed_{0};
+};
+
+}  // namespace
+
+std::unique_ptr<Compute> make_slow_compute(std::unique_ptr<Compute> inner, double factor) {
+  return std::make_unique<SlowCompute>(std::move(inner), factor);
+}
+
+}  // namespace moebench

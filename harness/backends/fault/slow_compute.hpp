@@ -1,0 +1,17 @@
+// A compute backend that runs every operation of the one it wraps and then waits (factor - 1)
+// times as long as the operation took, so that the whole of a rank's compute takes `factor`
+// times as long: a slow GPU, for `moebench run --inject slow:rank=R,factor=F`, with no test hook
+// in the training step. On a device backend each operation is synchronised to be timed, which
+// slows it further; the decorator is a testing aid for the host backend's health checks.
+#pragma once
+
+#include <memory>
+
+#include "harness/compute/compute.hpp"
+
+namespace moebench {
+
+// `inner` wrapped; factor > 1.
+std::unique_ptr<Compute> make_slow_compute(std::unique_ptr<Compute> inner, double factor);
+
+}  // namespace moebench

@@ -1,0 +1,112 @@
+"""The health check names the rank that holds the run back, and only it.
+
+`--inject slow:rank=R,factor=F` (the slow-compute decorator) makes every compute operation of
+rank R take F times as long. The report's health section must then name R, and nobody else, with
+its host, node and local rank; --health-gate turns that into exit 5. Clean runs name nobody (ten
+in a row at 4 and at 8 ranks were clean when the thresholds were set; CI runs three). Nodes are
+emulated with --ranks-per-node, so the node the suspect is on is known.
+"""
+
+import re
+
+import moebench_e2e as e2e
+
+PRESET = "deepseek-v3-tiny"
+HEALTH = 5
+DEVICE_LINE = re.compile(r"^#  Rank +(\d+) Pid +\d+ on +\S+ local rank +(\d+) device cpu",
+                         re.M)
+
+
+def run(ctx, tmp, np, per_node, extra=(), name="r.json"):
+    out = "%s/%s" % (tmp, name)
+    res = e2e.run_moebench(ctx, ["run", "--preset", PRESET, "--ep", np, "--ranks-per-node",
+                                 per_node, "--warmup", 2, "--steps", 10, "--out", out] +
+                           list(extra), np=np, timeout=300)
+    return res, out
+
+
+def make_slow_test(np, per_node, slow_rank):
+    def test(ctx):
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            res, out = run(ctx, tmp, np, per_node,
+                           ["--inject", "slow:rank=%d,factor=4" % slow_rank, "--health-gate"])
+            e2e.check(res.rc == HEALTH, "--health-gate with a slow rank must exit 5", res)
+            rep = e2e.load_report(ctx, out)
+            h = rep["health"]
+            e2e.check(h["ranks_compared"] == np, "health compared %r ranks" % h["ranks_compared"])
+            named = sorted({s["rank"] for s in h["suspects"]})
+            e2e.check(named == [slow_rank], "suspects %r, expected rank %d only:\n%s" %
+                      (named, slow_rank, "\n".join(s["reason"] for s in h["suspects"])), res)
+            first = h["suspects"][0]
+            e2e.check(first["metric"] == "compute" and first["slowdown"] > 1.5,
+                      "the first entry is the compute total, well over the median: %r" % first)
+            e2e.check(first["node"] == slow_rank // per_node and
+                      first["local_rank"] == slow_rank % per_node and first["host"],
+                      "the suspect's node and local rank: %r" % first)
+            e2e.check(first["gpu_index"] is None and first["uuid"] is None,
+                      "the cpu backend has no GPU to name: %r" % first)
+            e2e.check(h["nodes"] == [{"node": slow_rank // per_node, "host": first["host"],
+                                      "ranks": [slow_rank]}], "nodes %r" % h["nodes"])
+            e2e.check("# health: 1 suspect rank(s) on 1 node(s)" in res.stdout and
+                      "rank %d (host" % slow_rank in res.stdout,
+                      "the console's health block names the rank", res)
+            e2e.check("--health-gate: 1 suspect rank(s)" in res.stderr,
+                      "the gate says why it failed", res)
+
+    test.__name__ = "test_slow_rank_%d_of_%d_is_named" % (slow_rank, np)
+    return test
+
+
+def test_clean_runs_name_nobody(ctx):
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, np in enumerate((8, 8, 4)):
+            res, out = run(ctx, tmp, np, 2, ["--health-gate"], name="clean%d.json" % i)
+            e2e.check(res.rc == 0, "a clean run passes --health-gate", res)
+            h = e2e.load_report(ctx, out)["health"]
+            e2e.check(h["suspects"] == [] and h["nodes"] == [] and h["ranks_compared"] == np,
+                      "a clean run names nobody: %r" % h)
+            e2e.check(h["min_slowdown"] == 0.5 and h["mad_k"] == 6,
+                      "the cpu backend's default thresholds are recorded: %r" % h)
+            e2e.check("# health: no suspects among %d ranks" % np in res.stdout,
+                      "the console says so", res)
+            places = DEVICE_LINE.findall(res.stdout)
+            e2e.check([(int(r), int(l)) for r, l in places] == [(r, r % 2) for r in range(np)],
+                      "the device list names every rank and its local rank, in order", res)
+
+
+def test_two_ranks_per_stage_are_not_compared(ctx):
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        res, out = run(ctx, tmp, 2, 1, ["--inject", "slow:rank=1,factor=4", "--health-gate"])
+        e2e.check(res.rc == 0, "with two ranks nothing is compared, so the gate passes", res)
+        h = e2e.load_report(ctx, out)["health"]
+        e2e.check(h["ranks_compared"] == 0 and "nothing to compare" in (h["note"] or ""),
+                  "the note says why: %r" % h)
+
+
+def test_bad_health_flags(ctx):
+    for args, text in (
+            (["--health-mad", "-1"], "--health-mad -1: must be"),
+            (["--health-min-slowdown", "nan"], "--health-min-slowdown nan: must be"),
+            (["--inject", "slow:rank=4,factor=2"], "no rank 4 in a world of 2"),
+            (["--inject", "slowlink:a=0,b=1,factor=2"], "moebench linkcheck"),
+            (["--inject", "slow:rank=0,factor=1"], "factor must be a number in (1, 1000]")):
+        res = e2e.run_moebench(ctx, ["run", "--preset", PRESET, "--ep", 2, "--steps", 1] + args,
+                               np=2, timeout=120)
+        e2e.check(res.rc == e2e.EXIT_USAGE and text in res.stderr,
+                  "%s: exit 2 saying %r" % (" ".join(args), text), res)
+
+
+TESTS = [
+    make_slow_test(4, 2, 2),
+    make_slow_test(8, 4, 5),
+    make_slow_test(8, 2, 0),
+    test_clean_runs_name_nobody,
+    test_two_ranks_per_stage_are_not_compared,
+    test_bad_health_flags,
+]
+
+if __name__ == "__main__":
+    e2e.run_main(TESTS)
