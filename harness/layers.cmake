@@ -224,8 +224,8 @@ moebench_module(step LAYER model DIRS workloads/step DEPS layers)
 
 # ---- driver: runtime, devices, output, verification, scaling reports, the probe, the CLI --------
 moebench_module(runtime LAYER driver DIRS harness/runtime DEPS parallel mpi)
-moebench_module(device LAYER driver DIRS harness/device DEPS runtime registry
-                LIBS ${CMAKE_DL_LIBS})
+moebench_module(device LAYER driver DIRS harness/device DEPS runtime registry measure
+                LIBS ${CMAKE_DL_LIBS} Threads::Threads)
 moebench_module(output LAYER driver DIRS harness/output DEPS device accounting measure
                 LIBS nlohmann_json::nlohmann_json)
 target_include_directories(mb_output PRIVATE ${VALIJSON_INCLUDE_DIR})

@@ -47,6 +47,8 @@ def draw(plt, report, out_path):
         title += " - verdict %s" % ("PASS" if report["passed"] else "FAIL")
     if synthetic:
         title = "SYNTHETIC DATA (not measured) - " + title
+    if report.get("system"):  # who was measured: GPU model, count, nodes, software
+        title += "\n" + report["system"]["description"]
     fig.suptitle(title, fontsize=13, color="darkred" if synthetic else "black")
 
     # 1. TFLOP/s per GPU: medians with the repeats' range; ideal = the baseline's per-GPU rate.

@@ -11,6 +11,7 @@ if(MOEBENCH_DEPS_PREFIX)
 endif()
 
 find_package(MPI REQUIRED COMPONENTS CXX)
+find_package(Threads REQUIRED)  # the GPU telemetry sampler (harness/device)
 find_package(CLI11 REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(doctest REQUIRED)

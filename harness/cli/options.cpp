@@ -79,6 +79,9 @@ void add_workload_flags(CLI::App* app, WorkloadFlags& w, NamedFlags& n) {
                   "\"Et*4|(t*4|)*14tmL\" (default: an even split)");
   app->add_option("--ranks-per-node", w.ranks_per_node,
                   "emulate nodes of K ranks (default 0: the real nodes)");
+  app->add_option("--nvlink-domain-size", w.nvlink_domain_size,
+                  "emulate NVLink domains of K consecutive ranks (default 0: NVML's fabric "
+                  "cliques on multi-node NVLink systems, else the nodes)");
   app->add_option("--grad-reduce", w.grad_reduce, "allreduce|reduce-scatter (ZeRO-1)");
   app->add_option("--optimizer", w.optimizer, "adamw|none (default adamw)");
   app->add_option("--lr", w.adamw.lr, "AdamW learning rate");
@@ -502,6 +505,7 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
     for (const std::string& f : w.given) c.recipe_overrides.push_back(f);
   }
   c.layout.ranks_per_node = w.ranks_per_node;
+  c.layout.nvlink_domain_size = w.nvlink_domain_size;
   const std::string grad_reduce = rec && !given("--grad-reduce") ? rec->grad_reduce : w.grad_reduce;
   c.grad_reduce =
       grad_reduce == "reduce-scatter" ? GradReduce::reduce_scatter : GradReduce::allreduce;

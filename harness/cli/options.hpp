@@ -43,6 +43,7 @@ struct WorkloadFlags {
   std::optional<int> vp;        // none: 1, or the --pipeline-layout's
   std::string pipeline_layout;  // empty: layers split evenly
   int ranks_per_node = 0;
+  int nvlink_domain_size = 0;
   std::string grad_reduce = "allreduce";
   std::string optimizer = "adamw";
   AdamWParams adamw;

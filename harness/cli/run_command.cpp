@@ -23,10 +23,12 @@
 #include "harness/core/stop_request.hpp"
 #include "harness/core/version.hpp"
 #include "harness/device/device_records.hpp"
+#include "harness/device/telemetry.hpp"
 #include "harness/measure/summary.hpp"
 #include "harness/output/atomic_file.hpp"
 #include "harness/output/run_report.hpp"
 #include "harness/output/table.hpp"
+#include "harness/parallel/domains.hpp"
 #include "harness/verify/reference_check.hpp"
 #include "workloads/step/training_step.hpp"
 
@@ -176,6 +178,107 @@ HealthThresholds health_thresholds(const CliOptions& o, const RunConfig& c) {
   return {o.health_mad, o.health_min_slowdown.value_or(fallback)};
 }
 
+// Every rank's NVLink domain: emulated (--nvlink-domain-size), NVML's fabric cliques when every
+// rank's GPU has one, else the nodes. Collective.
+DomainRecord find_domains(const RunConfig& c, const MpiRuntime& rt, const Compute& compute) {
+  DomainRecord d;
+  if (c.layout.nvlink_domain_size > 0) {
+    d.source = "emulated";
+    d.of_rank = emulated_domains(c.layout.world, c.layout.nvlink_domain_size);
+    return d;
+  }
+  const std::optional<DeviceInfo> gpu = compute.device_info();
+  const std::string key = gpu ? nvlink_fabric_key(gpu->pci_bus_id) : std::string();
+  if (rt.all_true(!key.empty())) {
+    d.source = "nvml";
+    d.of_rank = domains_from_keys(rt.all_gather(key));
+  } else {
+    d.source = "node";
+    d.of_rank = domains_from_keys(rt.all_hosts());
+  }
+  return d;
+}
+
+// How often the background sampler reads a GPU during the timed steps.
+constexpr double kTelemetryIntervalS = 0.1;
+
+// This rank's GPU telemetry over the timed steps: a reading before, the sampler during, a
+// reading after. Nothing on a host backend or without NVML (note() says why).
+class Telemetry {
+ public:
+  explicit Telemetry(const Compute& compute) {
+    const std::optional<DeviceInfo> gpu = compute.device_info();
+    if (!gpu) {
+      note_ = "the " + compute.name() + " backend has no GPU telemetry";
+      return;
+    }
+    gpu_ = NvmlGpu::open(gpu->pci_bus_id, note_);
+    if (gpu_) sampler_.emplace(*gpu_, kTelemetryIntervalS);
+  }
+  void start() {
+    if (!gpu_) return;
+    data_.start = gpu_->read(0);
+    sampler_->start();
+  }
+  void stop() {
+    if (!gpu_ || stopped_) return;
+    stopped_ = true;
+    data_.during = sampler_->stop();
+    data_.end = gpu_->read(data_.during.empty() ? 0 : data_.during.back().t_s);
+  }
+  bool available() const { return gpu_ != nullptr; }
+  const std::string& note() const { return note_; }
+  GpuTelemetrySummary summary(int rank) {
+    data_.rank = rank;
+    return summarize_telemetry(data_);
+  }
+
+ private:
+  std::unique_ptr<NvmlGpu> gpu_;
+  std::optional<TelemetrySampler> sampler_;
+  GpuTelemetry data_;
+  std::string note_;
+  bool stopped_ = false;
+};
+
+// Every rank's telemetry summary on rank 0, and its flags added to the health check's suspects.
+// Collective.
+void gather_telemetry(const MpiRuntime& rt, Telemetry& t, RunRecord& record) {
+  record.telemetry_interval_s = kTelemetryIntervalS;
+  if (!rt.all_true(t.available())) {
+    // Telemetry from every GPU or none: the first rank without it says why.
+    const std::vector<std::string> notes = rt.gather_strings_to_root(t.note());
+    const bool same = std::all_of(notes.begin(), notes.end(),
+                                  [&](const std::string& n) { return n == notes.front(); });
+    for (std::size_t r = 0; r < notes.size(); ++r) {
+      if (notes[r].empty()) continue;
+      record.telemetry_note = notes[r];
+      if (!same)
+        record.telemetry_note += " (rank " + std::to_string(r) +
+                                 "; telemetry is kept "
+                                 "only when every GPU has it)";
+      break;
+    }
+    return;
+  }
+  const std::vector<double> all = rt.gather_to_root(flatten(t.summary(rt.rank())));
+  if (rt.rank() != 0) return;
+  std::vector<Suspect> flagged;
+  for (int r = 0; r < rt.size(); ++r) {
+    const GpuTelemetrySummary s = unflatten_telemetry(all.data() + r * kTelemetryDoubles);
+    for (const TelemetryFlag& f : telemetry_flags(s)) {
+      Suspect x;
+      x.rank = s.rank;
+      x.metric = f.metric;
+      x.value = f.value;
+      x.reason = f.reason;
+      flagged.push_back(x);
+    }
+    record.telemetry.push_back(s);
+  }
+  add_suspects(record.health, flagged, record.results.per_rank);
+}
+
 // What the steps left, for the report.
 struct Progress {
   std::vector<StepSample> samples;      // this rank's timed steps
@@ -317,9 +420,22 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
   std::unique_ptr<Communicator> comm =
       make_communicator(c.comm, rt.world(), s.topo, compute, c.comm_timeout_s);
   if (c.inject) comm = make_fault_communicator(std::move(comm), compute, *c.inject);
+  DomainRecord domains = find_domains(c, rt, compute);
+  if (c.layout.ranks_per_node > 0 && domains.source == "node") {
+    // Emulated nodes are the domains then, as they would be on HGX.
+    std::vector<int> of_rank;
+    for (int r = 0; r < c.layout.world; ++r) of_rank.push_back(r / c.layout.ranks_per_node);
+    domains.of_rank = of_rank;
+  }
+  domains.warnings = straddling_expert_groups(c.layout.grid(), domains.of_rank);
+  comm->set_domains(domains.of_rank);
   TrainingStep step(c, s.topo, compute, *comm);
   step.initialize();
   RunRecord record = make_record(o, s, rt, compute, start);
+  record.domains = domains;
+  if (rt.rank() == 0) {
+    for (const std::string& w : domains.warnings) std::cerr << "moebench: warning: " << w << "\n";
+  }
   {
     // Every rank's place, printed before the first step (nccl-tests' device list).
     const std::vector<std::string> places =
@@ -384,6 +500,7 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
     }
   };
   VerificationResult verification;
+  Telemetry telemetry(compute);
   try {
     if (c.verify) {
       run_step("verify", 0, 1);
@@ -391,7 +508,10 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
       step.initialize();  // the timed steps start from the same state either way
     }
     for (int i = 0; i < c.warmup && stop == 0; ++i) run_step("warmup", i, c.warmup);
+    comm->reset_domain_traffic();  // the timed steps' traffic only
+    telemetry.start();
     for (int i = 0; i < c.steps && stop == 0; ++i) run_step("timed", i, c.steps);
+    telemetry.stop();
   } catch (const Error& e) {
     set_stopped_wait_hook(nullptr);
     // Rank 0 writes what it has; the others give it the time to, then the job ends (main).
@@ -418,12 +538,20 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
   }
 
   record.results = gather_results(rt, s.topo, samples, c, record.instantiated);
+  {
+    const Communicator::DomainTraffic t = comm->domain_traffic();
+    const double per = static_cast<double>(c.layout.world) * static_cast<double>(samples.size());
+    record.domains.in_domain_bytes = rt.allreduce_sum(t.in_domain_bytes) / per;
+    record.domains.cross_domain_bytes = rt.allreduce_sum(t.cross_domain_bytes) / per;
+  }
   count_grad_buckets(record.results, step.grad_buckets());
   record.verification = verification;
   record.steps_completed = static_cast<int>(samples.size());
   record.ranks_reporting = c.layout.world;
-  if (rt.rank() == 0)
+  if (rt.rank() == 0) {
     record.health = find_stragglers(record.results.per_rank, health_thresholds(o, c));
+  }
+  gather_telemetry(rt, telemetry, record);
   if (stop != 0) {
     record.state = "interrupted";
     record.signal = signal_name(stop);

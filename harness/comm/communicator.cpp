@@ -157,7 +157,34 @@ void Communicator::alltoallv(Group g, Mat send, std::span<const std::int64_t> se
                              std::span<const std::int64_t> recv_rows,
                              std::span<const std::int64_t> recv_offsets) {
   check_alltoallv(g, send, send_rows, send_offsets, recv, recv_rows, recv_offsets);
+  count_traffic(g, send, send_rows);
   do_alltoallv(g, send, send_rows, send_offsets, recv, recv_rows, recv_offsets);
+}
+
+void Communicator::set_domains(std::vector<int> world_domains) {
+  MB_CHECK(static_cast<int>(world_domains.size()) == topo_.world(),
+           "set_domains: " << world_domains.size() << " domains for " << topo_.world() << " ranks");
+  const int mine = world_domains[static_cast<std::size_t>(topo_.rank)];
+  for (Group g : kGroups) {
+    std::vector<bool>& same = same_domain_[static_cast<std::size_t>(g)];
+    same.clear();
+    for (int r : topo_.grid.members(g, topo_.rank)) {
+      same.push_back(world_domains[static_cast<std::size_t>(r)] == mine);
+    }
+  }
+}
+
+void Communicator::count_traffic(Group g, const Mat& send,
+                                 std::span<const std::int64_t> send_rows) {
+  const std::vector<bool>& same = same_domain_[static_cast<std::size_t>(g)];
+  if (same.empty()) return;
+  const double row_bytes =
+      static_cast<double>(send.cols) * static_cast<double>(dtype_size(send.dtype));
+  for (std::size_t i = 0; i < send_rows.size() && i < same.size(); ++i) {
+    if (static_cast<int>(i) == info(g).rank) continue;  // to itself: no link at all
+    (same[i] ? traffic_.in_domain_bytes : traffic_.cross_domain_bytes) +=
+        static_cast<double>(send_rows[i]) * row_bytes;
+  }
 }
 
 void Communicator::allreduce_sum(Group g, Mat buf) {
@@ -187,6 +214,7 @@ CommRequest Communicator::start_alltoallv(Group g, Mat send,
                                           std::span<const std::int64_t> recv_offsets,
                                           CommLane lane) {
   check_alltoallv(g, send, send_rows, send_offsets, recv, recv_rows, recv_offsets);
+  count_traffic(g, send, send_rows);
   return do_start_alltoallv(g, send, send_rows, send_offsets, recv, recv_rows, recv_offsets, lane);
 }
 

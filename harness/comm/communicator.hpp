@@ -112,6 +112,18 @@ class Communicator {
   // Whether a shard sits exactly at this rank's place in an all-gather's output.
   bool shard_at_own_place(Group g, const Mat& shard, const Mat& buf) const;
 
+  // NVLink domains: each world rank's domain (harness/parallel/domains.hpp). Once set, every
+  // all-to-all of rows counts the bytes this rank sends to peers inside its own domain and to
+  // peers outside it (dispatch and combine: traffic that stays on NVLink, and traffic that
+  // crosses to the network). RuntimeError unless there is one domain per world rank.
+  void set_domains(std::vector<int> world_domains);
+  struct DomainTraffic {
+    double in_domain_bytes = 0;
+    double cross_domain_bytes = 0;
+  };
+  DomainTraffic domain_traffic() const { return traffic_; }
+  void reset_domain_traffic() { traffic_ = {}; }
+
  protected:
   // The backends' operations, called with checked arguments.
   virtual std::vector<std::int64_t> do_alltoall_counts(Group g,
@@ -158,9 +170,14 @@ class Communicator {
   void check_batch_p2p(Group g, std::span<const P2POp> ops) const;
   GroupInfo member_of(Group g, const char* op) const;
 
+  void count_traffic(Group g, const Mat& send, std::span<const std::int64_t> send_rows);
+
   Topology topo_;
   std::array<GroupInfo, kGroupCount> infos_;
   std::vector<DefaultRequest> default_requests_;
+  // With domains set: per group, whether each group rank shares this rank's domain.
+  std::array<std::vector<bool>, kGroupCount> same_domain_;
+  DomainTraffic traffic_;
 };
 
 }  // namespace moebench

@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <cstdio>
+
 #include "harness/backends/registry/registry.hpp"
 
 namespace moebench {
@@ -24,6 +26,40 @@ std::string nvidia_driver_version() {
   }
   dlclose(lib);
   return version;
+}
+
+std::string nvlink_fabric_key(const std::string& pci_bus_id) {
+  // NVML's GPU fabric info, declared here as the driver's nvml.h has it (CUDA 12.2 and later):
+  // nvmlGpuFabricInfo_t, NVML_GPU_FABRIC_UUID_LEN 16, NVML_GPU_FABRIC_STATE_COMPLETED 3.
+  struct FabricInfo {
+    unsigned char cluster_uuid[16];
+    int status;  // nvmlReturn_t
+    unsigned int clique_id;
+    unsigned char state;
+  };
+  using InitFn = int (*)();
+  using HandleFn = int (*)(const char*, void**);
+  using FabricFn = int (*)(void*, FabricInfo*);
+  void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) return "";
+  std::string key;
+  auto init = reinterpret_cast<InitFn>(dlsym(lib, "nvmlInit_v2"));
+  auto handle = reinterpret_cast<HandleFn>(dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
+  auto fabric = reinterpret_cast<FabricFn>(dlsym(lib, "nvmlDeviceGetGpuFabricInfo"));
+  auto shutdown = reinterpret_cast<InitFn>(dlsym(lib, "nvmlShutdown"));
+  if (init != nullptr && handle != nullptr && fabric != nullptr && init() == 0) {
+    void* device = nullptr;
+    FabricInfo info{};
+    if (handle(pci_bus_id.c_str(), &device) == 0 && fabric(device, &info) == 0 && info.state == 3 &&
+        info.status == 0) {
+      char hex[40] = {};
+      for (int i = 0; i < 16; ++i) std::snprintf(hex + 2 * i, 3, "%02x", info.cluster_uuid[i]);
+      key = std::string(hex) + "/" + std::to_string(info.clique_id);
+    }
+    if (shutdown != nullptr) shutdown();
+  }
+  dlclose(lib);
+  return key;
 }
 
 std::optional<DeviceRecord> local_device_record(const Compute& compute, int rank,

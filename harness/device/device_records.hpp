@@ -36,6 +36,11 @@ std::vector<DeviceRecord> gather_device_records(const MpiRuntime& rt, const Comp
 // loaded at run time (never linked); empty when it cannot be loaded or answers with an error.
 std::string nvidia_driver_version();
 
+// The NVLink domain of the GPU at `pci_bus_id` as NVML's GPU fabric info names it (multi-node
+// NVLink systems such as NVL72: "<cluster UUID in hex>/<clique id>"); empty where NVML cannot be
+// loaded, the GPU has no fabric (HGX: its domain is its node) or the fabric is not yet ready.
+std::string nvlink_fabric_key(const std::string& pci_bus_id);
+
 // driver_version and nccl_version are left out when empty.
 nlohmann::ordered_json to_json(const DeviceRecord& d);
 DeviceRecord device_record_from_json(const nlohmann::json& j);

@@ -110,14 +110,22 @@ HealthResult find_stragglers(const std::vector<RankResult>& ranks, const HealthT
     h.note = "no pipeline stage has " + std::to_string(kMinRanksCompared) +
              " or more ranks: nothing to compare";
   }
-  // By rank; within a rank "compute" first, then the phases in table order (as found).
-  std::stable_sort(found.begin(), found.end(),
+  add_suspects(h, found, ranks);
+  return h;
+}
+
+void add_suspects(HealthResult& h, const std::vector<Suspect>& more,
+                  const std::vector<RankResult>& ranks) {
+  // By rank; within a rank in the order found ("compute" first, then the phases in table order).
+  h.suspects.insert(h.suspects.end(), more.begin(), more.end());
+  std::stable_sort(h.suspects.begin(), h.suspects.end(),
                    [](const Suspect& a, const Suspect& b) { return a.rank < b.rank; });
-  h.suspects = std::move(found);
+  h.nodes.clear();
   std::map<int, NodeSuspects> nodes;
   for (const Suspect& s : h.suspects) {
     const auto r = std::find_if(ranks.begin(), ranks.end(),
                                 [&](const RankResult& x) { return x.rank == s.rank; });
+    if (r == ranks.end()) continue;  // a rank with no results (cannot happen in a full run)
     NodeSuspects& n = nodes[r->node];
     n.node = r->node;
     n.host = r->host;
@@ -126,7 +134,6 @@ HealthResult find_stragglers(const std::vector<RankResult>& ranks, const HealthT
     }
   }
   for (auto& [node, n] : nodes) h.nodes.push_back(std::move(n));
-  return h;
 }
 
 }  // namespace moebench

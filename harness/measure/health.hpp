@@ -70,4 +70,9 @@ struct HealthResult {
 // The ranks' results (RunResults::per_rank) judged as above.
 HealthResult find_stragglers(const std::vector<RankResult>& ranks, const HealthThresholds& t);
 
+// Adds suspects found otherwise (GPU telemetry: throttling, ECC or NVLink errors), keeping the
+// order by rank and the nodes' entries up to date.
+void add_suspects(HealthResult& h, const std::vector<Suspect>& more,
+                  const std::vector<RankResult>& ranks);
+
 }  // namespace moebench

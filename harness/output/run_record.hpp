@@ -9,6 +9,7 @@
 #include "harness/device/device_records.hpp"
 #include "harness/measure/health.hpp"
 #include "harness/measure/results.hpp"
+#include "harness/measure/telemetry.hpp"
 #include "harness/parallel/topology.hpp"
 #include "workloads/accounting/accounting.hpp"
 #include "workloads/config/run_config.hpp"
@@ -60,6 +61,17 @@ struct VerificationResult {
   std::vector<TensorCheck> tensors;  // summed over ranks
 };
 
+// Which NVLink domain each rank is in, and what the all-to-alls sent inside and across them.
+struct DomainRecord {
+  std::string source;        // "emulated" (--nvlink-domain-size), "nvml" (fabric cliques), "node"
+  std::vector<int> of_rank;  // world rank -> domain
+  std::vector<std::string> warnings;  // expert groups that span domains
+  // Per rank per timed step, the mean over ranks: bytes every all-to-all of rows (dispatch and
+  // combine, forward and backward) sent to peers in the rank's own domain, and to others.
+  double in_domain_bytes = 0;
+  double cross_domain_bytes = 0;
+};
+
 struct RunRecord {
   RunMeta meta;
   RunConfig config;
@@ -80,6 +92,12 @@ struct RunRecord {
   int steps_completed = 0;
   int ranks_reporting = 0;  // the ranks whose samples the results hold
   HealthResult health;      // the ranks that held the run back (rank 0)
+  DomainRecord domains;
+  // GPU telemetry over the timed steps, one summary per GPU (rank order); empty with the note
+  // saying why (the cpu backend; NVML missing).
+  std::vector<GpuTelemetrySummary> telemetry;
+  std::string telemetry_note;
+  double telemetry_interval_s = 0;
 };
 
 }  // namespace moebench

@@ -4,6 +4,7 @@
 
 #include "harness/measure/summary.hpp"
 #include "harness/output/rank_identity.hpp"
+#include "harness/output/system_name.hpp"
 #include "workloads/config/recipes.hpp"
 
 namespace moebench {
@@ -123,17 +124,33 @@ ojson pipeline_json(const RunRecord& r) {
   return j;
 }
 
+ojson domains_json(const DomainRecord& d) {
+  int count = 0;
+  for (int x : d.of_rank) count = std::max(count, x + 1);
+  const double total = d.in_domain_bytes + d.cross_domain_bytes;
+  return ojson{{"source", d.source},
+               {"count", count},
+               {"of_rank", d.of_rank},
+               {"warnings", d.warnings},
+               {"alltoall_bytes_per_step",
+                ojson{{"in_domain", d.in_domain_bytes},
+                      {"cross_domain", d.cross_domain_bytes},
+                      {"cross_domain_share", total > 0 ? d.cross_domain_bytes / total : 0.0}}}};
+}
+
 ojson parallel_json(const RunRecord& r) {
   const ParallelLayout& l = r.config.layout;
-  return ojson{{"world", l.world},
-               {"ep", l.ep},
-               {"dp", l.dp()},
-               {"edp", l.edp()},
-               {"nodes", r.topology.nodes},
-               {"ranks_per_node", r.topology.ranks_per_node},
-               {"emulated_nodes", l.ranks_per_node > 0},
-               {"grid", ojson(to_json(l.grid()))},
-               {"pipeline", pipeline_json(r)}};
+  ojson j{{"world", l.world},
+          {"ep", l.ep},
+          {"dp", l.dp()},
+          {"edp", l.edp()},
+          {"nodes", r.topology.nodes},
+          {"ranks_per_node", r.topology.ranks_per_node},
+          {"emulated_nodes", l.ranks_per_node > 0},
+          {"grid", ojson(to_json(l.grid()))},
+          {"pipeline", pipeline_json(r)}};
+  if (!r.domains.of_rank.empty()) j["nvlink_domains"] = domains_json(r.domains);  // a run's
+  return j;
 }
 
 // What the full model has that this run does not run: its FLOPs are in full_model, not in
@@ -241,6 +258,36 @@ ojson verification_json(const VerificationResult& v) {
                {"tensors", tensors}};
 }
 
+ojson range_json(const std::optional<Range<double>>& r) {
+  if (!r) return ojson();
+  return ojson{{"min", r->min}, {"max", r->max}, {"mean", r->mean}};
+}
+
+ojson telemetry_json(const RunRecord& r) {
+  ojson gpus = ojson::array();
+  for (const GpuTelemetrySummary& s : r.telemetry) {
+    gpus.push_back(ojson{{"rank", s.rank},
+                         {"samples", s.samples},
+                         {"sm_clock_mhz", range_json(s.sm_clock_mhz)},
+                         {"memory_clock_mhz", range_json(s.memory_clock_mhz)},
+                         {"power_w", range_json(s.power_w)},
+                         {"power_limit_w", s.power_limit_w ? ojson(*s.power_limit_w) : ojson()},
+                         {"temperature_c", range_json(s.temperature_c)},
+                         {"thermal_throttled_share", s.thermal_throttled_share},
+                         {"power_throttled_share", s.power_throttled_share},
+                         {"new_ecc_corrected", s.new_ecc_corrected},
+                         {"new_ecc_uncorrected", s.new_ecc_uncorrected},
+                         {"remapped_rows_pending", s.remapped_rows_pending},
+                         {"nvlinks_inactive", s.nvlinks_inactive},
+                         {"new_nvlink_errors", s.new_nvlink_errors},
+                         {"new_pcie_replays", s.new_pcie_replays}});
+  }
+  return ojson{{"available", !r.telemetry.empty()},
+               {"note", r.telemetry_note.empty() ? ojson() : ojson(r.telemetry_note)},
+               {"interval_s", r.telemetry_interval_s},
+               {"gpus", gpus}};
+}
+
 ojson health_json(const RunRecord& r) {
   const HealthResult& h = r.health;
   ojson suspects = ojson::array();
@@ -275,7 +322,8 @@ ojson health_json(const RunRecord& r) {
                {"ranks_compared", h.ranks_compared},
                {"note", h.note.empty() ? ojson() : ojson(h.note)},
                {"suspects", suspects},
-               {"nodes", nodes}};
+               {"nodes", nodes},
+               {"telemetry", telemetry_json(r)}};
 }
 
 }  // namespace
@@ -291,6 +339,16 @@ nlohmann::ordered_json make_run_report(const RunRecord& r) {
                       {"steps_requested", r.config.steps},
                       {"ranks_reporting", r.ranks_reporting}};
   j["meta"] = meta_json(r.meta);
+  // Who was measured (moebench report reads it from meta the same way).
+  const SystemName system =
+      system_name(r.meta.devices, r.meta.backend, r.meta.mpi_library, r.meta.blas);
+  j["meta"]["system"] =
+      ojson{{"accelerator", system.accelerator},
+            {"gpus", system.gpu ? r.config.layout.world : 0},
+            {"ranks", r.config.layout.world},
+            {"nodes", r.topology.nodes},
+            {"software", system.software},
+            {"description", describe_system(system, r.config.layout.world, r.topology.nodes)}};
   j["config"] = config_json(r.config);
   if (r.config.recipe) j["config"]["recipe"] = recipe_json(r);
   j["parallel"] = parallel_json(r);

@@ -7,6 +7,7 @@
 
 #include "harness/measure/summary.hpp"
 #include "harness/output/rank_identity.hpp"
+#include "harness/output/system_name.hpp"
 
 namespace moebench {
 
@@ -48,6 +49,9 @@ std::string header(const RunRecord& r) {
       c.model.name.c_str(), static_cast<long long>(w.layers),
       static_cast<long long>(w.dense_layers), static_cast<long long>(w.moe_layers()), ends.c_str(),
       static_cast<long long>(w.tokens_per_rank()));
+  const SystemName system =
+      system_name(r.meta.devices, r.meta.backend, r.meta.mpi_library, r.meta.blas);
+  out += "# system: " + describe_system(system, c.layout.world, r.topology.nodes) + "\n";
   out += sprintf_str("# world %d, ep %d, edp %d, nodes %d (%d ranks/node), backend %s, comm %s\n",
                      c.layout.world, c.layout.ep, c.layout.edp(), r.topology.nodes,
                      r.topology.ranks_per_node, r.meta.backend.c_str(), r.meta.comm.c_str());
@@ -121,11 +125,44 @@ std::string format_run_table(const RunRecord& r) {
       res.overlap.busy_s * 1e3, res.overlap.exposed_s * 1e3, res.overlap.hidden_s * 1e3,
       100.0 * res.overlap.fraction, r.config.overlap ? "on" : "off", res.grad_buckets_dense,
       res.grad_buckets_expert);
+  const DomainRecord& d = r.domains;
+  if (!d.of_rank.empty()) {
+    const int count = 1 + *std::max_element(d.of_rank.begin(), d.of_rank.end());
+    const double total = d.in_domain_bytes + d.cross_domain_bytes;
+    out += sprintf_str(
+        "# NVLink domains: %d (%s); all-to-all per rank and step: %.3f MB inside "
+        "its domain, %.3f MB across (%.0f%%)%s\n",
+        count, d.source.c_str(), d.in_domain_bytes / 1e6, d.cross_domain_bytes / 1e6,
+        total > 0 ? 100 * d.cross_domain_bytes / total : 0.0,
+        d.warnings.empty() ? "" : "; expert groups span domains (warnings above)");
+  }
   out += verification_line(r.verification);
   return out;
 }
 
-std::string format_health(const RunRecord& r) {
+namespace {
+
+// "# telemetry: ..." : what the GPUs did during the timed steps, or why there is nothing.
+std::string telemetry_line(const RunRecord& r) {
+  if (r.telemetry.empty()) {
+    return "# telemetry: none" + (r.telemetry_note.empty() ? "" : ": " + r.telemetry_note) + "\n";
+  }
+  double sm_lo = 1e300, sm_hi = 0, t_hi = 0, p_hi = 0;
+  int samples = 0;
+  for (const GpuTelemetrySummary& s : r.telemetry) {
+    samples += s.samples;
+    if (s.sm_clock_mhz) sm_lo = std::min(sm_lo, s.sm_clock_mhz->min);
+    if (s.sm_clock_mhz) sm_hi = std::max(sm_hi, s.sm_clock_mhz->max);
+    if (s.temperature_c) t_hi = std::max(t_hi, s.temperature_c->max);
+    if (s.power_w) p_hi = std::max(p_hi, s.power_w->max);
+  }
+  return sprintf_str(
+      "# telemetry: %zu GPUs, %d samples; SM clock %.0f-%.0f MHz, up to %.0f C and "
+      "%.0f W\n",
+      r.telemetry.size(), samples, sm_hi > 0 ? sm_lo : 0.0, sm_hi, t_hi, p_hi);
+}
+
+std::string format_suspects(const RunRecord& r) {
   const HealthResult& h = r.health;
   const std::string rule = sprintf_str("> %.3g robust SD and %.0f%% slower than the median",
                                        h.thresholds.mad_k, 100.0 * h.thresholds.min_slowdown);
@@ -145,6 +182,12 @@ std::string format_health(const RunRecord& r) {
     out += "#     " + describe(identify_rank(r, s.rank)) + ": " + s.reason + "\n";
   }
   return out;
+}
+
+}  // namespace
+
+std::string format_health(const RunRecord& r) {
+  return telemetry_line(r) + format_suspects(r);
 }
 
 std::string format_device_list(const std::vector<RankPlace>& ranks,

@@ -299,6 +299,24 @@ RunPoint point_from_document(const std::string& path, const std::string& bytes, 
   p.git_sha = meta["git_sha"].get<std::string>();
   p.synthetic = meta.value("synthetic", false);
   p.software = software_of(doc);
+  // The fields that name the system, read leniently (the rest of a device is not needed here).
+  std::vector<DeviceRecord> devices;
+  if (const auto d = meta.find("devices"); d != meta.end() && d->is_array()) {
+    const auto text = [](const json& x, const char* key) {
+      return x.contains(key) && x[key].is_string() ? x[key].get<std::string>() : std::string();
+    };
+    for (const json& x : *d) {
+      if (!x.is_object()) continue;
+      DeviceRecord r;
+      r.info.name = text(x, "name");
+      r.info.runtime_version = text(x, "cuda_runtime_version");
+      r.driver_version = text(x, "driver_version");
+      r.nccl_version = text(x, "nccl_version");
+      devices.push_back(r);
+    }
+  }
+  p.system = system_name(devices, meta["backend"].get<std::string>(),
+                         meta["mpi_library"].get<std::string>(), meta.value("blas", std::string()));
   p.workload_key = workload_key(doc);
 
   const json& config = doc["config"];

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/measure/phases.hpp"
+#include "harness/output/system_name.hpp"
 
 namespace moebench {
 
@@ -36,6 +37,7 @@ struct RunPoint {
   std::string git_sha;
   bool synthetic = false;            // meta.synthetic: a made-up report (tests, examples)
   std::vector<FieldValue> software;  // meta strings compared between runs for warnings
+  SystemName system;                 // who was measured: the GPUs and the software under them
   // What must match between runs for them to be one workload, in a fixed order.
   std::vector<FieldValue> workload_key;
   std::string model_name;

@@ -457,6 +457,51 @@ bool ScalingResult::passed() const {
   return std::all_of(verdicts.begin(), verdicts.end(), [](const Verdict& v) { return v.passed; });
 }
 
+namespace {
+
+// The runs' systems as one: each field's distinct values joined by " + ".
+SystemName study_system(const std::vector<RunPoint>& runs) {
+  SystemName out;
+  std::vector<std::string> accelerators, software;
+  for (const RunPoint& r : runs) {
+    if (std::find(accelerators.begin(), accelerators.end(), r.system.accelerator) ==
+        accelerators.end()) {
+      accelerators.push_back(r.system.accelerator);
+    }
+    if (!r.system.software.empty() &&
+        std::find(software.begin(), software.end(), r.system.software) == software.end()) {
+      software.push_back(r.system.software);
+    }
+    out.gpu = out.gpu || r.system.gpu;
+  }
+  for (const std::string& a : accelerators)
+    out.accelerator += (out.accelerator.empty() ? "" : " + ") + a;
+  for (const std::string& s : software) out.software += (out.software.empty() ? "" : " + ") + s;
+  return out;
+}
+
+std::string count_range(int lo, int hi, const char* one, const char* many) {
+  return (lo == hi ? std::to_string(lo) : std::to_string(lo) + " to " + std::to_string(hi)) + " " +
+         (hi == 1 ? one : many);
+}
+
+std::string describe_study(const SystemName& s, const std::vector<RunPoint>& runs) {
+  int gpus_lo = runs.front().gpus, gpus_hi = gpus_lo, nodes_lo = runs.front().nodes,
+      nodes_hi = nodes_lo;
+  for (const RunPoint& r : runs) {
+    gpus_lo = std::min(gpus_lo, r.gpus);
+    gpus_hi = std::max(gpus_hi, r.gpus);
+    nodes_lo = std::min(nodes_lo, r.nodes);
+    nodes_hi = std::max(nodes_hi, r.nodes);
+  }
+  const std::string what = s.gpu ? s.accelerator : s.accelerator + " backend, no GPU";
+  return what + (s.software.empty() ? "" : " (" + s.software + ")") + ", " +
+         count_range(gpus_lo, gpus_hi, s.gpu ? "GPU" : "rank", s.gpu ? "GPUs" : "ranks") + " on " +
+         count_range(nodes_lo, nodes_hi, "node", "nodes");
+}
+
+}  // namespace
+
 ScalingResult compute_scaling(const std::vector<RunPoint>& runs, const ScalingOptions& options) {
   check_options(options);
   if (runs.empty()) throw UsageError("no run reports to compare");
@@ -472,6 +517,8 @@ ScalingResult compute_scaling(const std::vector<RunPoint>& runs, const ScalingOp
 
   ScalingResult out;
   out.model_name = runs.front().model_name;
+  out.system = study_system(runs);
+  out.system_description = describe_study(out.system, runs);
   out.baseline_gpus = options.baseline_gpus.value_or(by_size.begin()->first);
   if (!by_size.contains(out.baseline_gpus)) {
     std::string sizes;

@@ -110,6 +110,11 @@ struct ScalingResult {
   std::string efficiency_definition;
   int baseline_gpus = 0;
   std::string model_name;
+  // Who was measured: the runs' accelerators and software (distinct values joined by " + "),
+  // and the whole study in one line ("NVIDIA H200 (driver ..., CUDA ..., NCCL ...), 256 to 1024
+  // GPUs on 32 to 128 nodes").
+  SystemName system;
+  std::string system_description;
   std::vector<FieldValue> workload;  // the key every run shares (mixed fields say "mixed")
   std::vector<std::string> mixed_fields;
   std::vector<SizeResult> sizes;  // by GPU count, ascending

@@ -124,6 +124,10 @@ ordered_json make_scaling_report(const ScalingResult& result, const std::vector<
     fields[field] =
         mixed || value == "(absent)" ? ordered_json(nullptr) : ordered_json::parse(value);
   }
+  j["system"] = {{"accelerator", result.system.accelerator},
+                 {"gpu", result.system.gpu},
+                 {"software", result.system.software},
+                 {"description", result.system_description}};
   j["workload"] = {
       {"model", result.model_name}, {"fields", fields}, {"mixed_fields", result.mixed_fields}};
   j["scaling"] = {{"mode", mode_name(result.mode)},

@@ -169,6 +169,7 @@ std::string scaling_terminal(const ScalingResult& r, std::size_t input_count) {
   std::ostringstream os;
   os << "# moebench report: " << r.model_name << ", " << r.sizes.size() << " sizes from "
      << input_count << (input_count == 1 ? " run" : " runs") << "\n";
+  os << "# system: " << r.system_description << "\n";
   os << "# " << r.mode_explanation << "\n";
   os << "# " << r.efficiency_definition << "\n#\n";
   const auto rows = table_rows(r);
@@ -205,6 +206,7 @@ std::string scaling_markdown(const ScalingResult& r, const std::vector<RunPoint>
                              const ScalingMeta& meta) {
   std::ostringstream os;
   os << "# Scaling report: " << r.model_name << "\n\n";
+  os << "- system: " << md_escape(r.system_description) << "\n";
   os << "- " << r.mode_explanation << "\n";
   os << "- " << r.efficiency_definition << "\n";
   os << "- baseline: " << r.baseline_gpus << (r.baseline_gpus == 1 ? " GPU" : " GPUs") << "; "

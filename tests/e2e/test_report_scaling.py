@@ -120,6 +120,17 @@ def test_real_runs_merged_figures_equal_inputs(ctx):
         text = f.read()
     check("| GPUs | nodes | runs | step (ms) |" in text and text.count("| passed |") >= 4,
           "Markdown table")
+    # Who was measured: the runs' own system line, in every form of the report.
+    systems = {run["meta"]["system"]["software"] for run in runs}
+    check(len(systems) == 1 and all(run["meta"]["system"]["accelerator"] == "cpu" and
+                                    run["meta"]["system"]["gpus"] == 0 for run in runs),
+          "the run reports name a cpu system without GPUs: %r" % [run["meta"]["system"] for run in runs])
+    desc = doc["system"]["description"]
+    check(doc["system"]["accelerator"] == "cpu" and doc["system"]["gpu"] is False and
+          desc.startswith("cpu backend, no GPU (") and systems.pop() in desc and
+          desc.endswith("1 to 8 ranks on 1 node"), "the scaling report's system: %r" % desc)
+    check("# system: " + desc in r.stdout, "the table names the system", r)
+    check("- system: " in text and "cpu backend, no GPU" in text, "the Markdown names the system")
 
 
 def test_real_runs_verdicts_follow_thresholds_both_ways(ctx):

@@ -87,3 +87,36 @@ TEST_CASE("communicator: the default started forms are completed requests, waite
 
 }  // namespace
 }  // namespace moebench
+
+namespace moebench {
+namespace {
+
+TEST_CASE("communicator: all-to-all bytes are counted inside and across NVLink domains") {
+  Counting c;
+  const std::vector<int> members = c.topology().grid.members(Group::data, 0);
+  REQUIRE(members.size() == 2);
+  REQUIRE(members[0] == 0);
+  const int peer = members[1];
+  std::vector<float> s, r;
+  const Mat send = f32(s, 5, 4), recv = f32(r, 5, 4);
+  const std::vector<std::int64_t> rows = {2, 3}, offsets = {0, 2};
+  c.alltoallv(Group::data, send, rows, offsets, recv, rows, offsets);
+  CHECK(c.domain_traffic().cross_domain_bytes == 0);  // nothing counted before domains are set
+  std::vector<int> domains(4, 0);
+  domains[static_cast<std::size_t>(peer)] = 1;
+  c.set_domains(domains);
+  c.alltoallv(Group::data, send, rows, offsets, recv, rows, offsets);
+  // The 2 rows to itself cross no link; the 3 rows of 4 floats to the peer cross domains.
+  CHECK(c.domain_traffic().cross_domain_bytes == 3 * 4 * 4);
+  CHECK(c.domain_traffic().in_domain_bytes == 0);
+  c.set_domains(std::vector<int>(4, 0));
+  c.reset_domain_traffic();
+  c.wait(
+      c.start_alltoallv(Group::data, send, rows, offsets, recv, rows, offsets, CommLane::critical));
+  CHECK(c.domain_traffic().in_domain_bytes == 3 * 4 * 4);
+  CHECK(c.domain_traffic().cross_domain_bytes == 0);
+  CHECK_THROWS_AS(c.set_domains({0, 1}), RuntimeError);
+}
+
+}  // namespace
+}  // namespace moebench

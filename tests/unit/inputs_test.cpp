@@ -212,4 +212,8 @@ TEST_CASE("parse_run_report: GPU runs' driver, CUDA and NCCL versions are compar
   CHECK(value("meta.devices[].nccl_version") == "2.21.5");
   CHECK(value("meta.devices[].cuda_runtime_version") == "(none)");
   CHECK(value("meta.mpi_library") == "Open MPI v4.1.4");
+  // The system it names: the model, and the software's distinct values.
+  CHECK(p.system.gpu);
+  CHECK(p.system.accelerator == "NVIDIA H200");
+  CHECK(p.system.software == "driver 550.54 + 550.90, NCCL 2.21.5, Open MPI v4.1.4");
 }

@@ -248,6 +248,12 @@ void validate(const RunConfig& c) {
   if (p.ranks_per_node < 0) {
     throw UsageError("--ranks-per-node must be >= 0 (0: detect), got " + s(p.ranks_per_node));
   }
+  if (p.nvlink_domain_size < 0 ||
+      (p.nvlink_domain_size > 0 && p.world % p.nvlink_domain_size != 0)) {
+    throw UsageError("--nvlink-domain-size " + s(p.nvlink_domain_size) +
+                     " must divide the world of " + s(p.world) + " ranks; valid: 0 (detect), " +
+                     common_divisors(p.world, {p.world}));
+  }
   if (p.ranks_per_node > 0 && p.world % p.ranks_per_node != 0) {
     throw UsageError("--ranks-per-node " + s(p.ranks_per_node) + " does not divide the " +
                      s(p.world) + " ranks; valid: 0 (detect), " +
@@ -304,6 +310,7 @@ nlohmann::json to_json(const ParallelLayout& p) {
   j["vp"] = p.vp;
   j["pipeline_layout"] = p.pipeline_layout.empty() ? nullptr : nlohmann::json(p.pipeline_layout);
   j["ranks_per_node"] = p.ranks_per_node;
+  j["nvlink_domain_size"] = p.nvlink_domain_size;
   j["grid"] = to_json(p.grid());
   return j;
 }

@@ -75,6 +75,7 @@ struct ParallelLayout {
   int vp = 1;                   // model chunks per pipeline rank (interleaved 1F1B when > 1)
   std::string pipeline_layout;  // --pipeline-layout as given; empty: layers split evenly
   int ranks_per_node = 0;       // 0: from the MPI shared-memory split
+  int nvlink_domain_size = 0;   // emulated NVLink domains of K consecutive ranks; 0: detect
 
   // UsageError when the sizes do not fit the world (validate() says so first).
   ParallelGrid grid() const { return ParallelGrid(world, GridShape{1, 1, ep, pp}); }

@@ -1,0 +1,82 @@
+"""NVLink domains: emulated with --nvlink-domain-size, recorded per rank, the all-to-alls' bytes
+split inside and across domains, and a warning naming each expert group that spans two.
+
+With balanced routing every rank sends the same rows to each peer of its expert group, so the
+share of the bytes that cross domains is exact: with EP 8 in domains of 4, each rank has 3 peers
+in its own domain and 4 in the other, 4/7 of its bytes cross.
+"""
+
+import os
+import tempfile
+
+import moebench_e2e as e2e
+
+PRESET = "deepseek-v3-tiny"
+
+
+def run(ctx, tmp, np, ep, domain, name):
+    out = os.path.join(tmp, name)
+    res = e2e.run_moebench(ctx, ["run", "--preset", PRESET, "--ep", ep, "--nvlink-domain-size",
+                                 domain, "--warmup", 1, "--steps", 2, "--out", out], np=np,
+                           timeout=300)
+    e2e.check(res.rc == 0, "the run succeeds", res)
+    return res, e2e.load_report(ctx, out)
+
+
+def test_a_straddling_expert_group_is_named_and_its_traffic_split(ctx):
+    with tempfile.TemporaryDirectory() as tmp:
+        res, rep = run(ctx, tmp, 8, 8, 4, "straddle.json")
+        d = rep["parallel"]["nvlink_domains"]
+        e2e.check(d["source"] == "emulated" and d["count"] == 2 and
+                  d["of_rank"] == [0, 0, 0, 0, 1, 1, 1, 1], "the domains: %r" % d)
+        e2e.check(len(d["warnings"]) == 1 and
+                  d["warnings"][0].startswith("expert group 0 (world ranks 0-7) spans NVLink "
+                                              "domains 0, 1"), "the warning: %r" % d["warnings"])
+        e2e.check("moebench: warning: expert group 0 (world ranks 0-7)" in res.stderr,
+                  "the warning is printed", res)
+        t = d["alltoall_bytes_per_step"]
+        e2e.check(t["in_domain"] > 0 and t["cross_domain"] > 0, "both kinds of traffic: %r" % t)
+        # Balanced routing: 4 of the 7 peers are across; summed doubles of whole rows: 1e-9.
+        e2e.check_close(t["cross_domain_share"], 4.0 / 7.0, 1e-9, "the share across domains")
+        e2e.check("# NVLink domains: 2 (emulated)" in res.stdout, "the table says so", res)
+        # The dispatch's bytes per rank (sent to the others) are the traffic's, split.
+        ph = rep["results"]["phases"]
+        e2e.check(t["in_domain"] + t["cross_domain"] > 0 and
+                  ph["dispatch"]["bytes"] + ph["combine"]["bytes"] > 0, "the phases moved bytes")
+
+
+def test_groups_inside_domains_need_no_warning(ctx):
+    with tempfile.TemporaryDirectory() as tmp:
+        res, rep = run(ctx, tmp, 8, 4, 4, "inside.json")
+        d = rep["parallel"]["nvlink_domains"]
+        e2e.check(d["warnings"] == [] and "warning" not in res.stderr, "no warning", res)
+        t = d["alltoall_bytes_per_step"]
+        e2e.check(t["cross_domain"] == 0 and t["in_domain"] > 0 and t["cross_domain_share"] == 0,
+                  "every byte stays in its domain: %r" % t)
+        # Without the flag, the node is the domain: one node here.
+        res, rep = e2e.run_moebench(ctx, ["run", "--preset", PRESET, "--ep", 2, "--steps", 1,
+                                          "--warmup", 0, "--out", os.path.join(tmp, "n.json")],
+                                    np=2), None
+        e2e.check(res.rc == 0, "a plain run", res)
+        d = e2e.load_report(ctx, os.path.join(tmp, "n.json"))["parallel"]["nvlink_domains"]
+        e2e.check(d["source"] == "node" and d["of_rank"] == [0, 0], "the node as domain: %r" % d)
+        sysd = e2e.load_report(ctx, os.path.join(tmp, "n.json"))["meta"]["system"]
+        e2e.check(sysd["description"].startswith("2 ranks on 1 node, cpu backend, no GPU ("),
+                  "the run names its system: %r" % sysd)
+
+
+def test_bad_domain_size(ctx):
+    res = e2e.run_moebench(ctx, ["run", "--preset", PRESET, "--ep", 2, "--nvlink-domain-size", 3,
+                                 "--steps", 1], np=2, timeout=120)
+    e2e.check(res.rc == e2e.EXIT_USAGE and "--nvlink-domain-size 3 must divide" in res.stderr,
+              "exit 2 naming the flag", res)
+
+
+TESTS = [
+    test_a_straddling_expert_group_is_named_and_its_traffic_split,
+    test_groups_inside_domains_need_no_warning,
+    test_bad_domain_size,
+]
+
+if __name__ == "__main__":
+    e2e.run_main(TESTS)
