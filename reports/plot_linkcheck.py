@@ -11,29 +11,16 @@ matplotlib cannot be imported (Debian/Ubuntu: apt-get install python3-matplotlib
 arguments.
 """
 
-import json
 import math
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import plot_support  # noqa: E402  (beside this script)
 
 
 def main(argv):
-    if len(argv) != 3:
-        print("usage: plot_linkcheck.py LINKCHECK.json OUT.png", file=sys.stderr)
-        return 2
-    try:
-        import matplotlib
-        matplotlib.use("Agg")  # files only: no display needed
-        import matplotlib.pyplot as plt
-    except ImportError as e:
-        print("plot_linkcheck.py: cannot import matplotlib (%s)" % e, file=sys.stderr)
-        return 3
-    with open(argv[1]) as f:
-        report = json.load(f)
-    if report.get("kind") != "moebench.linkcheck":
-        print("plot_linkcheck.py: %s is not a moebench link test" % argv[1], file=sys.stderr)
-        return 2
-    draw(plt, report, argv[2])
-    return 0
+    return plot_support.run(argv, "plot_linkcheck.py", "moebench.linkcheck", draw)
 
 
 def masked(matrix, scale):

@@ -9,27 +9,14 @@ GPU count (with the claimed threshold), and the step time split into phases, sta
 cannot be imported (Debian/Ubuntu: apt-get install python3-matplotlib), 2 for bad arguments.
 """
 
-import json
+import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import plot_support  # noqa: E402  (beside this script)
+
 def main(argv):
-    if len(argv) != 3:
-        print("usage: plot_scaling.py SCALING.json OUT.png", file=sys.stderr)
-        return 2
-    try:
-        import matplotlib
-        matplotlib.use("Agg")  # files only: no display needed
-        import matplotlib.pyplot as plt
-    except ImportError as e:
-        print("plot_scaling.py: cannot import matplotlib (%s)" % e, file=sys.stderr)
-        return 3
-    with open(argv[1]) as f:
-        report = json.load(f)
-    if report.get("kind") != "moebench.scaling":
-        print("plot_scaling.py: %s is not a moebench scaling report" % argv[1], file=sys.stderr)
-        return 2
-    draw(plt, report, argv[2])
-    return 0
+    return plot_support.run(argv, "plot_scaling.py", "moebench.scaling", draw)
 
 
 def draw(plt, report, out_path):

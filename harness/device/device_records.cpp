@@ -1,31 +1,19 @@
 #include "harness/device/device_records.hpp"
 
-#include <dlfcn.h>
-
 #include <cstdio>
 
 #include "harness/backends/registry/registry.hpp"
+#include "harness/device/nvml_library.hpp"
 
 namespace moebench {
 
 std::string nvidia_driver_version() {
-  // NVML's C API, declared here so that no header of it is needed: 0 is NVML_SUCCESS, and 80
-  // bytes is NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE.
-  using InitFn = int (*)();
-  using VersionFn = int (*)(char*, unsigned int);
-  void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) return "";
-  std::string version;
-  auto init = reinterpret_cast<InitFn>(dlsym(lib, "nvmlInit_v2"));
-  auto get = reinterpret_cast<VersionFn>(dlsym(lib, "nvmlSystemGetDriverVersion"));
-  auto shutdown = reinterpret_cast<InitFn>(dlsym(lib, "nvmlShutdown"));
-  if (init != nullptr && get != nullptr && init() == 0) {
-    char buf[96] = {};
-    if (get(buf, sizeof buf - 1) == 0) version = buf;
-    if (shutdown != nullptr) shutdown();
-  }
-  dlclose(lib);
-  return version;
+  // 80 bytes is NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE.
+  const NvmlLibrary nvml;
+  const auto get = nvml.symbol<int (*)(char*, unsigned int)>("nvmlSystemGetDriverVersion");
+  if (!nvml.ok() || get == nullptr) return "";
+  char buf[96] = {};
+  return get(buf, sizeof buf - 1) == 0 ? std::string(buf) : std::string();
 }
 
 std::string nvlink_fabric_key(const std::string& pci_bus_id) {
@@ -37,29 +25,21 @@ std::string nvlink_fabric_key(const std::string& pci_bus_id) {
     unsigned int clique_id;
     unsigned char state;
   };
-  using InitFn = int (*)();
   using HandleFn = int (*)(const char*, void**);
   using FabricFn = int (*)(void*, FabricInfo*);
-  void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) return "";
-  std::string key;
-  auto init = reinterpret_cast<InitFn>(dlsym(lib, "nvmlInit_v2"));
-  auto handle = reinterpret_cast<HandleFn>(dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
-  auto fabric = reinterpret_cast<FabricFn>(dlsym(lib, "nvmlDeviceGetGpuFabricInfo"));
-  auto shutdown = reinterpret_cast<InitFn>(dlsym(lib, "nvmlShutdown"));
-  if (init != nullptr && handle != nullptr && fabric != nullptr && init() == 0) {
-    void* device = nullptr;
-    FabricInfo info{};
-    if (handle(pci_bus_id.c_str(), &device) == 0 && fabric(device, &info) == 0 && info.state == 3 &&
-        info.status == 0) {
-      char hex[40] = {};
-      for (int i = 0; i < 16; ++i) std::snprintf(hex + 2 * i, 3, "%02x", info.cluster_uuid[i]);
-      key = std::string(hex) + "/" + std::to_string(info.clique_id);
-    }
-    if (shutdown != nullptr) shutdown();
+  const NvmlLibrary nvml;
+  const auto handle = nvml.symbol<HandleFn>("nvmlDeviceGetHandleByPciBusId_v2");
+  const auto fabric = nvml.symbol<FabricFn>("nvmlDeviceGetGpuFabricInfo");
+  if (!nvml.ok() || handle == nullptr || fabric == nullptr) return "";
+  void* device = nullptr;
+  FabricInfo info{};
+  if (handle(pci_bus_id.c_str(), &device) != 0 || fabric(device, &info) != 0 || info.state != 3 ||
+      info.status != 0) {
+    return "";
   }
-  dlclose(lib);
-  return key;
+  char hex[40] = {};
+  for (int i = 0; i < 16; ++i) std::snprintf(hex + 2 * i, 3, "%02x", info.cluster_uuid[i]);
+  return std::string(hex) + "/" + std::to_string(info.clique_id);
 }
 
 std::optional<DeviceRecord> local_device_record(const Compute& compute, int rank,

@@ -1,7 +1,5 @@
 #include "harness/device/telemetry.hpp"
 
-#include <dlfcn.h>
-
 #include <chrono>
 
 namespace moebench {
@@ -9,9 +7,7 @@ namespace moebench {
 // NVML's C API, declared as the driver's nvml.h has it, so that no header is needed: 0 is
 // NVML_SUCCESS; the enums are passed as their values.
 struct NvmlGpu::Api {
-  void* lib = nullptr;
-  int (*init)() = nullptr;
-  int (*shutdown)() = nullptr;
+  NvmlLibrary nvml;
   int (*handle_by_pci)(const char*, void**) = nullptr;
   int (*clock)(void*, int, unsigned int*) = nullptr;  // NVML_CLOCK_SM 1, NVML_CLOCK_MEM 2
   int (*power)(void*, unsigned int*) = nullptr;       // milliwatts
@@ -26,13 +22,9 @@ struct NvmlGpu::Api {
   int (*nvlink_errors)(void*, unsigned int, int, unsigned long long*) = nullptr;
   int (*pcie_replays)(void*, unsigned int*) = nullptr;
 
-  ~Api() {
-    if (shutdown != nullptr) shutdown();
-    if (lib != nullptr) dlclose(lib);
-  }
   template <typename F>
   void bind(F& f, const char* name) {
-    f = reinterpret_cast<F>(dlsym(lib, name));
+    f = nvml.symbol<F>(name);
   }
 };
 
@@ -47,20 +39,16 @@ NvmlGpu::~NvmlGpu() = default;
 
 std::unique_ptr<NvmlGpu> NvmlGpu::open(const std::string& pci_bus_id, std::string& why) {
   auto api = std::make_unique<Api>();
-  api->lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (api->lib == nullptr) {
-    why = "libnvidia-ml.so.1 (NVML, part of the driver) cannot be loaded";
+  if (!api->nvml.ok()) {
+    why = api->nvml.why();
     return nullptr;
   }
-  int (*init)() = nullptr;
-  api->bind(init, "nvmlInit_v2");
   api->bind(api->handle_by_pci, "nvmlDeviceGetHandleByPciBusId_v2");
-  if (init == nullptr || api->handle_by_pci == nullptr || init() != 0) {
-    why = "NVML did not initialise";
+  void* device = nullptr;
+  if (api->handle_by_pci == nullptr) {
+    why = "NVML has no nvmlDeviceGetHandleByPciBusId_v2";
     return nullptr;
   }
-  api->bind(api->shutdown, "nvmlShutdown");
-  void* device = nullptr;
   if (api->handle_by_pci(pci_bus_id.c_str(), &device) != 0) {
     why = "NVML does not know the GPU at " + pci_bus_id;
     return nullptr;

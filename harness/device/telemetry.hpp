@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "harness/device/nvml_library.hpp"
 #include "harness/measure/telemetry.hpp"
 
 namespace moebench {
