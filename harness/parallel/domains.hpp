@@ -18,8 +18,10 @@ std::vector<int> domains_from_keys(const std::vector<std::string>& keys);
 // Emulated domains of `size` consecutive ranks (--nvlink-domain-size): rank r is in r / size.
 std::vector<int> emulated_domains(int world, int size);
 
-// One line per expert group that spans more than one domain (at most `limit`, then a count of
-// the rest), naming its world ranks and the domains, and what would keep groups whole.
+// One line per expert group that spans more than one domain although it would fit in one (no
+// larger than the domains it touches: a group larger than a domain spans domains by design, as
+// EP 32 does over 8-GPU nodes), at most `limit` of them and then a count of the rest, naming its
+// world ranks and the domains, and what would keep groups whole.
 std::vector<std::string> straddling_expert_groups(const ParallelGrid& grid,
                                                   const std::vector<int>& domains,
                                                   std::size_t limit = 4);

@@ -2,8 +2,11 @@
 split inside and across domains, and a warning naming each expert group that spans two.
 
 With balanced routing every rank sends the same rows to each peer of its expert group, so the
-share of the bytes that cross domains is exact: with EP 8 in domains of 4, each rank has 3 peers
-in its own domain and 4 in the other, 4/7 of its bytes cross.
+share of the bytes that cross domains is exact. 12 ranks in domains of 6 with EP 4: the groups
+0-3 and 8-11 stay inside a domain, the group 4-7 straddles (4 and 5 in domain 0, 6 and 7 in 1),
+so each of its ranks sends 2 of its 3 peers' bytes across: 8 of the 36 peer shares, 2/9. With EP
+8 in domains of 4 every group is larger than a domain, spans domains by design, and is not
+warned about; 4 of each rank's 7 peers are across, 4/7.
 """
 
 import os
@@ -25,24 +28,29 @@ def run(ctx, tmp, np, ep, domain, name):
 
 def test_a_straddling_expert_group_is_named_and_its_traffic_split(ctx):
     with tempfile.TemporaryDirectory() as tmp:
-        res, rep = run(ctx, tmp, 8, 8, 4, "straddle.json")
+        res, rep = run(ctx, tmp, 12, 4, 6, "straddle.json")
         d = rep["parallel"]["nvlink_domains"]
         e2e.check(d["source"] == "emulated" and d["count"] == 2 and
-                  d["of_rank"] == [0, 0, 0, 0, 1, 1, 1, 1], "the domains: %r" % d)
+                  d["of_rank"] == [0] * 6 + [1] * 6, "the domains: %r" % d)
         e2e.check(len(d["warnings"]) == 1 and
-                  d["warnings"][0].startswith("expert group 0 (world ranks 0-7) spans NVLink "
+                  d["warnings"][0].startswith("expert group 1 (world ranks 4-7) spans NVLink "
                                               "domains 0, 1"), "the warning: %r" % d["warnings"])
-        e2e.check("moebench: warning: expert group 0 (world ranks 0-7)" in res.stderr,
+        e2e.check("moebench: warning: expert group 1 (world ranks 4-7)" in res.stderr,
                   "the warning is printed", res)
         t = d["alltoall_bytes_per_step"]
         e2e.check(t["in_domain"] > 0 and t["cross_domain"] > 0, "both kinds of traffic: %r" % t)
-        # Balanced routing: 4 of the 7 peers are across; summed doubles of whole rows: 1e-9.
-        e2e.check_close(t["cross_domain_share"], 4.0 / 7.0, 1e-9, "the share across domains")
+        # Balanced routing: equal bytes to every peer; sums of whole rows in doubles: 1e-9.
+        e2e.check_close(t["cross_domain_share"], 2.0 / 9.0, 1e-9, "the share across domains")
         e2e.check("# NVLink domains: 2 (emulated)" in res.stdout, "the table says so", res)
-        # The dispatch's bytes per rank (sent to the others) are the traffic's, split.
-        ph = rep["results"]["phases"]
-        e2e.check(t["in_domain"] + t["cross_domain"] > 0 and
-                  ph["dispatch"]["bytes"] + ph["combine"]["bytes"] > 0, "the phases moved bytes")
+
+
+def test_groups_larger_than_a_domain_span_domains_without_a_warning(ctx):
+    with tempfile.TemporaryDirectory() as tmp:
+        res, rep = run(ctx, tmp, 8, 8, 4, "larger.json")
+        d = rep["parallel"]["nvlink_domains"]
+        e2e.check(d["warnings"] == [] and "warning" not in res.stderr, "no warning", res)
+        e2e.check_close(d["alltoall_bytes_per_step"]["cross_domain_share"], 4.0 / 7.0, 1e-9,
+                        "4 of 7 peers across")
 
 
 def test_groups_inside_domains_need_no_warning(ctx):
@@ -74,6 +82,7 @@ def test_bad_domain_size(ctx):
 
 TESTS = [
     test_a_straddling_expert_group_is_named_and_its_traffic_split,
+    test_groups_larger_than_a_domain_span_domains_without_a_warning,
     test_groups_inside_domains_need_no_warning,
     test_bad_domain_size,
 ]
