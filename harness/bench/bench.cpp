@@ -98,14 +98,23 @@ double dense_gemm_flops(std::int64_t n) {
   return 2.0 * d * d * d;
 }
 
-std::optional<double> known_bf16_peak_tflops(const std::string& device_name) {
+std::optional<KnownPeak> known_bf16_peak(const std::string& device_name) {
   auto has = [&](const char* s) { return device_name.find(s) != std::string::npos; };
-  // Dense (not 2:4 sparse) BF16 tensor-core rates from NVIDIA's datasheets: the SXM parts 989.4,
-  // the NVL parts 835, H100 PCIe 756.
+  // Dense (not 2:4 sparse) BF16 tensor-core rates. Hopper from NVIDIA's H100/H200 datasheets: the
+  // SXM parts 989.4, the NVL parts 835, H100 PCIe 756. Blackwell from NVIDIA's DGX Cloud
+  // benchmarking README (other sources differ by a few percent: the report names this one).
+  // GB before B: "NVIDIA GB200" contains "B200".
+  const std::string hopper = "NVIDIA H100/H200 datasheet, dense BF16, " + device_name;
+  const std::string blackwell =
+      "NVIDIA DGX Cloud benchmarking README (peak dense BF16), " + device_name;
+  if (has("GB300")) return KnownPeak{2450.0, blackwell};
+  if (has("GB200")) return KnownPeak{2450.0, blackwell};
+  if (has("B300")) return KnownPeak{2250.0, blackwell};
+  if (has("B200")) return KnownPeak{2250.0, blackwell};
   if (!(has("H100") || has("H200") || has("H800"))) return std::nullopt;
-  if (has("NVL")) return 835.0;
-  if (has("PCIe")) return 756.0;
-  return 989.0;
+  if (has("NVL")) return KnownPeak{835.0, hopper};
+  if (has("PCIe")) return KnownPeak{756.0, hopper};
+  return KnownPeak{989.0, hopper};
 }
 
 std::vector<std::int64_t> parse_layer_list(const std::string& text) {

@@ -73,8 +73,13 @@ std::vector<GroupedGemmCase> expert_gemm_cases(std::int64_t experts, std::int64_
 double dense_gemm_flops(std::int64_t n);
 
 // The dense BF16 tensor-core peak of a known device, in TFLOP/s (H100 and H200: 989), from its
-// name as the driver reports it; nullopt for an unknown device or the cpu backend.
-std::optional<double> known_bf16_peak_tflops(const std::string& device_name);
+// name as the driver reports it, and where the figure comes from; nullopt for an unknown device
+// or the cpu backend.
+struct KnownPeak {
+  double tflops = 0;
+  std::string source;
+};
+std::optional<KnownPeak> known_bf16_peak(const std::string& device_name);
 
 // "1,4" -> {1, 4}: positive, strictly increasing. UsageError otherwise.
 std::vector<std::int64_t> parse_layer_list(const std::string& text);

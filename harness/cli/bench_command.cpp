@@ -202,9 +202,10 @@ PeakRate resolve_peak(const BenchOptions& b, const BenchMeta& m) {
   if (b.peak_tflops) {
     p.tflops = b.peak_tflops;
     p.source = "--peak-tflops";
-  } else if (m.device && known_bf16_peak_tflops(m.device->info.name)) {
-    p.tflops = known_bf16_peak_tflops(m.device->info.name);
-    p.source = "NVIDIA datasheet, dense BF16, " + m.device->info.name;
+  } else if (const std::optional<KnownPeak> known =
+                 m.device ? known_bf16_peak(m.device->info.name) : std::nullopt) {
+    p.tflops = known->tflops;
+    p.source = known->source;
   } else {
     p.source = "none: unknown device, give --peak-tflops";
   }

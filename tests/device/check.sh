@@ -13,6 +13,11 @@
 # and write ONE JSON summary, summary.json, into the output folder with the figures and versions
 # (tests/device/summarize.py; tests/device/README.md says how to read it).
 #
+# It always reports within its budget: one overall deadline (CHECK_SH_DEADLINE_S, default 480 s,
+# under the device call's 600 s) clamps every step's own limit to the time left, a step that no
+# longer fits is not started, summary.json is rewritten after every step, and a TERM or INT (the
+# device call's own limit) or any exit writes it once more, naming the steps that did not finish.
+#
 # Usage: bash tests/device/check.sh [OUTDIR]      (OUTDIR default: $OUT, else ./device-check-out)
 # Environment:
 #   CHECK_SH_CPU_ONLY=1   dry run on a machine without a GPU: the same build from the carried
@@ -23,7 +28,9 @@
 #   CHECK_SH_BENCH_ARGS   extra flags for `moebench bench`
 #   CHECK_SH_KEEP_BUILD=1 reuse the build folder of an earlier run
 #   CHECK_SH_CMAKE_ARGS   extra CMake flags (they come last, so they override)
-# Exit status: 0 when every step passed, 1 otherwise (the summary says which failed).
+#   CHECK_SH_DEADLINE_S   seconds the whole check may take (default 480)
+# Exit status: 0 when every step passed, 1 otherwise (the summary says which failed or did not
+# finish); 143 after a TERM, 130 after an INT, the summary written first.
 set -uo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -32,6 +39,7 @@ work="${CHECK_SH_WORK:-/tmp/moebench-device-check}"
 cpu_only="${CHECK_SH_CPU_ONLY:-0}"
 jobs="${CHECK_SH_JOBS:-$(nproc)}"
 carried="$repo/tests/device/.cache/carry/deps.tar.gz"
+deadline_s="${CHECK_SH_DEADLINE_S:-480}"
 mkdir -p "$out" "$work"
 out="$(cd "$out" && pwd)"
 log="$out/check.log"
@@ -39,25 +47,63 @@ steps="$work/steps.tsv"
 : >"$log"
 : >"$steps"
 t0=$(date +%s)
+deadline=$((t0 + deadline_s))
+# What summary.json needs after the last step (summarize.py's own run), kept out of every step.
+reserve_s=15
+# Every step this run means to take, in order: the ones it never records are named unfinished.
+if [ "$cpu_only" = 1 ]; then
+  planned="unpack,configure,build,provenance,unit_tests,run_1gpu,run_1gpu_nccl,run_1gpu_fp8"
+else
+  planned="unpack,configure,build,provenance,gpu_tests,gpu_comm_tests,run_1gpu,run_1gpu_nccl"
+  planned+=",run_1gpu_fp8"
+fi
+planned+=",run_4rank,run_4rank_pp,bench,bench_fp8"
+stopped=""   # why the check ended early: "deadline", "SIGTERM", "SIGINT"
+step_pid=""  # the running step, for the signal handler
+finished=0
 
 say() { echo "# check.sh [$(($(date +%s) - t0))s] $*" | tee -a "$log"; }
 
+# summary.json from what has finished so far; FINAL=1 for the last one (quiet otherwise).
+write_summary() {
+  local final="$1"
+  python3 "$repo/tests/device/summarize.py" --out "$out" --steps "$steps" --work "$work" \
+    --carried "$carried" --cpu-only "$cpu_only" --wall-s "$(($(date +%s) - t0))" \
+    --build "$work/build" --planned "$planned" --deadline-s "$deadline_s" \
+    --stopped "$stopped" --final "$final"
+}
+
 # step NAME TIMEOUT_S COMMAND...: runs it with its output in check.log, records status and time.
+# Its limit is clamped to what the deadline leaves; one that no longer fits is not started.
 step() {
   local name="$1" limit="$2"
   shift 2
-  say "step $name: $*"
+  local left=$((deadline - $(date +%s) - reserve_s))
+  if [ "$left" -lt 5 ]; then
+    stopped=deadline
+    say "step $name: not started, the ${deadline_s} s deadline leaves ${left} s"
+    return 124
+  fi
+  [ "$left" -lt "$limit" ] && limit="$left"
+  say "step $name (limit ${limit} s): $*"
   local start=$(date +%s) rc
-  timeout --kill-after=15 "$limit" "$@" >>"$log" 2>&1
+  # In the background, so that a TERM reaches the handler at once (bash defers traps while a
+  # foreground child runs).
+  timeout --kill-after=10 "$limit" "$@" >>"$log" 2>&1 &
+  step_pid=$!
+  wait "$step_pid"
   rc=$?
+  step_pid=""
   local status=passed
   if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
     status=timeout
+    [ $(($(date +%s) + reserve_s + 5)) -ge "$deadline" ] && stopped=deadline
   elif [ "$rc" != 0 ]; then
     status=failed
   fi
   printf '%s\t%s\t%s\t%s\n' "$name" "$status" "$rc" "$(($(date +%s) - start))" >>"$steps"
   say "step $name: $status (exit $rc, $(($(date +%s) - start)) s)"
+  write_summary 0 >>"$log" 2>&1
   return "$rc"
 }
 skip() {  # skip NAME REASON
@@ -65,12 +111,27 @@ skip() {  # skip NAME REASON
   say "step $1: skipped ($2)"
 }
 finish() {
+  finished=1
   say "writing $out/summary.json"
-  python3 "$repo/tests/device/summarize.py" --out "$out" --steps "$steps" --work "$work" \
-    --carried "$carried" --cpu-only "$cpu_only" --wall-s "$(($(date +%s) - t0))" \
-    --build "$work/build" | tee -a "$log"
+  write_summary 1 | tee -a "$log"
   exit "${PIPESTATUS[0]}"
 }
+on_signal() {  # on_signal NAME STATUS: end the running step, write the summary, exit
+  stopped="$1"
+  trap - TERM INT
+  if [ -n "$step_pid" ]; then
+    kill -TERM "$step_pid" 2>/dev/null
+    wait "$step_pid" 2>/dev/null
+  fi
+  finished=1
+  say "$1: writing $out/summary.json with the steps that finished"
+  write_summary 1 | tee -a "$log"
+  exit "$2"
+}
+trap 'on_signal SIGTERM 143' TERM
+trap 'on_signal SIGINT 130' INT
+# Any other way out (a bug here, set -u) still leaves a summary.
+trap '[ "$finished" = 1 ] || { stopped="${stopped:-exit}"; write_summary 1 >>"$log" 2>&1; }' EXIT
 
 # --- the carried dependencies -----------------------------------------------------------------
 if [ ! -f "$carried" ]; then
@@ -83,6 +144,9 @@ step unpack 120 tar -xzf "$carried" -C "$work" || finish
 deps="$work/deps"
 ompi="$deps/openmpi"
 export PATH="$ompi/bin:$PATH"
+# The carried Open MPI was built for another prefix: its wrappers and mpirun find their own
+# through OPAL_PREFIX.
+export OPAL_PREFIX="$ompi"
 # Open MPI 5 as root, ranks sharing one machine's cores (oversubscribed where fewer), shared
 # memory between them: no network transport (UCX, libfabric) to probe, and no cross-memory-attach
 # single copy (ptrace-based), which a sandbox may refuse.
@@ -174,8 +238,16 @@ step run_4rank 300 env CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}" "${mpir
 step run_4rank_pp 300 env CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}" "${mpirun_cmd[@]}" \
   -np 4 "$bin" run "${tiny[@]}" --backend "$backend" --comm mpi --pp 2 --vp 2 --ep 2 \
   --global-batch 8 --out "$out/run-4rank-pp.json"
+# The probe sized to the time left: the full one (1 and 4 layers, 10 iterations) when at least
+# 240 s remain, else one layer and 3 iterations (the summary records what ran in bench.json).
+bench_size=()
+if [ $((deadline - $(date +%s) - reserve_s)) -lt 240 ]; then
+  bench_size=(--layers 1 --iterations 3 --warmup 1)
+  say "bench: under 240 s left, the probe runs one layer and 3 iterations"
+fi
 # shellcheck disable=SC2086  # CHECK_SH_BENCH_ARGS is a list of flags
-step bench 420 "$bin" bench --backend "$backend" --out "$out/bench.json" ${CHECK_SH_BENCH_ARGS:-}
+step bench 420 "$bin" bench --backend "$backend" --out "$out/bench.json" "${bench_size[@]}" \
+  ${CHECK_SH_BENCH_ARGS:-}
 # The same probe with the linear layers' GEMMs in FP8 (E4M3, per-tensor scales): the step
 # against bench.json's BF16 one.
 if [ "$cpu_only" = 1 ]; then
@@ -183,6 +255,6 @@ if [ "$cpu_only" = 1 ]; then
 else
   # shellcheck disable=SC2086
   step bench_fp8 300 "$bin" bench --backend cuda --precision fp8 --out "$out/bench-fp8.json" \
-    ${CHECK_SH_BENCH_ARGS:-}
+    "${bench_size[@]}" ${CHECK_SH_BENCH_ARGS:-}
 fi
 finish

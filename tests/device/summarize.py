@@ -176,7 +176,12 @@ def main():
     p.add_argument("--carried", required=True)
     p.add_argument("--cpu-only", default="0")
     p.add_argument("--wall-s", type=float, default=0)
+    p.add_argument("--planned", default="", help="every step the run means to take, a,b,c")
+    p.add_argument("--deadline-s", type=float, default=None)
+    p.add_argument("--stopped", default="", help="why the check ended early, if it did")
+    p.add_argument("--final", default="1", help="0: written after a step, more to come")
     args = p.parse_args()
+    final = args.final == "1"
     deps = os.path.join(args.work, "deps")
 
     steps = []
@@ -215,12 +220,22 @@ def main():
             if s["layers"] in bf16_steps and s["step_time_median_s"]}
 
     failed = [s["name"] for s in steps if s["status"] not in ("passed", "skipped")]
+    recorded = {s["name"] for s in steps}
+    unfinished = [n for n in args.planned.split(",") if n and n not in recorded]
     summary = {
         "kind": "moebench.device_check",
         "schema_version": 1,
         "mode": "cpu-only dry run (CHECK_SH_CPU_ONLY=1)" if args.cpu_only == "1" else "gpu",
-        "passed": bool(steps) and not failed and any(s["name"] == "bench" for s in steps),
+        # "running": written after a step, more to come; "complete": every planned step ran;
+        # "stopped": it ended first (the deadline, a signal), unfinished_steps says what is missing
+        "state": ("running" if not final else "stopped" if unfinished or args.stopped
+                  else "complete"),
+        "stopped_by": args.stopped or None,
+        "deadline_s": args.deadline_s,
+        "passed": (final and not unfinished and bool(steps) and not failed and
+                   any(s["name"] == "bench" for s in steps)),
         "failed_steps": failed,
+        "unfinished_steps": unfinished,
         "finished": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "wall_s": args.wall_s,
         "steps": steps,
@@ -239,10 +254,13 @@ def main():
         json.dump(summary, f, indent=2)
         f.write("\n")
     os.replace(tmp, os.path.join(args.out, "summary.json"))
+    if not final:
+        return 0
 
-    print("# device check (%s): %s in %.0f s" % (summary["mode"],
-                                                 "PASSED" if summary["passed"] else "FAILED",
-                                                 args.wall_s))
+    print("# device check (%s): %s in %.0f s%s" % (
+        summary["mode"], "PASSED" if summary["passed"] else "FAILED", args.wall_s,
+        "" if not unfinished else "; stopped by %s before %s" % (
+            args.stopped or "an error", ", ".join(unfinished))))
     for s in steps:
         print("#   %-16s %-8s %5s s%s" % (s["name"], s["status"], s["seconds"],
                                           "  (" + s["reason"] + ")" if "reason" in s else ""))

@@ -95,12 +95,19 @@ TEST_CASE("bench: the six grouped GEMMs of the experts and their FLOPs") {
 
 TEST_CASE("bench: dense GEMM FLOPs and known peaks") {
   CHECK(dense_gemm_flops(8192) == doctest::Approx(2.0 * 8192.0 * 8192.0 * 8192.0));
-  CHECK(known_bf16_peak_tflops("NVIDIA H200").value() == 989.0);
-  CHECK(known_bf16_peak_tflops("NVIDIA H100 80GB HBM3").value() == 989.0);
-  CHECK(known_bf16_peak_tflops("NVIDIA H100 PCIe").value() == 756.0);
-  CHECK(known_bf16_peak_tflops("NVIDIA H200 NVL").value() == 835.0);
-  CHECK_FALSE(known_bf16_peak_tflops("NVIDIA A100-SXM4-80GB").has_value());
-  CHECK_FALSE(known_bf16_peak_tflops("").has_value());
+  CHECK(known_bf16_peak("NVIDIA H200").value().tflops == 989.0);
+  CHECK(known_bf16_peak("NVIDIA H100 80GB HBM3").value().tflops == 989.0);
+  CHECK(known_bf16_peak("NVIDIA H100 PCIe").value().tflops == 756.0);
+  CHECK(known_bf16_peak("NVIDIA H200 NVL").value().tflops == 835.0);
+  CHECK(known_bf16_peak("NVIDIA H200").value().source.find("datasheet") != std::string::npos);
+  // Blackwell: GB parts before B parts, with the figure's source named.
+  CHECK(known_bf16_peak("NVIDIA B200").value().tflops == 2250.0);
+  CHECK(known_bf16_peak("NVIDIA B300 SXM6 AC").value().tflops == 2250.0);
+  CHECK(known_bf16_peak("NVIDIA GB200").value().tflops == 2450.0);
+  CHECK(known_bf16_peak("NVIDIA GB300").value().tflops == 2450.0);
+  CHECK(known_bf16_peak("NVIDIA GB200").value().source.find("DGX Cloud") != std::string::npos);
+  CHECK_FALSE(known_bf16_peak("NVIDIA A100-SXM4-80GB").has_value());
+  CHECK_FALSE(known_bf16_peak("").has_value());
 }
 
 TEST_CASE("bench: layer lists") {

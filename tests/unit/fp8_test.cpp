@@ -75,6 +75,21 @@ TEST_CASE("e4m3_round: relative error at most 2^-4 in the normal range") {
   }
 }
 
+TEST_CASE("fp8_scale: a tiny amax gives a finite scale, so zeros stay zeros") {
+  // 448 / 1e-38 overflows FP32: the scale stops at 2^127, and descaling it is exact.
+  for (float amax : {1e-38f, std::numeric_limits<float>::denorm_min(), 1.0e-36f}) {
+    CAPTURE(amax);
+    const float s = fp8_scale(amax);
+    CHECK(std::isfinite(s));
+    CHECK(s <= kFp8MaxScale);
+    CHECK(fp8_quantize(0.0f, s) == 0.0f);  // 0 x inf would be NaN
+    CHECK(std::fabs(fp8_quantize(amax, s)) <= 448.0f);
+    CHECK(std::isfinite(fp8_descale(s)));
+  }
+  CHECK(fp8_scale(1e-38f) == kFp8MaxScale);
+  CHECK(fp8_scale(448.0f / 1e30f) == doctest::Approx(1e30f));  // far from the cap: unchanged
+}
+
 TEST_CASE("fp8_scale: amax maps onto 448; zeros and non-finite amax keep scale 1") {
   CHECK(fp8_scale(2.0f) == 224.0f);
   CHECK(fp8_scale(448.0f) == 1.0f);

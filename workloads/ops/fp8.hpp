@@ -49,10 +49,15 @@ MB_HD float e4m3_round(float x) {
 }
 
 // The per-tensor scale for an operand whose largest magnitude is amax: 448 / amax, or 1 when the
-// operand is all zeros (or amax is not finite, so NaN and inf pass through unscaled).
+// operand is all zeros (or amax is not finite, so NaN and inf pass through unscaled). Always
+// finite: for an amax below 448 / FLT_MAX (about 1.3e-36) the quotient overflows to inf, and
+// 0 x inf would make the operand's zeros NaN, so the scale stops at the largest power of two
+// below FLT_MAX (2^127: exact to undo, and the operand's values still map to at most 448).
+constexpr float kFp8MaxScale = 1.7014118e38f;  // 2^127
 MB_HD float fp8_scale(float amax) {
   if (!(amax > 0.0f && amax <= 3.4028235e38f)) return 1.0f;  // also false for NaN
-  return kE4m3Max / amax;
+  const float s = kE4m3Max / amax;
+  return s < kFp8MaxScale ? s : kFp8MaxScale;
 }
 
 // What the GEMM's result is multiplied by, once per operand.
