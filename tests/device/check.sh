@@ -86,7 +86,8 @@ step() {
   fi
   [ "$left" -lt "$limit" ] && limit="$left"
   say "step $name (limit ${limit} s): $*"
-  local start=$(date +%s) rc
+  local start rc
+  start=$(date +%s)
   # In the background, so that a TERM reaches the handler at once (bash defers traps while a
   # foreground child runs).
   timeout --kill-after=10 "$limit" "$@" >>"$log" 2>&1 &
