@@ -298,7 +298,8 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
                         "as many ping-pongs of the small one; the fastest counts (default 20)");
   linkcheck->add_option("--ranks-per-node", l.ranks_per_node, "emulate nodes (0: detect)");
   linkcheck->add_option("--nvlink-domain-size", l.nvlink_domain_size,
-                        "emulate NVLink domains of K consecutive ranks (0: detect)");
+                        "emulate NVLink domains of K consecutive ranks (default 0: NVML's fabric "
+                        "cliques on multi-node NVLink systems, else the nodes)");
   linkcheck->add_option("--health-mad", l.mad_k,
                         "an outlier is this many robust standard deviations worse than the "
                         "median of its class (default 6)");
