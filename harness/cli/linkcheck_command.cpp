@@ -16,9 +16,9 @@
 #include "harness/core/human.hpp"
 #include "harness/core/version.hpp"
 #include "harness/device/device_records.hpp"
+#include "harness/device/nvlink_domains.hpp"
 #include "harness/output/atomic_file.hpp"
 #include "harness/output/linkcheck_report.hpp"
-#include "harness/parallel/domains.hpp"
 #include "harness/parallel/pair_schedule.hpp"
 
 namespace moebench {
@@ -107,25 +107,6 @@ double ping_pong(Communicator& comm, const LinkcheckOptions& l, bool initiator, 
   return best_of(t);
 }
 
-// Every rank's NVLink domain, as the run finds it: emulated (--nvlink-domain-size), NVML's fabric
-// cliques when every rank's GPU has one, else the node. Collective.
-std::vector<int> find_domains(const LinkcheckOptions& l, const MpiRuntime& rt,
-                              const Compute& compute, const std::vector<int>& nodes,
-                              std::string& source) {
-  if (l.nvlink_domain_size > 0) {
-    source = "emulated";
-    return emulated_domains(rt.size(), l.nvlink_domain_size);
-  }
-  const std::optional<DeviceInfo> gpu = compute.device_info();
-  const std::string key = gpu ? nvlink_fabric_key(gpu->pci_bus_id) : std::string();
-  if (rt.all_true(!key.empty())) {
-    source = "nvml";
-    return domains_from_keys(rt.all_gather(key));
-  }
-  source = "node";
-  return nodes;
-}
-
 }  // namespace
 
 int linkcheck_command(const CliOptions& o, MpiRuntime& rt) {
@@ -187,10 +168,7 @@ int linkcheck_command(const CliOptions& o, MpiRuntime& rt) {
   const std::vector<std::string> places =
       rt.all_gather(std::to_string(s.topo.node) + " " + std::to_string(s.topo.local_rank));
   const std::vector<std::string> hosts = rt.all_hosts();
-  std::vector<int> nodes;
-  for (const std::string& p : places) nodes.push_back(std::stoi(p.substr(0, p.find(' '))));
-  std::string domain_source;
-  const std::vector<int> domains = find_domains(l, rt, compute, nodes, domain_source);
+  const NvlinkDomains domains = find_nvlink_domains(rt, compute, l.nvlink_domain_size, s.topo.node);
   if (rt.rank() != 0) return 0;
 
   LinkcheckRecord r;
@@ -218,8 +196,8 @@ int linkcheck_command(const CliOptions& o, MpiRuntime& rt) {
     placement.node.push_back(x.node);
     r.ranks.push_back(x);
   }
-  placement.domain = domains;
-  r.domain_source = domain_source;
+  placement.domain = domains.of_rank;
+  r.domain_source = domains.source;
   for (int rank = 0; rank < n; ++rank)
     r.ranks[static_cast<std::size_t>(rank)].domain =
         placement.domain[static_cast<std::size_t>(rank)];

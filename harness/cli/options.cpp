@@ -128,14 +128,35 @@ std::int64_t grad_bucket_bytes(double mib) {
   return static_cast<std::int64_t>(mib * 1048576.0);
 }
 
+std::string number_text(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+// --timeout, as run and linkcheck take it.
+void check_timeout(double timeout_s) {
+  if (!(timeout_s > 0 && timeout_s <= kMaxTimeoutS)) {
+    throw UsageError("--timeout " + number_text(timeout_s) +
+                     ": must be a number of seconds in (0, 1e6]");
+  }
+}
+
+// --health-mad and --health-min-slowdown, as run and linkcheck take them.
+void check_health_flags(double mad_k, const std::optional<double>& min_slowdown) {
+  if (!(mad_k >= 0 && mad_k <= 1e6)) {
+    throw UsageError("--health-mad " + number_text(mad_k) +
+                     ": must be a number of robust standard deviations in [0, 1e6] (default 6)");
+  }
+  if (min_slowdown && !(*min_slowdown >= 0 && *min_slowdown <= 1e6)) {
+    throw UsageError("--health-min-slowdown " + number_text(*min_slowdown) +
+                     ": must be a fraction in [0, 1e6] (0.1: 10% slower than the median)");
+  }
+}
+
 // The linkcheck flags that need no world size; UsageError naming what is valid.
 void check_linkcheck_options(const CliOptions& o) {
   const LinkcheckOptions& l = o.linkcheck;
-  const auto num = [](double v) {
-    std::ostringstream s;
-    s << v;
-    return s.str();
-  };
   if (l.level != "rank" && l.level != "node") {
     throw UsageError("--level " + l.level + ": valid: rank (every pair) or node (node pairs)");
   }
@@ -154,16 +175,8 @@ void check_linkcheck_options(const CliOptions& o) {
   if (l.ranks_per_node < 0 || l.nvlink_domain_size < 0) {
     throw UsageError("--ranks-per-node and --nvlink-domain-size must be >= 0 (0: detect)");
   }
-  if (!(l.mad_k >= 0 && l.mad_k <= 1e6)) {
-    throw UsageError("--health-mad " + num(l.mad_k) + ": must be a number in [0, 1e6] (default 6)");
-  }
-  if (l.min_slowdown && !(*l.min_slowdown >= 0 && *l.min_slowdown <= 1e6)) {
-    throw UsageError("--health-min-slowdown " + num(*l.min_slowdown) +
-                     ": must be a fraction in [0, 1e6] (0.1: 10% worse than the median)");
-  }
-  if (!(l.timeout_s > 0 && l.timeout_s <= kMaxTimeoutS)) {
-    throw UsageError("--timeout " + num(l.timeout_s) + ": must be a number of seconds in (0, 1e6]");
-  }
+  check_health_flags(l.mad_k, l.min_slowdown);
+  check_timeout(l.timeout_s);
   if (o.inject && o.inject->kind != FaultSpec::Kind::slowlink) {
     throw UsageError("--inject " + to_string(*o.inject) +
                      ": linkcheck injects slowlink:a=R1,b=R2,factor=F only");
@@ -208,11 +221,11 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
         "--health-gate", o.health_gate,
         "exit 5 when the health check names a suspect (a slow rank, GPU or node)" + note);
     app_->add_option("--health-mad", o.health_mad,
-                     "a suspect is this many robust standard deviations (1.4826 MAD) slower than "
-                     "the median rank in a compute phase (default 6)" +
+                     "a suspect's compute time is this many robust standard deviations (1.4826 "
+                     "MAD) slower than the median rank's (default 6)" +
                          note);
     app_->add_option("--health-min-slowdown", o.health_min_slowdown,
-                     "and at least this fraction slower (default 0.1, 10%, on a GPU; 1.0 on the "
+                     "and at least this fraction slower (default 0.1, 10%, on a GPU; 0.5 on the "
                      "cpu backend, whose ranks share cores)" +
                          note);
   };
@@ -529,24 +542,9 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
   std::optional<Precision> precision = w.precision;
   if (!precision && rec) precision = run_precision(*rec);
   c.precision = resolve_precision(c.backend, precision);
-  if (!(o.timeout_s > 0 && o.timeout_s <= kMaxTimeoutS)) {
-    std::ostringstream v;
-    v << o.timeout_s;
-    throw UsageError("--timeout " + v.str() + ": must be a number of seconds in (0, 1e6]");
-  }
+  check_timeout(o.timeout_s);
   c.comm_timeout_s = o.timeout_s;
-  if (!(o.health_mad >= 0 && o.health_mad <= 1e6)) {
-    std::ostringstream v;
-    v << o.health_mad;
-    throw UsageError("--health-mad " + v.str() +
-                     ": must be a number of robust standard deviations in [0, 1e6] (default 6)");
-  }
-  if (o.health_min_slowdown && !(*o.health_min_slowdown >= 0 && *o.health_min_slowdown <= 1e6)) {
-    std::ostringstream v;
-    v << *o.health_min_slowdown;
-    throw UsageError("--health-min-slowdown " + v.str() +
-                     ": must be a fraction in [0, 1e6] (0.1: 10% slower than the median)");
-  }
+  check_health_flags(o.health_mad, o.health_min_slowdown);
   return c;
 }
 

@@ -23,6 +23,7 @@
 #include "harness/core/stop_request.hpp"
 #include "harness/core/version.hpp"
 #include "harness/device/device_records.hpp"
+#include "harness/device/nvlink_domains.hpp"
 #include "harness/device/telemetry.hpp"
 #include "harness/measure/summary.hpp"
 #include "harness/output/atomic_file.hpp"
@@ -178,27 +179,6 @@ HealthThresholds health_thresholds(const CliOptions& o, const RunConfig& c) {
   return {o.health_mad, o.health_min_slowdown.value_or(fallback)};
 }
 
-// Every rank's NVLink domain: emulated (--nvlink-domain-size), NVML's fabric cliques when every
-// rank's GPU has one, else the nodes. Collective.
-DomainRecord find_domains(const RunConfig& c, const MpiRuntime& rt, const Compute& compute) {
-  DomainRecord d;
-  if (c.layout.nvlink_domain_size > 0) {
-    d.source = "emulated";
-    d.of_rank = emulated_domains(c.layout.world, c.layout.nvlink_domain_size);
-    return d;
-  }
-  const std::optional<DeviceInfo> gpu = compute.device_info();
-  const std::string key = gpu ? nvlink_fabric_key(gpu->pci_bus_id) : std::string();
-  if (rt.all_true(!key.empty())) {
-    d.source = "nvml";
-    d.of_rank = domains_from_keys(rt.all_gather(key));
-  } else {
-    d.source = "node";
-    d.of_rank = domains_from_keys(rt.all_hosts());
-  }
-  return d;
-}
-
 // How often the background sampler reads a GPU during the timed steps.
 constexpr double kTelemetryIntervalS = 0.1;
 
@@ -246,18 +226,16 @@ class Telemetry {
 void gather_telemetry(const MpiRuntime& rt, Telemetry& t, RunRecord& record) {
   record.telemetry_interval_s = kTelemetryIntervalS;
   if (!rt.all_true(t.available())) {
-    // Telemetry from every GPU or none: the first rank without it says why.
+    // Telemetry from every GPU or none: the first rank without it says why, and which rank it
+    // is where the others have telemetry or another reason.
     const std::vector<std::string> notes = rt.gather_strings_to_root(t.note());
-    const bool same = std::all_of(notes.begin(), notes.end(),
-                                  [&](const std::string& n) { return n == notes.front(); });
-    for (std::size_t r = 0; r < notes.size(); ++r) {
-      if (notes[r].empty()) continue;
-      record.telemetry_note = notes[r];
-      if (!same)
-        record.telemetry_note += " (rank " + std::to_string(r) +
-                                 "; telemetry is kept "
-                                 "only when every GPU has it)";
-      break;
+    const auto first =
+        std::find_if(notes.begin(), notes.end(), [](const std::string& n) { return !n.empty(); });
+    if (first == notes.end()) return;
+    record.telemetry_note = *first;
+    if (std::count(notes.begin(), notes.end(), *first) != static_cast<long>(notes.size())) {
+      record.telemetry_note += " (rank " + std::to_string(first - notes.begin()) +
+                               "; telemetry is kept only when every GPU has it)";
     }
     return;
   }
@@ -420,13 +398,10 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
   std::unique_ptr<Communicator> comm =
       make_communicator(c.comm, rt.world(), s.topo, compute, c.comm_timeout_s);
   if (c.inject) comm = make_fault_communicator(std::move(comm), compute, *c.inject);
-  DomainRecord domains = find_domains(c, rt, compute);
-  if (c.layout.ranks_per_node > 0 && domains.source == "node") {
-    // Emulated nodes are the domains then, as they would be on HGX.
-    std::vector<int> of_rank;
-    for (int r = 0; r < c.layout.world; ++r) of_rank.push_back(r / c.layout.ranks_per_node);
-    domains.of_rank = of_rank;
-  }
+  DomainRecord domains;
+  NvlinkDomains found = find_nvlink_domains(rt, compute, c.layout.nvlink_domain_size, s.topo.node);
+  domains.source = std::move(found.source);
+  domains.of_rank = std::move(found.of_rank);
   domains.warnings = straddling_expert_groups(c.layout.grid(), domains.of_rank);
   comm->set_domains(domains.of_rank);
   TrainingStep step(c, s.topo, compute, *comm);
@@ -581,10 +556,9 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
     }
     return static_cast<int>(ExitCode::verification);
   }
-  // Rank 0 alone judged the ranks: it tells the others.
-  const bool unhealthy =
-      rt.allreduce_max(rt.rank() == 0 && !record.health.suspects.empty() ? 1.0 : 0.0) > 0;
-  if (o.health_gate && unhealthy) {
+  // Rank 0 alone judged the ranks: it tells the others (every rank has the same flags).
+  if (o.health_gate &&
+      rt.allreduce_max(rt.rank() == 0 && !record.health.suspects.empty() ? 1.0 : 0.0) > 0) {
     if (rt.rank() == 0) {
       std::cerr << "moebench: --health-gate: " << record.health.suspect_ranks()
                 << " suspect rank(s) on " << record.health.nodes.size()

@@ -50,7 +50,7 @@ void judge(const std::vector<RankResult>& ranks, const std::vector<std::size_t>&
     const RankResult& r = ranks[active[j]];
     if (!only.empty() && std::find(only.begin(), only.end(), r.rank) == only.end()) continue;
     const double v = x[j];
-    if (!(v > med * (1.0 + t.min_slowdown)) || !(v - med > t.mad_k * sigma)) continue;
+    if (!beyond_thresholds(v, med, sigma, t)) continue;
     const Figure f = of(r);
     Suspect s;
     s.rank = r.rank;
@@ -69,6 +69,10 @@ void judge(const std::vector<RankResult>& ranks, const std::vector<std::size_t>&
 }
 
 }  // namespace
+
+bool beyond_thresholds(double v, double median, double sigma, const HealthThresholds& t) {
+  return v > median * (1.0 + t.min_slowdown) && v - median > t.mad_k * sigma;
+}
 
 int HealthResult::suspect_ranks() const {
   int n = 0;

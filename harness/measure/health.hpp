@@ -35,6 +35,10 @@ struct HealthThresholds {
 constexpr double kDeviceMinSlowdown = 0.10;
 constexpr double kHostMinSlowdown = 0.50;
 
+// The rule of every verdict here and of the link test's (harness/measure/links.hpp): a time v
+// (larger is worse) is past both thresholds against its group's median and robust SD.
+bool beyond_thresholds(double v, double median, double sigma, const HealthThresholds& t);
+
 // The fewest ranks of one stage that are compared: with two, neither is the odd one out.
 constexpr int kMinRanksCompared = 3;
 

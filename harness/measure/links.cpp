@@ -41,9 +41,7 @@ struct Judge {
   HealthThresholds t;
   double time(double v) const { return is_bandwidth ? (v > 0 ? 1.0 / v : 1e300) : v; }
   double slowdown(double v) const { return median_time > 0 ? time(v) / median_time : 0; }
-  bool bad(double v) const {
-    return slowdown(v) > 1.0 + t.min_slowdown && time(v) - median_time > t.mad_k * sigma;
-  }
+  bool bad(double v) const { return beyond_thresholds(time(v), median_time, sigma, t); }
   double median_value() const { return is_bandwidth ? 1.0 / median_time : median_time; }
 };
 

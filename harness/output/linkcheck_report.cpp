@@ -1,5 +1,6 @@
 #include "harness/output/linkcheck_report.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
@@ -70,7 +71,10 @@ std::string reason(const LinkcheckRecord& r, const LinkOutlier& o) {
 
 }  // namespace
 
-LinkcheckEstimate estimate_linkcheck(const LinkcheckRecord& r, int ranks, int ranks_per_node) {
+LinkcheckEstimate estimate_linkcheck(const LinkcheckRecord& r, int ranks) {
+  const int nodes = r.ranks.empty() ? 1 : r.ranks.back().node + 1;
+  const int here = std::max(1, static_cast<int>(r.ranks.size()) / nodes);
+  const int ranks_per_node = here > 1 ? here : 8;
   LinkcheckEstimate e;
   e.ranks = ranks;
   e.ranks_per_node = ranks_per_node;
@@ -120,8 +124,7 @@ nlohmann::ordered_json make_linkcheck_report(const LinkcheckRecord& r) {
   }
   ojson devices = ojson::array();
   for (const DeviceRecord& d : r.devices) devices.push_back(to_json(d));
-  const int per_node = n > 0 ? std::max(1, n / std::max(1, r.ranks.back().node + 1)) : 1;
-  const LinkcheckEstimate e = estimate_linkcheck(r, 1024, per_node > 1 ? per_node : 8);
+  const LinkcheckEstimate e = estimate_linkcheck(r, 1024);
   return ojson{
       {"schema_version", kLinkcheckSchemaVersion},
       {"kind", kLinkcheckReportKind},
@@ -187,9 +190,7 @@ std::string format_linkcheck(const LinkcheckRecord& r) {
   std::snprintf(line, sizeof line, "#\n# %d rounds in %.3f s (%.3f ms a round)\n", r.rounds,
                 r.wall_time_s, r.rounds > 0 ? 1e3 * r.wall_time_s / r.rounds : 0.0);
   out += line;
-  const int per_node =
-      r.ranks.empty() ? 1 : static_cast<int>(r.ranks.size()) / std::max(1, r.ranks.back().node + 1);
-  const LinkcheckEstimate e = estimate_linkcheck(r, 1024, per_node > 1 ? per_node : 8);
+  const LinkcheckEstimate e = estimate_linkcheck(r, 1024);
   std::snprintf(line, sizeof line,
                 "# at 1024 ranks (%d a node): every pair %d rounds, about %.0f s; --level node %d "
                 "rounds, about %.1f s (at this run's round time)\n",

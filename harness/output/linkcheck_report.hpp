@@ -51,8 +51,9 @@ struct LinkcheckRecord {
   LinkAnalysis analysis;
 };
 
-// The rounds a schedule takes at `ranks` ranks of `ranks_per_node` each, and the time they take at
-// this run's mean round time: how long a link test of a large machine takes.
+// The rounds a schedule takes at `ranks` ranks, as many to a node as this run had (8 where it had
+// one a node), and the time they take at this run's mean round time: how long a link test of a
+// large machine takes.
 struct LinkcheckEstimate {
   int ranks = 0;
   int ranks_per_node = 0;
@@ -60,7 +61,7 @@ struct LinkcheckEstimate {
   int node_level_rounds = 0;
   double round_time_s = 0;  // this run's mean
 };
-LinkcheckEstimate estimate_linkcheck(const LinkcheckRecord& r, int ranks, int ranks_per_node);
+LinkcheckEstimate estimate_linkcheck(const LinkcheckRecord& r, int ranks);
 
 nlohmann::ordered_json make_linkcheck_report(const LinkcheckRecord& r);
 std::string format_linkcheck(const LinkcheckRecord& r);

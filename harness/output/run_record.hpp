@@ -70,6 +70,16 @@ struct DomainRecord {
   // combine, forward and backward) sent to peers in the rank's own domain, and to others.
   double in_domain_bytes = 0;
   double cross_domain_bytes = 0;
+
+  int count() const {
+    int n = 0;
+    for (int d : of_rank) n = d + 1 > n ? d + 1 : n;
+    return n;
+  }
+  double cross_domain_share() const {
+    const double total = in_domain_bytes + cross_domain_bytes;
+    return total > 0 ? cross_domain_bytes / total : 0.0;
+  }
 };
 
 struct RunRecord {

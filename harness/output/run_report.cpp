@@ -125,17 +125,13 @@ ojson pipeline_json(const RunRecord& r) {
 }
 
 ojson domains_json(const DomainRecord& d) {
-  int count = 0;
-  for (int x : d.of_rank) count = std::max(count, x + 1);
-  const double total = d.in_domain_bytes + d.cross_domain_bytes;
   return ojson{{"source", d.source},
-               {"count", count},
+               {"count", d.count()},
                {"of_rank", d.of_rank},
                {"warnings", d.warnings},
-               {"alltoall_bytes_per_step",
-                ojson{{"in_domain", d.in_domain_bytes},
-                      {"cross_domain", d.cross_domain_bytes},
-                      {"cross_domain_share", total > 0 ? d.cross_domain_bytes / total : 0.0}}}};
+               {"alltoall_bytes_per_step", ojson{{"in_domain", d.in_domain_bytes},
+                                                 {"cross_domain", d.cross_domain_bytes},
+                                                 {"cross_domain_share", d.cross_domain_share()}}}};
 }
 
 ojson parallel_json(const RunRecord& r) {

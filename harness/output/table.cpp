@@ -127,13 +127,11 @@ std::string format_run_table(const RunRecord& r) {
       res.grad_buckets_expert);
   const DomainRecord& d = r.domains;
   if (!d.of_rank.empty()) {
-    const int count = 1 + *std::max_element(d.of_rank.begin(), d.of_rank.end());
-    const double total = d.in_domain_bytes + d.cross_domain_bytes;
     out += sprintf_str(
         "# NVLink domains: %d (%s); all-to-all per rank and step: %.3f MB inside "
         "its domain, %.3f MB across (%.0f%%)%s\n",
-        count, d.source.c_str(), d.in_domain_bytes / 1e6, d.cross_domain_bytes / 1e6,
-        total > 0 ? 100 * d.cross_domain_bytes / total : 0.0,
+        d.count(), d.source.c_str(), d.in_domain_bytes / 1e6, d.cross_domain_bytes / 1e6,
+        100 * d.cross_domain_share(),
         d.warnings.empty() ? "" : "; expert groups span domains (warnings above)");
   }
   out += verification_line(r.verification);
