@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <string_view>
@@ -64,8 +65,19 @@ Setup prepare(const CliOptions& o, MpiRuntime& rt) {
     // UsageError where the device has no FP8 tensor cores.
     s.compute->set_linear_precision(LinearPrecision::fp8);
   }
+  s.memory = estimate_memory(s.config, dtype_size(s.compute->activation_dtype()));
+  if (rt.rank() == 0 && !o.out.empty()) ensure_writable_destination(o.out);
+  if (rt.rank() == 0 && !step_log_path(o).empty()) {
+    ensure_writable_destination(step_log_path(o), "--step-log");
+  }
+  return s;
+}
+
+// UsageError when the run's estimate does not fit the memory free now: after the communicator
+// exists, so the free memory already lacks what the CUDA context and NCCL's connection buffers
+// (allocated by its warm-up) took.
+void check_memory(const Setup& s, MpiRuntime& rt) {
   const std::size_t bpe = dtype_size(s.compute->activation_dtype());
-  s.memory = estimate_memory(s.config, bpe);
   const double reference = s.config.verify ? estimate_reference_memory(s.config, bpe).total() : 0.0;
   // The ranks whose tensors live in the same memory (a real host's memory, or one GPU that ranks
   // share with --comm mpi) all see it free before any allocates: together they must fit, and the
@@ -91,11 +103,25 @@ Setup prepare(const CliOptions& o, MpiRuntime& rt) {
                      " is available; use fewer --layers, a smaller --seq-len or --micro-batch, or "
                      "a larger --ep (see `moebench plan`)");
   }
-  if (rt.rank() == 0 && !o.out.empty()) ensure_writable_destination(o.out);
-  if (rt.rank() == 0 && !step_log_path(o).empty()) {
-    ensure_writable_destination(step_log_path(o), "--step-log");
+}
+
+// Ranks agree before anything runs: a bad file on one node must not hang the others. The first
+// failing rank says why; the others end quietly with the same exit code.
+void agree(MpiRuntime& rt, const std::string& problem) {
+  const int first_bad = static_cast<int>(rt.allreduce_min(problem.empty() ? rt.size() : rt.rank()));
+  if (first_bad < rt.size()) {
+    if (rt.rank() == first_bad) throw UsageError(problem);
+    throw Error(ExitCode::usage, "");
   }
-  return s;
+}
+
+std::string usage_problem(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
 }
 
 RunMeta make_meta(const CliOptions& o, const RunConfig& c, const MpiRuntime& rt,
@@ -377,26 +403,14 @@ class StepLog {
 int run_command(const CliOptions& o, MpiRuntime& rt) {
   const std::string start = iso_time_utc();
   Setup s;
-  std::string problem;
-  try {
-    s = prepare(o, rt);
-  } catch (const UsageError& e) {
-    problem = e.what();
-  }
-  // Ranks agree before anything runs: a bad file on one node must not hang the others.
-  const int first_bad = static_cast<int>(rt.allreduce_min(problem.empty() ? rt.size() : rt.rank()));
-  if (first_bad < rt.size()) {
-    if (rt.rank() == first_bad) {
-      throw UsageError(problem);
-    }
-    throw Error(ExitCode::usage, "");  // quiet: the first failing rank says why
-  }
+  agree(rt, usage_problem([&] { s = prepare(o, rt); }));
 
   const RunConfig& c = s.config;
   rt.set_timeout(c.comm_timeout_s);
   Compute& compute = *s.compute;
   std::unique_ptr<Communicator> comm =
       make_communicator(c.comm, rt.world(), s.topo, compute, c.comm_timeout_s);
+  agree(rt, usage_problem([&] { check_memory(s, rt); }));
   if (c.inject) comm = make_fault_communicator(std::move(comm), compute, *c.inject);
   DomainRecord domains;
   NvlinkDomains found = find_nvlink_domains(rt, compute, c.layout.nvlink_domain_size, s.topo.node);
@@ -408,6 +422,7 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
   step.initialize();
   RunRecord record = make_record(o, s, rt, compute, start);
   record.domains = domains;
+  record.meta.comm_ordering = comm->lane_ordering();
   if (rt.rank() == 0) {
     for (const std::string& w : domains.warnings) std::cerr << "moebench: warning: " << w << "\n";
   }

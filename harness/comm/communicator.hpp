@@ -51,6 +51,9 @@ class Communicator {
   Communicator& operator=(const Communicator&) = delete;
 
   virtual std::string name() const = 0;
+  // How operations on concurrent lanes are kept in one order on every rank, for the report ("":
+  // the backend has nothing to say, e.g. one host progress engine).
+  virtual std::string lane_ordering() const { return ""; }
   // This rank's place in the grid the groups come from.
   const Topology& topology() const { return topo_; }
   // Kept from construction: the step asks on every collective.

@@ -91,7 +91,7 @@ class Compute {
   virtual std::string memory_domain() const { return "host"; }
   // The device the tensors live on; none for a host backend.
   virtual std::optional<DeviceInfo> device_info() const { return std::nullopt; }
-  // Memory the backend keeps for itself besides tensors (cuda: the GEMM workspace and the
+  // Memory the backend will still take for itself besides tensors, not yet allocated (cuda: the
   // attention score scratch), for the memory check.
   virtual std::int64_t reserved_bytes() const { return 0; }
 

@@ -24,9 +24,10 @@ struct RunMeta {
   std::string start_time;          // ISO 8601, UTC
   std::vector<std::string> hosts;  // distinct host names, in rank order of first appearance
   std::string mpi_library;
-  std::string backend;  // compute backend
-  std::string comm;     // communication backend
-  std::string blas;     // the CBLAS library (cpu backend)
+  std::string backend;        // compute backend
+  std::string comm;           // communication backend
+  std::string comm_ordering;  // Communicator::lane_ordering(), "" when it says nothing
+  std::string blas;           // the CBLAS library (cpu backend)
   std::string build_type;
   std::string compiler;
   std::vector<std::pair<std::string, std::string>> environment;  // SLURM_JOB_ID etc., when set

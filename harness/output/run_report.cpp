@@ -29,6 +29,7 @@ ojson meta_json(const RunMeta& m) {
              {"build_type", m.build_type},
              {"compiler", m.compiler},
              {"environment", env}};
+  if (!m.comm_ordering.empty()) meta["comm_ordering"] = m.comm_ordering;
   if (!m.gemm_path.empty()) {
     meta["kernels"] = {{"gemm", m.gemm_path},
                        {"grouped_gemm", m.grouped_gemm_path},

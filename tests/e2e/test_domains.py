@@ -30,6 +30,11 @@ def test_a_straddling_expert_group_is_named_and_its_traffic_split(ctx):
     with tempfile.TemporaryDirectory() as tmp:
         res, rep = run(ctx, tmp, 12, 4, 6, "straddle.json")
         d = rep["parallel"]["nvlink_domains"]
+        # The report says how the backend orders its concurrent lanes (nccl: by NCCL's implicit
+        # launch order or by cross-lane events; mpi: per group, in issue order).
+        ordering = rep["meta"].get("comm_ordering", "")
+        e2e.check(ordering.startswith("mpi:") and "issue order" in ordering,
+                  "meta.comm_ordering: %r" % ordering)
         e2e.check(d["source"] == "emulated" and d["count"] == 2 and
                   d["of_rank"] == [0] * 6 + [1] * 6, "the domains: %r" % d)
         e2e.check(len(d["warnings"]) == 1 and

@@ -201,6 +201,52 @@ TEST_CASE("upload, download, copy, zero, fill and axpby on strided views and acr
   check_twin(y, kOne, "axpby beta 0");
 }
 
+// Uploads go through pinned staging slabs and tensors are freed on the stream: back-to-back
+// uploads from one host buffer, rewritten between them, must each land, also into strided
+// views; and a tensor dropped while a queued copy still reads it must keep its values for that
+// copy even when a new tensor of the same size is allocated (and filled) at once.
+TEST_CASE("uploads reuse the host buffer at once; a dropped tensor stays valid for queued work") {
+  constexpr int kRounds = 40;
+  std::vector<Tensor> dev_idx, dev_rows;
+  IVec host(4096);
+  Vec rows_host(64 * 24);
+  for (int r = 0; r < kRounds; ++r) {
+    for (std::size_t i = 0; i < host.size(); ++i) host[i] = static_cast<std::int32_t>(i) * 7 + r;
+    dev_idx.push_back(dev().alloc(static_cast<std::int64_t>(host.size()), 1, DType::i32));
+    dev().upload_i32(host.data(), dev_idx.back());
+    for (std::size_t i = 0; i < rows_host.size(); ++i) {
+      rows_host[i] = round_bf16(static_cast<float>(i % 97) * 0.25f - static_cast<float>(r));
+    }
+    dev_rows.push_back(dev().alloc(64, 32, DType::f32));
+    dev().upload(rows_host.data(), dev_rows.back().view().col_slice(4, 24));
+  }
+  for (int r = 0; r < kRounds; ++r) {
+    const IVec got = read_i32(dev(), dev_idx[static_cast<std::size_t>(r)]);
+    bool same = true;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      same = same && got[i] == static_cast<int>(i) * 7 + r;
+    CHECK_MESSAGE(same, "index upload " << r);
+    const Vec rows = read(dev(), dev_rows[static_cast<std::size_t>(r)].view().col_slice(4, 24));
+    bool rows_same = true;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      rows_same = rows_same &&
+                  rows[i] == round_bf16(static_cast<float>(i % 97) * 0.25f - static_cast<float>(r));
+    }
+    CHECK_MESSAGE(rows_same, "strided f32 upload " << r);
+  }
+  const std::int64_t n = std::int64_t{1} << 22;
+  Tensor target = dev().alloc(n, 1, DType::f32);
+  {
+    Tensor source = dev().alloc(n, 1, DType::f32);
+    dev().fill(source, 3.0f);
+    dev().copy(source, target);  // queued; `source` is dropped before it runs
+  }
+  Tensor reuse = dev().alloc(n, 1, DType::f32);  // may get the same memory, after the copy
+  dev().fill(reuse, -1.0f);
+  const Vec got = read(dev(), target.view());
+  CHECK(std::all_of(got.begin(), got.end(), [](float v) { return v == 3.0f; }));
+}
+
 TEST_CASE("gemm: every transpose, strided and unaligned views, bf16 and f32 C, beta 0 and 1") {
   struct Shape {
     std::int64_t m, n, k;

@@ -228,6 +228,17 @@ int main(int argc, char** argv) {
       auto comm =
           mb::make_communicator(mb::parse_comm_backend(mode), rt.world(), topo, *compute, 120.0);
       ck.check(comm->name() == (mode == "nccl" ? "nccl" : "mpi"), "name");
+      if (mode == "nccl") {
+        // NCCL >= 2.26 orders the lanes' launches itself once the variable is set (here, unless
+        // the user set it); older ones get cross-lane events. Either way the report says which.
+        const std::string ordering = comm->lane_ordering();
+        const char* env = std::getenv("NCCL_LAUNCH_ORDER_IMPLICIT");
+        const bool implicit =
+            ordering.find("in host order by NCCL_LAUNCH_ORDER_IMPLICIT") != std::string::npos;
+        ck.check(implicit ? env != nullptr && std::string(env) != "0"
+                          : ordering.find("serialised by cross-lane events") != std::string::npos,
+                 "lane ordering: '" + ordering + "'");
+      }
       for (mb::DType type : {mb::DType::bf16, mb::DType::f32}) {
         for (mb::Group g : {mb::Group::world, mb::Group::expert, mb::Group::expert_data}) {
           test_group(*comm, *compute, g, topo, type, ck);

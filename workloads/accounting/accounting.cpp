@@ -230,6 +230,43 @@ CollectiveBytes collective_bytes(const RunConfig& c, std::size_t bytes_per_eleme
   return b;
 }
 
+double fp8_operand_bytes(const RunConfig& c) {
+  const ModelConfig& m = c.model;
+  const double tokens = static_cast<double>(c.workload.tokens_per_rank());
+  const double routed_rows =
+      tokens * static_cast<double>(std::max<std::int64_t>(1, m.num_experts_per_tok));
+  const double h = static_cast<double>(m.hidden_size);
+  const double heads = static_cast<double>(m.num_attention_heads);
+  const double q_out = heads * static_cast<double>(m.qk_head_dim());
+  const double kv_a_out = static_cast<double>(m.kv_lora_rank + m.qk_rope_head_dim);
+  const double kv_b_out = heads * static_cast<double>(m.qk_nope_head_dim + m.v_head_dim);
+  const double q_lora = static_cast<double>(m.q_lora_rank.value_or(0));
+  struct Linear {
+    double in, out, rows;
+  };
+  const double ffn = static_cast<double>(m.intermediate_size);
+  const double moe = static_cast<double>(m.moe_intermediate_size);
+  const double shared = moe * static_cast<double>(m.n_shared_experts);
+  const Linear linears[] = {
+      {h, q_lora > 0 ? q_lora : q_out, tokens},
+      {q_lora, q_out, tokens},
+      {h, kv_a_out, tokens},
+      {static_cast<double>(m.kv_lora_rank), kv_b_out, tokens},
+      {heads * static_cast<double>(m.v_head_dim), h, tokens},
+      {h, 2 * ffn, tokens},
+      {ffn, h, tokens},
+      {h, 2 * shared, tokens},
+      {shared, h, tokens},
+      {h, 2 * moe, routed_rows},
+      {moe, h, routed_rows},
+  };
+  double largest = 0;
+  for (const Linear& l : linears) {
+    largest = std::max(largest, l.in * l.out + l.rows * std::max(l.in, l.out));
+  }
+  return largest;
+}
+
 std::vector<StageMemory> estimate_stage_memory(const RunConfig& c, std::size_t bytes_per_element,
                                                ActivationPolicy policy) {
   const ModelConfig& m = c.model;
@@ -368,6 +405,7 @@ std::vector<StageMemory> estimate_stage_memory(const RunConfig& c, std::size_t b
       e.workspace += static_cast<double>(w.seq_len) * static_cast<double>(w.seq_len) * 4.0;
     }
     if (w.moe_layers() > 0) e.workspace += tokens * static_cast<double>(m.n_routed_experts) * 4.0;
+    if (c.precision == Precision::fp8) e.workspace += fp8_operand_bytes(c);
     const double all_inputs =
         tokens * static_cast<double>(shape.microbatches) *
         (ends ? static_cast<double>(w.mtp + 2) * 4.0 + (r == shape.pp - 1 ? (w.mtp + 1) * 4.0 : 0)

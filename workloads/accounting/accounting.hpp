@@ -85,6 +85,12 @@ struct MemoryEstimate {
 // AdamW state (sharded over the data-parallel ranks with ZeRO-1), the activations of the
 // micro-batches the schedule keeps in flight at its peak, the all-to-all and point-to-point
 // buffers, and workspace.
+// --precision fp8: the quantised E4M3 copies (one byte an element) of the two operands of the
+// largest linear GEMM (forward, data or weight gradient: a weight and the rows it meets), which
+// the cuda backend keeps in scratch. Routed experts are bounded by all top-k rows of the rank
+// meeting one expert's weight, the worst imbalance the workspace allows for.
+double fp8_operand_bytes(const RunConfig& c);
+
 struct StageMemory {
   int pp_rank = 0;
   std::vector<int> stages;  // its virtual stages, chunk by chunk

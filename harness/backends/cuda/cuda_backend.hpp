@@ -17,9 +17,21 @@ namespace moebench::cuda {
 
 bool is_float(DType t);
 
+// Memory inside the step is stream-ordered (cudaMallocAsync and cudaFreeAsync on the compute
+// stream, from the device's default pool, which keeps what is freed): no allocation or free
+// synchronises the device, so nothing drains NCCL's streams behind the communicator's back, and
+// a buffer freed while queued work still reads it is reused only after that work.
+//
+// The stream tensors are freed on, shared with each tensor's deleter: a tensor that outlives the
+// backend (stream gone) is freed with a synchronous cudaFree instead.
+struct AllocStream {
+  int device = 0;
+  cudaStream_t stream = nullptr;  // null once the backend is gone
+};
+
 // A device buffer that only grows, for an op's temporaries. An op takes all it needs with one
-// get() (a later get() may move the buffer). Growing waits for the stream first, so work still
-// reading the old buffer finishes before it is freed.
+// get() (a later get() may move the buffer). Growing frees the old buffer on the stream, so work
+// still reading it finishes first, and never waits on the host.
 class DeviceScratch {
  public:
   DeviceScratch() = default;
@@ -32,6 +44,32 @@ class DeviceScratch {
  private:
   void* data_ = nullptr;
   std::size_t bytes_ = 0;
+};
+
+// Pinned host buffers that uploads copy through, so a host-to-device copy inside the step never
+// comes from pageable memory (which may block the host until the stream reaches it, where a hung
+// all-to-all would hang it unpolled). A slab is reused once the copy that last read it has
+// completed (an event query, no wait); otherwise another is allocated. The host copies its data
+// in first, so the caller's buffer is free at once, as with a pageable copy.
+class HostStaging {
+ public:
+  HostStaging() = default;
+  HostStaging(const HostStaging&) = delete;
+  HostStaging& operator=(const HostStaging&) = delete;
+  ~HostStaging();
+  // Enqueues dst <- host (bytes) on the stream through a pinned slab.
+  void copy_to_device(void* dst, const void* host, std::size_t bytes, cudaStream_t stream);
+  std::size_t slabs() const { return slabs_.size(); }
+  // Uploads larger than this (setup, not the step) copy from pageable memory directly.
+  static constexpr std::size_t kLargest = std::size_t{16} << 20;
+
+ private:
+  struct Slab {
+    void* data = nullptr;
+    std::size_t bytes = 0;
+    cudaEvent_t done = nullptr;  // recorded after the copy that last read it
+  };
+  std::vector<Slab> slabs_;
 };
 
 // Hands out 256-byte aligned pieces of one scratch allocation.
@@ -205,6 +243,8 @@ class CudaCompute final : public CudaComputeApi {
   DeviceInfo info_;
   int multiprocessors_ = 1;
   cudaStream_t stream_ = nullptr;
+  std::shared_ptr<AllocStream> alloc_stream_;  // shared with the tensors' deleters
+  HostStaging staging_;
   cublasHandle_t cublas_ = nullptr;
   std::unique_ptr<GemmEngine> gemm_;  // created after the handles, destroyed before them
   DeviceScratch scratch_;

@@ -1,7 +1,10 @@
 // The cuda backend's device selection, memory, transfers and synchronisation.
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 #include "harness/backends/cuda/cuda_backend.hpp"
@@ -40,13 +43,28 @@ int visible_device_count() {
   return count;
 }
 
-// Frees a tensor's memory. Waits for the device first: the step may drop a buffer while work
-// that reads it is still queued. Statuses are ignored: a deleter cannot throw, an earlier fault
-// is reported by the call that meets it, and at exit the runtime may already be unloading.
-void release_device_memory(int device, void* p) {
-  (void)cudaSetDevice(device);
-  (void)cudaDeviceSynchronize();
-  (void)cudaFree(p);
+// Frees a tensor's memory on the compute stream, after the work queued there (the step may drop
+// a buffer that queued work still reads; a communication lane that reads it was waited for on
+// that stream before). Once the backend is gone, synchronously. Statuses are ignored: a deleter
+// cannot throw, an earlier fault is reported by the call that meets it, and at exit the runtime
+// may already be unloading.
+void release_device_memory(const std::shared_ptr<cuda::AllocStream>& on, void* p) {
+  (void)cudaSetDevice(on->device);
+  if (on->stream != nullptr) {
+    (void)cudaFreeAsync(p, on->stream);
+  } else {
+    (void)cudaFree(p);
+  }
+}
+
+std::string allocation_failure(std::size_t bytes, int device, cudaError_t e) {
+  std::size_t free_bytes = 0, total_bytes = 0;
+  (void)cudaMemGetInfo(&free_bytes, &total_bytes);
+  std::ostringstream os;
+  os << "cannot allocate " << bytes << " bytes on device " << device << ": "
+     << cudaGetErrorString(e) << ", " << free_bytes << " of " << total_bytes
+     << " bytes free outside the memory pool";
+  return os.str();
 }
 
 }  // namespace
@@ -111,30 +129,63 @@ bool is_float(DType t) {
 }
 
 DeviceScratch::~DeviceScratch() {
-  if (data_ != nullptr) (void)cudaFree(data_);  // waits for the device; nothing to report
+  if (data_ != nullptr) (void)cudaFree(data_);  // at teardown; nothing to report
 }
 
 void* DeviceScratch::get(std::size_t bytes, cudaStream_t stream) {
   if (bytes <= bytes_ && data_ != nullptr) return data_;
   if (data_ != nullptr) {
-    CUDA_CHECK(cudaStreamSynchronize(stream));
-    CUDA_CHECK(cudaFree(data_));
+    CUDA_CHECK(cudaFreeAsync(data_, stream));  // after the work queued so far
     data_ = nullptr;
     bytes_ = 0;
   }
   const std::size_t mib = std::size_t{1} << 20;
   const std::size_t want = std::max<std::size_t>(mib, (bytes + mib - 1) / mib * mib);
-  const cudaError_t e = cudaMalloc(&data_, want);
+  const cudaError_t e = cudaMallocAsync(&data_, want, stream);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
     data_ = nullptr;
-    std::ostringstream os;
-    os << "cuda backend: cannot allocate " << want << " bytes of scratch memory ("
-       << cudaGetErrorString(e) << ")";
-    throw RuntimeError(os.str());
+    int device = 0;
+    (void)cudaGetDevice(&device);
+    throw RuntimeError("cuda backend: scratch memory: " + allocation_failure(want, device, e));
   }
   bytes_ = want;
   return data_;
+}
+
+HostStaging::~HostStaging() {
+  for (Slab& s : slabs_) {  // teardown: the backend synchronised its stream first
+    if (s.done != nullptr) (void)cudaEventDestroy(s.done);
+    if (s.data != nullptr) (void)cudaFreeHost(s.data);
+  }
+}
+
+void HostStaging::copy_to_device(void* dst, const void* host, std::size_t bytes,
+                                 cudaStream_t stream) {
+  if (bytes > kLargest) {
+    CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream));
+    return;
+  }
+  Slab* free_slab = nullptr;
+  for (Slab& s : slabs_) {
+    if (s.bytes < bytes) continue;
+    const cudaError_t q = cudaEventQuery(s.done);
+    if (q == cudaErrorNotReady) continue;
+    CUDA_CHECK(q);
+    if (free_slab == nullptr || s.bytes < free_slab->bytes) free_slab = &s;  // the smallest fit
+  }
+  if (free_slab == nullptr) {
+    constexpr std::size_t kSmallest = std::size_t{64} << 10;
+    Slab s;
+    s.bytes = std::max(kSmallest, std::bit_ceil(bytes));
+    CUDA_CHECK(cudaHostAlloc(&s.data, s.bytes, cudaHostAllocDefault));
+    CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
+    slabs_.push_back(s);
+    free_slab = &slabs_.back();
+  }
+  std::memcpy(free_slab->data, host, bytes);
+  CUDA_CHECK(cudaMemcpyAsync(dst, free_slab->data, bytes, cudaMemcpyHostToDevice, stream));
+  CUDA_CHECK(cudaEventRecord(free_slab->done, stream));
 }
 
 CudaCompute::CudaCompute(int device) : device_(device) {
@@ -142,6 +193,20 @@ CudaCompute::CudaCompute(int device) : device_(device) {
   info_ = cuda_device_info(device_);
   multiprocessors_ = std::max(1, info_.multiprocessors);
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  int pools = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device_));
+  if (pools == 0) {
+    throw RuntimeError("cuda backend: device " + std::to_string(device_) + " (" + info_.name +
+                       ") has no stream-ordered memory pools (cudaMallocAsync), which the step "
+                       "allocates from; a driver for CUDA 11.2 or newer has them");
+  }
+  // The pool keeps what the step frees rather than handing it back to the driver at every
+  // synchronisation: after the first step, allocations are served from it.
+  cudaMemPool_t pool = nullptr;
+  CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_));
+  std::uint64_t keep_all = UINT64_MAX;
+  CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
+  alloc_stream_ = std::make_shared<AllocStream>(AllocStream{device_, stream_});
   CUBLAS_CHECK(cublasCreate(&cublas_));
   CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
   gemm_ = std::make_unique<GemmEngine>(stream_, cublas_);
@@ -155,6 +220,7 @@ CudaCompute::CudaCompute(int device) : device_(device) {
 CudaCompute::~CudaCompute() {
   (void)cudaSetDevice(device_);
   if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
+  if (alloc_stream_ != nullptr) alloc_stream_->stream = nullptr;  // later frees: synchronous
   gemm_.reset();
   if (cublas_ != nullptr) (void)cublasDestroy(cublas_);
   if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
@@ -194,43 +260,53 @@ Tensor CudaCompute::do_alloc(std::int64_t rows, std::int64_t cols, DType dtype) 
   CUDA_CHECK(cudaSetDevice(device_));
   void* p = nullptr;
   // Never zero bytes, so an empty tensor still has storage (Tensor::empty() means "none").
-  const cudaError_t e = cudaMalloc(&p, std::max<std::size_t>(bytes, 256));
+  const cudaError_t e = cudaMallocAsync(&p, std::max<std::size_t>(bytes, 256), stream_);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();  // an allocation failure is not sticky
-    std::size_t free_bytes = 0, total_bytes = 0;
-    (void)cudaMemGetInfo(&free_bytes, &total_bytes);
     std::ostringstream os;
-    os << "cuda backend: cannot allocate " << bytes << " bytes (" << rows << "x" << cols << " "
-       << dtype_name(dtype) << ") on device " << device_ << ": " << cudaGetErrorString(e) << ", "
-       << free_bytes << " of " << total_bytes << " bytes free";
+    os << "cuda backend: a " << rows << "x" << cols << " " << dtype_name(dtype)
+       << " tensor: " << allocation_failure(bytes, device_, e);
     throw RuntimeError(os.str());
   }
-  const int device = device_;
-  return Tensor(std::shared_ptr<void>(p, [device](void* q) { release_device_memory(device, q); }),
-                rows, cols, dtype);
+  std::shared_ptr<AllocStream> on = alloc_stream_;
+  return Tensor(std::shared_ptr<void>(p, [on](void* q) { release_device_memory(on, q); }), rows,
+                cols, dtype);
 }
 
 void CudaCompute::do_upload(const float* host, const Mat& dst) {
   if (dst.numel() == 0) return;
   const std::size_t row_bytes = static_cast<std::size_t>(dst.cols) * sizeof(float);
-  // From pageable memory the copy returns once the host data is staged, so `host` may be
-  // reused at once; the conversion to bf16 then runs on the stream.
-  if (dst.dtype == DType::f32) {
-    copy_rows(dst.data, static_cast<std::size_t>(dst.ld) * sizeof(float), host, row_bytes,
-              row_bytes, static_cast<std::size_t>(dst.rows), cudaMemcpyHostToDevice, stream_);
+  // Through pinned staging (HostStaging), so `host` may be reused at once and the host never
+  // blocks; the conversion to bf16 then runs on the stream.
+  const std::size_t bytes = static_cast<std::size_t>(dst.numel()) * sizeof(float);
+  if (dst.dtype == DType::f32 && dst.contiguous()) {
+    staging_.copy_to_device(dst.data, host, bytes, stream_);
     return;
   }
-  const std::size_t bytes = static_cast<std::size_t>(dst.numel()) * sizeof(float);
   void* staged = scratch_.get(bytes, stream_);
-  CUDA_CHECK(cudaMemcpyAsync(staged, host, bytes, cudaMemcpyHostToDevice, stream_));
-  convert(Mat{staged, dst.rows, dst.cols, dst.cols, DType::f32}, dst);
+  staging_.copy_to_device(staged, host, bytes, stream_);
+  const Mat dense{staged, dst.rows, dst.cols, dst.cols, DType::f32};
+  if (dst.dtype == DType::f32) {
+    copy_rows(dst.data, static_cast<std::size_t>(dst.ld) * sizeof(float), staged, row_bytes,
+              row_bytes, static_cast<std::size_t>(dst.rows), cudaMemcpyDeviceToDevice, stream_);
+  } else {
+    convert(dense, dst);
+  }
 }
 
+// The routing indices the step uploads after every dispatch: pinned staging, as above.
 void CudaCompute::do_upload_i32(const std::int32_t* host, const Mat& dst) {
   if (dst.numel() == 0) return;
   const std::size_t row_bytes = static_cast<std::size_t>(dst.cols) * sizeof(std::int32_t);
-  copy_rows(dst.data, static_cast<std::size_t>(dst.ld) * sizeof(std::int32_t), host, row_bytes,
-            row_bytes, static_cast<std::size_t>(dst.rows), cudaMemcpyHostToDevice, stream_);
+  const std::size_t bytes = static_cast<std::size_t>(dst.numel()) * sizeof(std::int32_t);
+  if (dst.contiguous()) {
+    staging_.copy_to_device(dst.data, host, bytes, stream_);
+    return;
+  }
+  void* staged = scratch_.get(bytes, stream_);
+  staging_.copy_to_device(staged, host, bytes, stream_);
+  copy_rows(dst.data, static_cast<std::size_t>(dst.ld) * sizeof(std::int32_t), staged, row_bytes,
+            row_bytes, static_cast<std::size_t>(dst.rows), cudaMemcpyDeviceToDevice, stream_);
 }
 
 void CudaCompute::do_download(const Mat& src, float* host) {
@@ -286,10 +362,12 @@ std::int64_t CudaCompute::memory_available_bytes() const {
   return static_cast<std::int64_t>(free_bytes);
 }
 
-// At most the attention score budget (one head's scores may exceed it: that is counted in the
-// memory estimate's workspace) and the cuBLASLt workspace.
+// What the backend will still allocate for itself: at most the attention score budget (one
+// head's scores may exceed it: that is counted in the memory estimate's workspace). The cuBLASLt
+// workspace, the CUDA context and NCCL's buffers exist before the memory check, so the free
+// memory it reads already lacks them; the FP8 operand copies are in the estimate's workspace.
 std::int64_t CudaCompute::reserved_bytes() const {
-  return static_cast<std::int64_t>(score_budget_ + gemm_->workspace_bytes());
+  return static_cast<std::int64_t>(score_budget_);
 }
 
 void CudaCompute::do_zero(const Mat& x) {

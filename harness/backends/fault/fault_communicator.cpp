@@ -51,6 +51,7 @@ class FaultCommunicator final : public Communicator {
                                                           : -1) {}
 
   std::string name() const override { return inner_->name(); }
+  std::string lane_ordering() const override { return inner_->lane_ordering(); }
 
  protected:
   std::vector<std::int64_t> do_alltoall_counts(Group g,

@@ -80,6 +80,9 @@ class MpiCommunicator final : public Communicator {
   ~MpiCommunicator() override { release(); }
 
   std::string name() const override { return "mpi"; }
+  std::string lane_ordering() const override {
+    return "mpi: non-blocking operations, matched per group in issue order; lanes need no ordering";
+  }
 
  protected:
   std::vector<std::int64_t> do_alltoall_counts(Group g,

@@ -15,10 +15,22 @@
 // the two events. Events come from a pool kept across steps.
 //
 // Several lanes mean NCCL kernels of different communicators (or of one, on two streams) may be
-// in flight at once. NCCL kernels block while waiting for their peers, so that is only safe
-// when every rank issues all of its operations, over all groups and every lane, in the same
-// order: then whatever one rank's GPU runs first, its peers' GPUs have it too. The training step
-// guarantees that (every rank runs the same schedule); callers must keep it.
+// in flight at once. NCCL kernels block while waiting for their peers, so two ranks whose GPUs
+// launched the same two operations in opposite orders can deadlock (NCCL's guide, "Using multiple
+// NCCL communicators concurrently"). Two things rule that out:
+//   - every rank issues all of its operations, over all groups and every lane, in the same host
+//     order (the training step runs the same schedule everywhere; callers must keep it);
+//   - each GPU launches them in that host order. From NCCL 2.26 on, NCCL_LAUNCH_ORDER_IMPLICIT=1
+//     makes NCCL do so (set here before the first NCCL call unless the user set it); with an
+//     older NCCL, or the variable set to 0, an operation's lane waits for the end of the one
+//     issued before it on another lane (cross-lane events), which serialises the lanes' transfers
+//     but still overlaps them with compute. lane_ordering() says which, for the report.
+//
+// Warm-up: NCCL >= 2.22 connects peers at a communicator's first operation, which then stays in
+// progress until every peer has enqueued it. At setup every group this rank is in runs a tiny
+// all-reduce, reduce-scatter and all-gather, and the expert and pipeline groups a one-row
+// all-to-all, all ranks in the same order, so connection happens here and not inside a timed
+// step, a barrier, or a test's first collective.
 //
 // Hang detection: nothing here waits on the host without polling. synchronize() polls every
 // lane, barrier() the critical lane and the compute stream (which may be waiting for any lane),
@@ -32,9 +44,11 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <initializer_list>
@@ -103,6 +117,7 @@ class NcclCommunicator final : public Communicator {
   }
 
   std::string name() const override { return "nccl"; }
+  std::string lane_ordering() const override { return ordering_; }
 
  protected:
   // Counts are host values: they travel over the matching MPI groups, not through the device.
@@ -228,6 +243,7 @@ class NcclCommunicator final : public Communicator {
     check_cuda(cudaStreamCreateWithPriority(&streams_[2], cudaStreamNonBlocking, priority_high),
                "cudaStreamCreateWithPriority");
     check_cuda(cudaEventCreateWithFlags(&compute_done_, cudaEventDisableTiming), "cudaEventCreate");
+    choose_lane_ordering();
 
     // Rank 0 sends its status with the id, so a failure there cannot leave the others waiting.
     struct {
@@ -271,7 +287,74 @@ class NcclCommunicator final : public Communicator {
                "nccl " << group_name(g) << " group is rank " << r << " of " << n
                        << ", the grid's rank " << info(g).rank << " of " << info(g).size);
     }
+    warm_up();
     last_op_ = "no collective yet";
+  }
+
+  // Before the first NCCL call: NCCL reads its parameters once.
+  void choose_lane_ordering() {
+    int version = 0;
+    if (ncclGetVersion(&version) != ncclSuccess) version = 0;
+    constexpr int kImplicitOrderVersion = 22600;  // NCCL 2.26.0
+    const char* set = std::getenv("NCCL_LAUNCH_ORDER_IMPLICIT");
+    if (set == nullptr && version >= kImplicitOrderVersion) {
+      (void)setenv("NCCL_LAUNCH_ORDER_IMPLICIT", "1", 0);
+      set = "1";
+    }
+    const bool implicit =
+        version >= kImplicitOrderVersion && set != nullptr && std::string(set) != "0";
+    serialise_lanes_ = !implicit;
+    const std::string lanes = "nccl " + nccl_version() + ": lanes critical, background, pipeline ";
+    ordering_ = implicit ? lanes + "in host order by NCCL_LAUNCH_ORDER_IMPLICIT=" + set
+                         : lanes + "serialised by cross-lane events (" +
+                               (version >= kImplicitOrderVersion
+                                    ? std::string("NCCL_LAUNCH_ORDER_IMPLICIT=") + set
+                                    : std::string("NCCL before 2.26")) +
+                               ")";
+  }
+
+  // See the top of the file. A failure or a peer that never arrives ends in fail() as anywhere.
+  void warm_up() {
+    int largest = 1;
+    for (Group g : kGroups) {
+      if (info(g).member()) largest = std::max(largest, info(g).size);
+    }
+    if (largest < 2) return;
+    const std::size_t n = static_cast<std::size_t>(largest);
+    void* raw = nullptr;
+    last_op_ = "communicator warm-up (cudaMalloc)";
+    check_cuda(cudaMalloc(&raw, 2 * n * sizeof(float)), "cudaMalloc");
+    auto* buf = static_cast<float*>(raw);
+    try {
+      check_cuda(cudaMemsetAsync(buf, 0, 2 * n * sizeof(float), compute_stream_),
+                 "cudaMemsetAsync");
+      for (Group g : kGroups) {
+        const GroupInfo gi = info(g);
+        if (!gi.member() || gi.size < 2) continue;
+        const auto size = static_cast<std::int64_t>(gi.size);
+        const Mat all{buf, size, 1, 1, DType::f32};
+        const Mat other{buf + size, size, 1, 1, DType::f32};
+        const Mat shard{buf + size, 1, 1, 1, DType::f32};
+        enqueue_allreduce_sum(g, all, CommLane::critical, false);
+        enqueue_reduce_scatter_sum(g, all, shard, CommLane::critical, false);
+        enqueue_allgather(g, shard, all, CommLane::critical, false);
+        if (g == Group::expert || g == Group::pipeline) {
+          const std::vector<std::int64_t> rows(static_cast<std::size_t>(size), 1);
+          std::vector<std::int64_t> offsets(static_cast<std::size_t>(size));
+          for (std::int64_t i = 0; i < size; ++i) offsets[static_cast<std::size_t>(i)] = i;
+          enqueue_alltoallv(g, all, rows, offsets, other, rows, offsets, CommLane::critical, false);
+        }
+        // One group at a time, so no rank waits in one group's first operation for a peer
+        // that is still connecting another.
+        poll_until_idle({streams_[0], compute_stream_},
+                        std::string("the warm-up of the ") + group_name(g) + " group");
+        prune(0);
+      }
+    } catch (...) {
+      (void)cudaFree(raw);  // after fail() aborted: the streams have drained
+      throw;
+    }
+    check_cuda(cudaFree(raw), "cudaFree");
   }
 
   void split(Group g, int color, int key) {
@@ -396,18 +479,26 @@ class NcclCommunicator final : public Communicator {
     const int lane = InFlightLog::lane_index(which);
     cudaStream_t stream = streams_[lane];
     prune(lane);  // keeps the log short on a lane nobody synchronizes
-    last_op_ = std::string(op) + " in the " + group_name(g) + " group";
+    // The lane is named before anything can wait, so a timeout in wait_ready says it too.
+    last_op_ = std::string(op) + " in the " + group_name(g) + " group (" +
+               InFlightLog::lane_name(lane) + " lane)";
     check_cuda(cudaEventRecord(compute_done_, compute_stream_), "cudaEventRecord");
     check_cuda(cudaStreamWaitEvent(stream, compute_done_, 0), "cudaStreamWaitEvent");
+    // Without NCCL's implicit launch order: after the operation issued before it on another lane
+    // (cudaStreamWaitEvent takes the event's latest record now, so its reuse later is harmless).
+    if (serialise_lanes_ && last_end_ != nullptr && last_lane_ != lane) {
+      check_cuda(cudaStreamWaitEvent(stream, last_end_, 0), "cudaStreamWaitEvent");
+    }
     cudaEvent_t start = keep ? take_event() : nullptr;
     cudaEvent_t end = take_event();
     if (keep) check_cuda(cudaEventRecord(start, stream), "cudaEventRecord");
     nccl_calls(comm(g), stream);
     wait_ready(comm(g));  // non-blocking: the operation may still be being enqueued
     check_cuda(cudaEventRecord(end, stream), "cudaEventRecord");
+    last_end_ = end;
+    last_lane_ = lane;
     if (!keep) check_cuda(cudaStreamWaitEvent(compute_stream_, end, 0), "cudaStreamWaitEvent");
-    return log_.add(lane, last_op_ + " (" + InFlightLog::lane_name(lane) + " lane)", start, end,
-                    keep);
+    return log_.add(lane, last_op_, start, end, keep);
   }
 
   // Drops the lane's completed collectives from the log; a device error fails.
@@ -578,6 +669,7 @@ class NcclCommunicator final : public Communicator {
     compute_done_ = nullptr;
     for (cudaEvent_t e : all_events_) (void)cudaEventDestroy(e);
     all_events_.clear();
+    last_end_ = nullptr;
     log_.reset();
   }
 
@@ -600,6 +692,10 @@ class NcclCommunicator final : public Communicator {
   std::string names_[kGroupCount];              // their commName strings
   std::string last_op_ = "communicator setup";  // the one being set up or enqueued
   bool aborted_ = false;
+  bool serialise_lanes_ = true;     // false when NCCL orders the launches itself
+  std::string ordering_;            // lane_ordering()
+  cudaEvent_t last_end_ = nullptr;  // the end of the operation issued last, on any lane
+  int last_lane_ = -1;              // its lane
 };
 
 }  // namespace

@@ -25,6 +25,7 @@ class StagedCommunicator final : public Communicator {
       : Communicator(checked(host).topology()), host_(std::move(host)), compute_(compute) {}
 
   std::string name() const override { return host_->name(); }
+  std::string lane_ordering() const override { return host_->lane_ordering(); }
 
  protected:
   std::vector<std::int64_t> do_alltoall_counts(Group g,
