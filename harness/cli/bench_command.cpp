@@ -62,6 +62,7 @@ struct BenchPlan {
   ExpertShare share;
   std::int64_t gemm_n = 0;
   Precision precision = Precision::fp32;  // --precision resolved against the backend, once
+  Fp8Recipe fp8_recipe = Fp8Recipe::tensor;
   std::vector<RunConfig> stacks;
 };
 
@@ -72,6 +73,7 @@ BenchPlan plan_bench(const BenchOptions& b) {
   const bool cpu = b.backend == ComputeBackend::cpu;
   BenchPlan p;
   p.precision = resolve_precision(b.backend, b.precision);
+  p.fp8_recipe = resolve_fp8_recipe(b.fp8_recipe, p.precision);
   std::string preset_name = b.preset;
   if (b.model_config.empty() && preset_name.empty()) {
     preset_name = cpu ? "deepseek-v3-tiny" : "deepseek-v3";  // the cpu backend: seconds, not hours
@@ -97,6 +99,7 @@ BenchPlan plan_bench(const BenchOptions& b) {
   for (std::int64_t layers : parse_layer_list(b.layers)) {
     p.stacks.push_back(bench_run_config(p.model, ep, seq, layers, b.backend, p.precision,
                                         b.blas_threads, opt, b.seed, b.warmup, b.iterations));
+    p.stacks.back().fp8_recipe = p.fp8_recipe;
   }
   return p;
 }
@@ -130,7 +133,12 @@ DenseGemmResult measure_dense(Compute& c, std::int64_t n, int warmup, int iterat
     // Random data, not zeros: tensor cores run measurably faster on zeros.
     c.fill_random(a, 11, 1, 1.0f);
     c.fill_random(b, 11, 2, 1.0f);
-    auto call = [&] { c.linear_gemm(false, false, 1.0f, a, b, 0.0f, out); };
+    // begin_step() before each call: B counts as a weight, whose quantised copy the step reuses
+    // across micro-batches; here both operands are quantised every time (the upper bound).
+    auto call = [&] {
+      if (fp8) c.begin_step();
+      c.linear_gemm(false, false, 1.0f, a, b, 0.0f, out);
+    };
     r.time_s = time_calls(c, warmup, iterations, call);
     // A device backend's marks are events on its stream: the device time per call, without the
     // host's launch and synchronisation.
@@ -244,7 +252,10 @@ int bench_command(const CliOptions& o) {
   Compute& c = *compute;
   const std::string host = host_name();
   const bool fp8 = plan.precision == Precision::fp8;
-  if (fp8) c.set_linear_precision(LinearPrecision::fp8);  // UsageError without FP8 tensor cores
+  if (fp8) {
+    c.set_linear_precision(LinearPrecision::fp8);  // UsageError without FP8 tensor cores
+    c.set_fp8_recipe(plan.fp8_recipe);             // UsageError where the GPU cannot run it
+  }
 
   BenchRecord r;
   r.meta = make_meta(o, c, plan.precision, start, host);

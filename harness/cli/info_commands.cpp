@@ -63,6 +63,7 @@ nlohmann::ordered_json plan_json(const RunConfig& c) {
     policy.recompute_mla_up_proj = std::find(rec->recompute.begin(), rec->recompute.end(),
                                              "mla_up_proj") != rec->recompute.end();
     policy.fp8_saved_inputs = true;
+    policy.fp8_weight_copies = false;
   }
   double largest = 0;
   for (const StageMemory& s : estimate_stage_memory(c, 2, policy)) {

@@ -19,12 +19,18 @@ namespace {
 struct NamedFlags {
   std::string backend = "cpu";
   std::string comm = "mpi";
-  std::string precision;  // empty: the backend's own
+  std::string precision;   // empty: the backend's own
+  std::string fp8_recipe;  // empty: tensor
 };
 
 std::optional<Precision> optional_precision(const std::string& text) {
   if (text.empty()) return std::nullopt;
   return parse_precision(text);
+}
+
+std::optional<Fp8Recipe> optional_fp8_recipe(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  return parse_fp8_recipe(text);
 }
 
 }  // namespace
@@ -97,6 +103,10 @@ void add_workload_flags(CLI::App* app, WorkloadFlags& w, NamedFlags& n) {
   app->add_option("--precision", n.precision,
                   "arithmetic: fp32 (cpu backend), bf16 (cuda backend), or fp8 (the linear "
                   "layers' GEMMs in E4M3; emulated on the cpu backend); default the backend's own");
+  app->add_option("--fp8-recipe", n.fp8_recipe,
+                  "with --precision fp8: tensor (one scale per tensor, default), blockwise "
+                  "(DeepSeek-V3: 1x128 activation tiles, 128x128 weight blocks; Hopper) or mxfp8 "
+                  "(1x32 tiles, E8M0 scales; Blackwell); all three emulated on the cpu backend");
   app->add_option("--blas-threads", w.blas_threads, "BLAS threads per rank (default 1)");
   app->add_option("--comm-barrier", w.comm_barrier,
                   "on|off: collectives start after a barrier of their group, the wait timed as "
@@ -284,6 +294,8 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   bench->add_option("--precision", bench_named.precision,
                     "fp32 (cpu), bf16 (cuda) or fp8 (the step's linear GEMMs in E4M3); default the "
                     "backend's");
+  bench->add_option("--fp8-recipe", bench_named.fp8_recipe,
+                    "with --precision fp8: tensor (default), blockwise or mxfp8 (as run's)");
   bench->add_option("--optimizer", b.optimizer, "adamw|none in the step (default adamw)");
   bench->add_option("--peak-tflops", b.peak_tflops, "BF16 peak (default: known GPUs' datasheet)");
   bench->add_option("--warmup", b.warmup, "untimed iterations first (default 2)");
@@ -377,6 +389,7 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   if (o.command == Command::bench) {
     b.backend = parse_compute_backend(bench_named.backend);
     b.precision = optional_precision(bench_named.precision);
+    b.fp8_recipe = optional_fp8_recipe(bench_named.fp8_recipe);
   }
   if (!inject.empty()) o.inject = parse_fault_spec(inject);
   if (o.command == Command::linkcheck) {
@@ -389,6 +402,7 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
     o.workload.backend = parse_compute_backend(named.backend);
     o.workload.comm = parse_comm_backend(named.comm);
     o.workload.precision = optional_precision(named.precision);
+    o.workload.fp8_recipe = optional_fp8_recipe(named.fp8_recipe);
     CLI::App* sub = app.get_subcommands()[0];
     for (const std::string& f : recipe_flags()) {
       if (sub->count(f) > 0) o.workload.given.push_back(f);
@@ -542,6 +556,7 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
   std::optional<Precision> precision = w.precision;
   if (!precision && rec) precision = run_precision(*rec);
   c.precision = resolve_precision(c.backend, precision);
+  c.fp8_recipe = resolve_fp8_recipe(w.fp8_recipe, c.precision);
   check_timeout(o.timeout_s);
   c.comm_timeout_s = o.timeout_s;
   check_health_flags(o.health_mad, o.health_min_slowdown);

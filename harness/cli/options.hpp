@@ -50,7 +50,8 @@ struct WorkloadFlags {
   std::uint64_t seed = 1234;
   ComputeBackend backend = ComputeBackend::cpu;
   CommBackend comm = CommBackend::mpi;
-  std::optional<Precision> precision;  // none: the backend's own (cpu fp32, cuda bf16)
+  std::optional<Precision> precision;   // none: the backend's own (cpu fp32, cuda bf16)
+  std::optional<Fp8Recipe> fp8_recipe;  // none: tensor
   int blas_threads = 1;
   std::string comm_barrier = "on";
   std::string overlap = "on";
@@ -90,7 +91,8 @@ struct BenchOptions {
   std::optional<std::int64_t> seq_len;
   std::optional<std::int64_t> gemm_n;  // default 8192 (cpu backend: 1024)
   std::string layers = "1,4";
-  std::optional<Precision> precision;  // none: the backend's own (cpu fp32, cuda bf16)
+  std::optional<Precision> precision;   // none: the backend's own (cpu fp32, cuda bf16)
+  std::optional<Fp8Recipe> fp8_recipe;  // none: tensor
   std::string optimizer = "adamw";
   std::optional<double> peak_tflops;
   int warmup = 2;

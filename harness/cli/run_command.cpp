@@ -64,6 +64,7 @@ Setup prepare(const CliOptions& o, MpiRuntime& rt) {
   if (s.config.precision == Precision::fp8) {
     // UsageError where the device has no FP8 tensor cores.
     s.compute->set_linear_precision(LinearPrecision::fp8);
+    s.compute->set_fp8_recipe(s.config.fp8_recipe);  // UsageError where the GPU cannot run it
   }
   s.memory = estimate_memory(s.config, dtype_size(s.compute->activation_dtype()));
   if (rt.rank() == 0 && !o.out.empty()) ensure_writable_destination(o.out);

@@ -23,6 +23,7 @@
 
 #include "harness/compute/backend_kind.hpp"
 #include "harness/compute/device_info.hpp"
+#include "harness/compute/fp8_recipe.hpp"
 #include "harness/compute/gemm_shape.hpp"
 #include "harness/core/tensor.hpp"
 #include "workloads/ops/params.hpp"
@@ -57,6 +58,9 @@ enum class LinearPrecision { standard, fp8 };
 struct Fp8GemmCounts {
   std::int64_t gemms = 0;
   std::int64_t fallbacks = 0;
+  // Weights quantised (each layout a weight is read in counts once), at most once per step:
+  // the copies are kept until begin_step().
+  std::int64_t weight_quantisations = 0;
 };
 
 class Compute {
@@ -116,13 +120,23 @@ class Compute {
   // as gemm() and grouped_gemm(), in the precision set_linear_precision() chose. The router's
   // GEMMs and attention's core are not linear layers in this sense and call gemm(). In fp8 each
   // problem of a grouped call is its own pair of tensors (an expert's weight, its slice of
-  // tokens) with its own two scales.
+  // tokens) with its own scales.
+  // The convention fp8 relies on (harness/compute/fp8_recipe.hpp): without trans_a, B is a weight
+  // that does not change until the next begin_step() (its quantised copy is kept until then);
+  // with trans_a the GEMM is a weight gradient and both operands are activations.
   void linear_gemm(bool trans_a, bool trans_b, float alpha, Mat a, Mat b, float beta, Mat c);
   void linear_grouped_gemm(bool trans_a, bool trans_b, float alpha, std::span<const GemmProblem> p,
                            float beta);
   // UsageError where the backend has no FP8 arithmetic (cuda below compute capability 8.9).
   virtual void set_linear_precision(LinearPrecision p);
   LinearPrecision linear_precision() const { return linear_precision_; }
+  // How fp8 scales its operands (--fp8-recipe); UsageError where the device cannot run the
+  // recipe (cuda: blockwise needs Hopper, mxfp8 Blackwell). The host backend emulates all three.
+  virtual void set_fp8_recipe(Fp8Recipe r) { fp8_recipe_ = r; }
+  Fp8Recipe fp8_recipe() const { return fp8_recipe_; }
+  // A new training step: the weights may have changed (the optimiser ran, or parameters were
+  // gathered), so quantised weight copies are dropped.
+  virtual void begin_step() {}
   // Counted since construction.
   virtual Fp8GemmCounts fp8_gemm_counts() const { return {}; }
 
@@ -247,6 +261,7 @@ class Compute {
                         const Mat& v, const Mat& master) = 0;
 
   LinearPrecision linear_precision_ = LinearPrecision::standard;
+  Fp8Recipe fp8_recipe_ = Fp8Recipe::tensor;
 
  private:
   // The shared checks: a valid view; float (FP32 or the storage type); a given dtype and shape.

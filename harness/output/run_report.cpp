@@ -61,7 +61,8 @@ ojson config_json(const RunConfig& c) {
   if (c.precision == Precision::fp8) {
     // What fp8 changes and what it keeps: the linear layers' GEMM inputs, not the storage.
     j["fp8"] = ojson{{"format", "e4m3"},
-                     {"scaling", "per-tensor"},
+                     {"recipe", to_string(c.fp8_recipe)},
+                     {"scaling", describe(c.fp8_recipe)},
                      {"gemms",
                       "linear layers (attention projections, dense and shared MLPs, "
                       "routed experts); attention's core, norms and the router unchanged"},

@@ -39,8 +39,9 @@ VerifyTolerance verify_tolerance(DType storage, LinearPrecision linear) {
     t.atol_of_max = kVerifyAtolOfMaxFp8;
     t.reason =
         "|got - ref| <= atol x max|ref| + rtol x |ref| per tensor: fp8 rounds every linear GEMM's "
-        "inputs to E4M3 (up to 2^-4 of a value) with per-tensor scales that differ between a "
-        "rank's slice and the reference's whole batch, so one GEMM's product may move by 2 x 2^-4 "
+        "inputs to E4M3 (up to 2^-4 of a value) with scales (per tensor, or per tile along K) "
+        "that may differ between a rank's slice and the reference's whole batch, so one GEMM's "
+        "product may move by 2 x 2^-4 "
         "= 2^-3 of its size; bounds of 2^-3 hold that, a wrong, lost or misrouted value is O(1) "
         "or more";
     return t;

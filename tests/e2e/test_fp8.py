@@ -86,8 +86,42 @@ def test_fp8_bad_precision_messages(ctx):
     e2e.check("or fp8" in r.stderr, "the message does not list fp8", r)
 
 
+def make_recipe_test(recipe, np, ep):
+    def test(ctx):
+        with tempfile.TemporaryDirectory() as tmp:
+            r, rep = run_tiny(ctx, tmp, np, ep, ["--precision", "fp8", "--fp8-recipe", recipe])
+            fp8 = rep["config"]["fp8"]
+            e2e.check(fp8["recipe"] == recipe and fp8["emulated"] is True,
+                      "config.fp8: %r" % (fp8,))
+            e2e.check(recipe in rep["meta"]["kernels"]["gemm"].lower() or
+                      ("1x128" in rep["meta"]["kernels"]["gemm"] and recipe == "blockwise"),
+                      "meta.kernels.gemm does not name the recipe: %r" %
+                      rep["meta"]["kernels"]["gemm"])
+            v = rep["verification"]
+            e2e.check(v["passed"] is True and v["mismatches"] == 0 and v["compared"] > 0,
+                      "%s verification: passed %r, %r of %r mismatched" %
+                      (recipe, v["passed"], v["mismatches"], v["compared"]), r)
+    test.__name__ = "test_fp8_recipe_%s_np%d_ep%d" % (recipe, np, ep)
+    return test
+
+
+def test_fp8_recipe_bad_input(ctx):
+    r = e2e.run_moebench(ctx, ["run", "--preset", PRESET, "--fp8-recipe", "blockwise"], np=1)
+    e2e.check(r.rc == e2e.EXIT_USAGE, "--fp8-recipe without fp8: exit %s" % r.rc, r)
+    e2e.check("--fp8-recipe blockwise needs --precision fp8" in r.stderr,
+              "the message does not say fp8 is needed", r)
+    r = e2e.run_moebench(ctx, ["run", "--preset", PRESET, "--precision", "fp8",
+                               "--fp8-recipe", "nvfp4"], np=1)
+    e2e.check(r.rc == e2e.EXIT_USAGE, "--fp8-recipe nvfp4: exit %s" % r.rc, r)
+    e2e.check("valid: tensor" in r.stderr and "mxfp8" in r.stderr,
+              "the message does not list the recipes", r)
+
+
 TESTS = [
     make_verify_test(1, 1),
+    make_recipe_test("blockwise", 2, 2),
+    make_recipe_test("mxfp8", 2, 2),
+    test_fp8_recipe_bad_input,
     make_verify_test(4, 4),
     test_fp8_tolerance_fails_a_corrupted_dispatch,
     test_fp8_bad_precision_messages,

@@ -667,10 +667,20 @@ TEST_CASE("adamw on BF16 parameters with FP32 master weights: the master carries
 // kOne of the scale. A wrong scale, a transposed or mis-padded operand, or a lost beta C is O(1).
 struct LinearPrecisionGuard {  // both backends back to standard whatever a case does
   ~LinearPrecisionGuard() {
-    cpu().set_linear_precision(LinearPrecision::standard);
-    dev().set_linear_precision(LinearPrecision::standard);
+    for (Compute* c : {&cpu(), &dev()}) {
+      c->set_linear_precision(LinearPrecision::standard);
+      c->set_fp8_recipe(Fp8Recipe::tensor);
+      c->begin_step();
+    }
   }
 };
+
+// Tensors of a case are freed and reallocated, maybe at the same address: a weight's kept fp8
+// copy must not outlive them (in the step, weights live for the run).
+void new_step() {
+  cpu().begin_step();
+  dev().begin_step();
+}
 
 std::int64_t fp8_gemms() {
   return dev().fp8_gemm_counts().gemms;
@@ -693,6 +703,7 @@ TEST_CASE("fp8 linear_gemm: NN, NT, TN, beta 0 and 1, bf16 and f32 C, K padded, 
         CAPTURE(t);
         CAPTURE(beta);
         CAPTURE(f32_c);
+        new_step();
         Twin a = ta[t] ? twin_random(k, m, 80, 2.0f) : twin_random(m, k, 80, 2.0f);
         Twin b = tb[t] ? twin_random(n, k, 81, 0.05f) : twin_random(k, n, 81, 0.05f);
         Twin c = twin_random(m, n, 82, 1.0f, f32_c);
@@ -704,6 +715,62 @@ TEST_CASE("fp8 linear_gemm: NN, NT, TN, beta 0 and 1, bf16 and f32 C, K padded, 
           CHECK(fp8_gemms() == ran + 1);  // the FP8 path ran, not the BF16 fallback
           CHECK(fp8_fallbacks() == fell);
         }
+      }
+    }
+  }
+}
+
+// --fp8-recipe blockwise (Hopper) and mxfp8 (Blackwell) against the cpu backend's emulation of
+// the same recipe: the same BF16 inputs, tiles, amax, scales and rounding give identical E4M3
+// operands and scales, so as above only accumulation order and the BF16 output differ (kOne). A
+// scale at the wrong place in cuBLASLt's layout, or a tile cut differently, is O(1) for the
+// elements it touches: the inputs' magnitudes vary by 2^12 along both dimensions. A recipe the
+// device cannot run is refused with a usage error, and the case says so and skips it.
+TEST_CASE("fp8 recipes blockwise and mxfp8: forward, data and weight gradient vs the emulation") {
+  LinearPrecisionGuard guard;
+  // K = 300: partial 128- and 32-wide tiles; N = 256 spans two 128 x 128 weight blocks.
+  const std::int64_t m = 64, n = 256, k = 300;
+  for (Fp8Recipe recipe : {Fp8Recipe::blockwise, Fp8Recipe::mxfp8}) {
+    CAPTURE(to_string(recipe));
+    cpu().set_linear_precision(LinearPrecision::fp8);
+    dev().set_linear_precision(LinearPrecision::fp8);
+    cpu().set_fp8_recipe(recipe);
+    try {
+      dev().set_fp8_recipe(recipe);
+    } catch (const UsageError& e) {
+      MESSAGE("skipped on this device: " << e.what());
+      continue;
+    }
+    const bool ta[] = {false, false, true}, tb[] = {false, true, false};
+    for (int t = 0; t < 3; ++t) {
+      CAPTURE(t);
+      new_step();
+      auto varied = [](Vec v, std::int64_t cols) {
+        for (std::size_t i = 0; i < v.size(); ++i) {
+          const auto r = static_cast<std::int64_t>(i) / cols,
+                     c = static_cast<std::int64_t>(i) % cols;
+          v[i] = round_bf16(v[i] * std::ldexp(1.0f, static_cast<int>((r * 7 + c / 37) % 13) - 6));
+        }
+        return v;
+      };
+      const std::int64_t ar = ta[t] ? k : m, ac = ta[t] ? m : k;
+      const std::int64_t br = tb[t] ? n : k, bc = tb[t] ? k : n;
+      Twin a =
+          twin(ar, ac, varied(random_host(static_cast<std::size_t>(ar * ac), 84, 1.0f, true), ac));
+      Twin b =
+          twin(br, bc, varied(random_host(static_cast<std::size_t>(br * bc), 85, 1.0f, true), bc));
+      Twin c = twin_random(m, n, 86);
+      const std::int64_t ran = fp8_gemms(), kept = dev().fp8_gemm_counts().weight_quantisations;
+      for (int micro_batch = 0; micro_batch < 2; ++micro_batch) {
+        cpu().linear_gemm(ta[t], tb[t], 1.0f, a.cv(), b.cv(), 0.0f, c.cv());
+        dev().linear_gemm(ta[t], tb[t], 1.0f, a.dv(), b.dv(), 0.0f, c.dv());
+        check_twin(c, kOne, "fp8 recipe linear_gemm");
+      }
+      if (cuda_api() != nullptr) {
+        CHECK(fp8_gemms() == ran + 2);  // block-scaled FP8, not the BF16 fallback
+        // B is a weight without trans_a: quantised once for both micro-batches.
+        CHECK(dev().fp8_gemm_counts().weight_quantisations == kept + (ta[t] ? 0 : 1));
+        CHECK(cuda_api()->gemm_path().find(to_string(recipe)) != std::string::npos);
       }
     }
   }

@@ -231,6 +231,150 @@ TEST_CASE("linear_gemm in fp8 differs from FP32 by the E4M3 error, no more; stan
   CHECK(mean_err < 0.02);  // and it is random-signed, not a scale error
 }
 
+// The block-scaled emulation written out independently: op(A) and op(B) materialised in GEMM
+// coordinates, one scale per tile (A: 1 x tk of a row; B: tk x tn of K by N, tn = 1 for an
+// activation), each element rounded to E4M3 at its tile's scale and dequantised, products summed
+// in double.
+Vec block_reference(bool ta, bool tb, const Vec& a, std::int64_t ac, const Vec& b, std::int64_t bc,
+                    std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t tk,
+                    std::int64_t tn, bool pow2) {
+  auto scale_of = [&](float amax) { return pow2 ? fp8_mx_scale(amax) : fp8_scale(amax); };
+  std::vector<double> qa(static_cast<std::size_t>(m * k)), qb(static_cast<std::size_t>(k * n));
+  auto av = [&](std::int64_t i, std::int64_t p) { return ta ? a[p * ac + i] : a[i * ac + p]; };
+  auto bv = [&](std::int64_t p, std::int64_t j) { return tb ? b[j * bc + p] : b[p * bc + j]; };
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t p0 = 0; p0 < k; p0 += tk) {
+      float amax = 0.0f;
+      for (std::int64_t p = p0; p < std::min(k, p0 + tk); ++p)
+        amax = std::max(amax, std::fabs(av(i, p)));
+      const float sc = scale_of(amax);
+      for (std::int64_t p = p0; p < std::min(k, p0 + tk); ++p) {
+        qa[i * k + p] = static_cast<double>(e4m3_round(av(i, p) * sc)) / sc;
+      }
+    }
+  }
+  for (std::int64_t j0 = 0; j0 < n; j0 += tn) {
+    for (std::int64_t p0 = 0; p0 < k; p0 += tk) {
+      float amax = 0.0f;
+      for (std::int64_t j = j0; j < std::min(n, j0 + tn); ++j) {
+        for (std::int64_t p = p0; p < std::min(k, p0 + tk); ++p)
+          amax = std::max(amax, std::fabs(bv(p, j)));
+      }
+      const float sc = scale_of(amax);
+      for (std::int64_t j = j0; j < std::min(n, j0 + tn); ++j) {
+        for (std::int64_t p = p0; p < std::min(k, p0 + tk); ++p) {
+          qb[p * n + j] = static_cast<double>(e4m3_round(bv(p, j) * sc)) / sc;
+        }
+      }
+    }
+  }
+  Vec out(static_cast<std::size_t>(m * n));
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t j = 0; j < n; ++j) {
+      double sum = 0.0;
+      for (std::int64_t p = 0; p < k; ++p) sum += qa[i * k + p] * qb[p * n + j];
+      out[i * n + j] = static_cast<float>(sum);
+    }
+  }
+  return out;
+}
+
+TEST_CASE("linear_gemm in fp8, blockwise and mxfp8: the emulation equals an independent one") {
+  // K = 300 and N = 200 leave partial tiles of 128 and 32; rows of op(B) with N > 128 span two
+  // weight blocks.
+  const std::int64_t m = 7, n = 200, k = 300;
+  for (Fp8Recipe recipe : {Fp8Recipe::blockwise, Fp8Recipe::mxfp8}) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        CAPTURE(to_string(recipe));
+        CAPTURE(ta);
+        CAPTURE(tb);
+        CpuCompute c(1);
+        c.set_linear_precision(LinearPrecision::fp8);
+        c.set_fp8_recipe(recipe);
+        const std::int64_t ar = ta ? k : m, ac = ta ? m : k;
+        const std::int64_t br = tb ? n : k, bc = tb ? k : n;
+        // Magnitudes varying along both dimensions, so every tile has its own scale.
+        Vec av = random_vec(ar * ac, 51, 1.0f), bv = random_vec(br * bc, 52, 1.0f);
+        for (std::size_t i = 0; i < av.size(); ++i)
+          av[i] *= std::ldexp(1.0f, static_cast<int>(i % 13) - 6);
+        for (std::size_t i = 0; i < bv.size(); ++i)
+          bv[i] *= std::ldexp(1.0f, static_cast<int>((i / 7) % 11) - 5);
+        Tensor a = make(c, ar, ac, av), b = make(c, br, bc, bv), out = c.alloc(m, n);
+        c.linear_gemm(ta, tb, 1.0f, a, b, 0.0f, out);
+        const bool weight = !ta;  // B is a weight without trans_a (fp8_recipe.hpp)
+        const Fp8Tile tile = operand_tile(recipe, Fp8Operand::b, ta);
+        CHECK(tile.outer == (weight && recipe == Fp8Recipe::blockwise ? 128 : 1));
+        const Vec want = block_reference(ta, tb, av, ac, bv, bc, m, n, k, tile.k, tile.outer,
+                                         recipe == Fp8Recipe::mxfp8);
+        const Vec got = read(c, out);
+        // Identical dequantised inputs up to one FP32 rounding of q x descale (2^-24): FP32
+        // summation of 300 terms against double, < 1e-5 of the output's scale (sum |terms| is
+        // at most ~300 x 2^2 here).
+        double scale = 0.0;
+        for (float w : want) scale = std::max(scale, static_cast<double>(std::fabs(w)));
+        for (std::size_t i = 0; i < got.size(); ++i) {
+          CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-5).scale(scale));
+        }
+        CHECK(c.fp8_gemm_counts().weight_quantisations == (weight ? 1 : 0));
+      }
+    }
+  }
+}
+
+TEST_CASE("fp8 blockwise keeps a tensor's small rows that one per-tensor scale loses") {
+  // One token 1e6 times louder than the rest: a per-tensor scale maps the others below E4M3's
+  // subnormal range (1e-6 x 448 < 2^-9), so their outputs vanish; 1x128 tiles scale each token
+  // on its own and keep them to E4M3's precision (2^-4 relative per input).
+  const std::int64_t m = 8, n = 16, k = 128;
+  Vec av = random_vec(m * k, 61), bv = random_vec(k * n, 62);
+  for (std::int64_t p = 0; p < k; ++p) av[p] *= 1e6f;  // row 0
+  auto run = [&](Fp8Recipe r) {
+    CpuCompute c(1);
+    c.set_linear_precision(LinearPrecision::fp8);
+    c.set_fp8_recipe(r);
+    Tensor a = make(c, m, k, av), b = make(c, k, n, bv), out = c.alloc(m, n);
+    c.linear_gemm(false, false, 1.0f, a, b, 0.0f, out);
+    return read(c, out);
+  };
+  CpuCompute exact_c(1);
+  Tensor a = make(exact_c, m, k, av), b = make(exact_c, k, n, bv), exact = exact_c.alloc(m, n);
+  exact_c.gemm(false, false, 1.0f, a, b, 0.0f, exact);
+  const Vec e = read(exact_c, exact), tensor = run(Fp8Recipe::tensor),
+            block = run(Fp8Recipe::blockwise);
+  double err_tensor = 0.0, err_block = 0.0, size = 0.0;
+  for (std::int64_t i = n; i < m * n; ++i) {  // rows 1..7, the quiet tokens
+    size += std::fabs(e[i]);
+    err_tensor += std::fabs(tensor[i] - e[i]);
+    err_block += std::fabs(block[i] - e[i]);
+  }
+  CHECK(err_tensor > 0.5 * size);  // per tensor: the quiet rows are mostly lost
+  CHECK(err_block < 0.05 * size);  // blockwise: E4M3 rounding only
+}
+
+TEST_CASE("fp8 weights are quantised once per step: kept until begin_step()") {
+  CpuCompute c(1);
+  c.set_linear_precision(LinearPrecision::fp8);
+  c.set_fp8_recipe(Fp8Recipe::blockwise);
+  const std::int64_t m = 4, n = 8, k = 16;
+  Tensor x = make(c, m, k, random_vec(m * k, 71)), w = make(c, k, n, random_vec(k * n, 72));
+  Tensor y = c.alloc(m, n), dy = make(c, m, n, random_vec(m * n, 73)), dx = c.alloc(m, k);
+  Tensor dw = c.alloc(k, n);
+  for (int micro_batch = 0; micro_batch < 3; ++micro_batch) {
+    c.linear_gemm(false, false, 1.0f, x, w, 0.0f, y);   // forward: w as stored
+    c.linear_gemm(false, true, 1.0f, dy, w, 0.0f, dx);  // data gradient: w transposed
+    c.linear_gemm(true, false, 1.0f, x, dy, 0.0f, dw);  // weight gradient: no weight operand
+  }
+  CHECK(c.fp8_gemm_counts().gemms == 9);
+  CHECK(c.fp8_gemm_counts().weight_quantisations == 2);  // two layouts of one weight
+  const Vec before = read(c, y);
+  c.fill(w, 0.5f);  // the optimiser's update
+  c.begin_step();
+  c.linear_gemm(false, false, 1.0f, x, w, 0.0f, y);
+  CHECK(c.fp8_gemm_counts().weight_quantisations == 3);
+  CHECK(read(c, y) != before);  // the new weight, not the kept copy
+}
+
 TEST_CASE("linear_grouped_gemm in fp8 scales each problem's operands separately") {
   CpuCompute c(1);
   c.set_linear_precision(LinearPrecision::fp8);

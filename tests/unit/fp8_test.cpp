@@ -4,8 +4,11 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "workloads/ops/random.hpp"
@@ -104,6 +107,77 @@ TEST_CASE("fp8_scale: amax maps onto 448; zeros and non-finite amax keep scale 1
     CHECK(fp8_quantize(amax, fp8_scale(amax)) == 448.0f);
     CHECK(fp8_quantize(-amax, fp8_scale(amax)) == -448.0f);
   }
+}
+
+TEST_CASE("fp8_mx_scale: the power of two that keeps the tile within 448, as tightly as that") {
+  for (float amax : {1.0f, 448.0f, 449.0f, 3.7f, 0.001f, 1234.5f, 224.0f, 224.1f, 1e-30f, 7e30f}) {
+    CAPTURE(amax);
+    const float s = fp8_mx_scale(amax);
+    int e = 0;
+    CHECK(std::frexp(s, &e) == 0.5f);  // a power of two
+    CHECK(amax * s <= 448.0f);         // nothing saturates
+    CHECK(amax * s * 2.0f > 448.0f);   // and twice the scale would
+  }
+  CHECK(fp8_mx_scale(448.0f) == 1.0f);
+  CHECK(fp8_mx_scale(449.0f) == 0.5f);
+  CHECK(fp8_mx_scale(224.0f) == 2.0f);
+  CHECK(fp8_mx_scale(0.0f) == 1.0f);
+  CHECK(fp8_mx_scale(std::numeric_limits<float>::infinity()) == 1.0f);
+  CHECK(fp8_mx_scale(std::numeric_limits<float>::quiet_NaN()) == 1.0f);
+  // E8M0's range: 2^127 at most, whatever the tile.
+  CHECK(fp8_mx_scale(1e-44f) == std::ldexp(1.0f, 127));
+  // The tile scale picks the recipe's rule.
+  CHECK(fp8_tile_scale(3.0f, Fp8Tile{1, 32, true}) == fp8_mx_scale(3.0f));
+  CHECK(fp8_tile_scale(3.0f, Fp8Tile{1, 128, false}) == fp8_scale(3.0f));
+}
+
+TEST_CASE("e8m0: the descale's biased exponent, and back") {
+  CHECK(e8m0_from_descale(1.0f) == 127);
+  CHECK(e8m0_from_descale(2.0f) == 128);
+  CHECK(e8m0_from_descale(0.25f) == 125);
+  CHECK(e8m0_from_descale(std::ldexp(1.0f, -127)) == 0);
+  CHECK(e8m0_from_descale(std::ldexp(1.0f, 127)) == 254);
+  for (float amax : {0.003f, 1.0f, 500.0f, 1e20f}) {
+    const float descale = fp8_descale(fp8_mx_scale(amax));
+    CHECK(e8m0_to_descale(e8m0_from_descale(descale)) == descale);
+  }
+}
+
+TEST_CASE("mx_scale_offset: the 128x4 tiled layout, a bijection onto the padded buffer") {
+  // Hand-computed from the layout's description: row 0..31 of a tile at 16-byte strides, the
+  // four 32-row groups 4 bytes apart, the K-block within the group of 4 last.
+  CHECK(mx_scale_offset(0, 0, 8) == 0);
+  CHECK(mx_scale_offset(0, 3, 8) == 3);
+  CHECK(mx_scale_offset(1, 0, 8) == 16);
+  CHECK(mx_scale_offset(32, 0, 8) == 4);
+  CHECK(mx_scale_offset(33, 1, 8) == 21);
+  CHECK(mx_scale_offset(0, 4, 8) == 512);        // the next tile along K
+  CHECK(mx_scale_offset(128, 0, 8) == 2 * 512);  // the next tile down: 2 tiles per row of tiles
+  CHECK(mx_scale_offset(127, 7, 8) == 512 + 31 * 16 + 3 * 4 + 3);
+  for (const auto [rows, kb] : {std::pair<std::int64_t, std::int64_t>{256, 8}, {200, 5}, {1, 1}}) {
+    CAPTURE(rows);
+    CAPTURE(kb);
+    const std::int64_t bytes = mx_scale_bytes(rows, kb);
+    std::vector<int> hits(static_cast<std::size_t>(bytes), 0);
+    const std::int64_t padded_rows = (rows + 127) / 128 * 128, padded_kb = (kb + 3) / 4 * 4;
+    for (std::int64_t r = 0; r < padded_rows; ++r) {
+      for (std::int64_t c = 0; c < padded_kb; ++c) {
+        const std::int64_t at = mx_scale_offset(r, c, kb);
+        REQUIRE(at >= 0);
+        REQUIRE(at < bytes);
+        ++hits[static_cast<std::size_t>(at)];
+      }
+    }
+    CHECK(std::all_of(hits.begin(), hits.end(), [](int h) { return h == 1; }));
+  }
+}
+
+TEST_CASE("blockwise scale offsets: outer-contiguous 1x128, K-block-contiguous 128x128") {
+  CHECK(vec128_scale_offset(5, 0, 64) == 5);
+  CHECK(vec128_scale_offset(5, 2, 64) == 2 * 64 + 5);
+  CHECK(blk128_scale_offset(0, 3, 3) == 3);
+  CHECK(blk128_scale_offset(1, 0, 3) == 4);  // 3 K-blocks padded to 4
+  CHECK(blk128_scale_offset(2, 5, 8) == 2 * 8 + 5);
 }
 
 }  // namespace

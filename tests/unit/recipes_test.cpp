@@ -101,13 +101,19 @@ TEST_CASE("recipes: the differences of a run from its row, one line each") {
   // The row's own workload on a GB300 still differs in what moebench does not do yet.
   std::vector<std::string> d = recipe_differences(r, c, "NVIDIA GB300");
   CHECK_FALSE(has_prefix(d, "layers:"));  // the whole model, ends and MTP included
-  CHECK(has_prefix(d, "precision: fp8 with one scale per tensor, not mxfp8"));
+  CHECK(has_prefix(d, "precision: fp8 with per-tensor FP32 scales"));
   CHECK_FALSE(has_prefix(d, "layout:"));
   CHECK_FALSE(has_prefix(d, "batch:"));
   CHECK_FALSE(has_prefix(d, "gpus:"));
   CHECK_FALSE(has_prefix(d, "routing:"));
   CHECK_FALSE(has_prefix(d, "system:"));
   CHECK(d.size() == 1);
+  // With MXFP8's own recipe the precision is the row's; blockwise is not.
+  c.fp8_recipe = Fp8Recipe::mxfp8;
+  CHECK(recipe_differences(r, c, "NVIDIA GB300").empty());
+  c.fp8_recipe = Fp8Recipe::blockwise;
+  CHECK(has_prefix(recipe_differences(r, c, "NVIDIA GB300"), "precision: fp8 with blockwise"));
+  c.fp8_recipe = Fp8Recipe::tensor;
   // Without the ends or the MTP layer it is not the row's model.
   c.workload.mtp = 0;
   CHECK(has_prefix(recipe_differences(r, c, "NVIDIA GB300"), "layers: 0 of the model's 1 MTP"));

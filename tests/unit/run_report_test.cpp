@@ -145,7 +145,12 @@ TEST_CASE("run report: fp8 runs say so, with the emulation; other runs have no f
   CHECK(j.at("config").at("precision") == "fp8");
   CHECK(j.at("config").at("fp8").at("emulated") == true);
   CHECK(j.at("config").at("fp8").at("storage") == "fp32");
-  CHECK(j.at("config").at("fp8").at("scaling") == "per-tensor");
+  CHECK(j.at("config").at("fp8").at("recipe") == "tensor");
+  CHECK(j.at("config").at("fp8").at("scaling") == describe(Fp8Recipe::tensor));
+  r.config.fp8_recipe = Fp8Recipe::mxfp8;
+  j = nlohmann::json(make_run_report(r));
+  CHECK(schema_errors(j, run_schema()).empty());
+  CHECK(j.at("config").at("fp8").at("recipe") == "mxfp8");
   r.config.backend = ComputeBackend::cuda;
   j = nlohmann::json(make_run_report(r));
   CHECK(schema_errors(j, run_schema()).empty());

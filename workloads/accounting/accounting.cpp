@@ -405,7 +405,14 @@ std::vector<StageMemory> estimate_stage_memory(const RunConfig& c, std::size_t b
       e.workspace += static_cast<double>(w.seq_len) * static_cast<double>(w.seq_len) * 4.0;
     }
     if (w.moe_layers() > 0) e.workspace += tokens * static_cast<double>(m.n_routed_experts) * 4.0;
-    if (c.precision == Precision::fp8) e.workspace += fp8_operand_bytes(c);
+    if (c.precision == Precision::fp8) {
+      // The quantised operands of one GEMM, and every weight's copies kept for the step: two
+      // layouts (forward and data gradient), one byte each with narrow (GPU) storage, FP32
+      // values with FP32 storage (the cpu emulation). An upper bound: norms, the router and the
+      // embedding are counted although not quantised.
+      e.workspace += fp8_operand_bytes(c);
+      if (policy.fp8_weight_copies) e.workspace += st.params * (bytes_per_element < 4 ? 2.0 : 8.0);
+    }
     const double all_inputs =
         tokens * static_cast<double>(shape.microbatches) *
         (ends ? static_cast<double>(w.mtp + 2) * 4.0 + (r == shape.pp - 1 ? (w.mtp + 1) * 4.0 : 0)

@@ -118,11 +118,13 @@ std::vector<std::string> recipe_differences(const Recipe& r, const RunConfig& c,
     d.push_back("layers: " + str(c.workload.mtp) + " of the model's " +
                 str(c.model.num_nextn_predict_layers) + " MTP layers run");
   }
-  // moebench's fp8 is per-tensor E4M3; MXFP8 scales blocks of 32.
+  // MXFP8 scales blocks of 32 with powers of two: --fp8-recipe mxfp8 (Blackwell).
   if (c.precision != run_precision(r)) {
     d.push_back("precision: " + std::string(to_string(c.precision)) + ", not " + r.precision);
-  } else if (r.precision == "mxfp8") {
-    d.push_back("precision: fp8 with one scale per tensor, not mxfp8 (a scale per 32 values)");
+  } else if (r.precision == "mxfp8" && c.fp8_recipe != Fp8Recipe::mxfp8) {
+    d.push_back("precision: fp8 with " + describe(c.fp8_recipe) + " (--fp8-recipe " +
+                to_string(c.fp8_recipe) +
+                "), not mxfp8 (a scale per 32 values; --fp8-recipe mxfp8, on Blackwell)");
   }
   if (c.fp8_emulated()) d.push_back("precision: fp8 emulated in FP32 on the cpu backend");
   const ParallelLayout& p = c.layout;

@@ -11,6 +11,7 @@
 #include "harness/backends/fault/fault_communicator.hpp"
 #include "harness/comm/comm_backend.hpp"
 #include "harness/compute/backend_kind.hpp"
+#include "harness/compute/fp8_recipe.hpp"
 #include "harness/parallel/grid.hpp"
 #include "harness/parallel/pipeline_layout.hpp"
 #include "harness/parallel/pipeline_schedule.hpp"
@@ -99,6 +100,8 @@ struct RunConfig {
   // The step's arithmetic (harness/compute/backend_kind.hpp), resolved against the backend once,
   // by resolve_precision().
   Precision precision = Precision::fp32;
+  // How fp8 scales (--fp8-recipe; only with precision fp8).
+  Fp8Recipe fp8_recipe = Fp8Recipe::tensor;
   // fp8 on a backend without FP8 arithmetic (cpu): E4M3-rounded values in FP32 GEMMs, the
   // numerics of FP8 without its speed.
   bool fp8_emulated() const {

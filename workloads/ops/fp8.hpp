@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 
 #include "workloads/ops/hd.hpp"
 
@@ -68,6 +69,77 @@ MB_HD float fp8_descale(float scale) {
 // One element of an operand as the FP8 GEMM sees it: x x scale, rounded to E4M3.
 MB_HD float fp8_quantize(float x, float scale) {
   return e4m3_round(x * scale);
+}
+
+// ---- Block scaling (--fp8-recipe blockwise and mxfp8) ------------------------------------------
+//
+// A block-scaled operand has one scale per tile of elements that share it, tiles laid along the
+// GEMM's contraction dimension K (the hardware applies a scale per K-slice of the dot product):
+//   blockwise (DeepSeek-V3): activations and gradients 1 x 128 (one row of op(A), or one column
+//     of op(B), times 128 of K), weights 128 x 128; FP32 scales 448 / amax as per tensor.
+//   mxfp8 (OCP MX): every operand 1 x 32 along K; the scale a power of two stored as E8M0.
+// A tile is given in GEMM coordinates: `outer` along M (for A) or N (for B), `k` along K.
+struct Fp8Tile {
+  std::int64_t outer = 0;     // 0: the whole extent (per tensor)
+  std::int64_t k = 0;         // 0: the whole extent
+  bool power_of_two = false;  // E8M0 scales (mxfp8)
+};
+constexpr std::int64_t kFp8BlockTile = 128;  // blockwise: 1 x 128 and 128 x 128
+constexpr std::int64_t kFp8MxTile = 32;      // mxfp8: 1 x 32
+
+// MX's scale for a tile whose largest magnitude is amax: the power of two 2^-e with the smallest
+// e for which amax x 2^-e <= 448, so no element saturates (Transformer Engine's rounding: the
+// OCP spec's floor can push the largest element past 448). e stays within E8M0's range
+// [-127, 127]; an all-zero or non-finite tile gets 1.
+MB_HD float fp8_mx_scale(float amax) {
+  if (!(amax > 0.0f && amax <= 3.4028235e38f)) return 1.0f;
+  int e = 0;
+  (void)::frexpf(amax / kE4m3Max, &e);  // amax / 448 in [2^(e-1), 2^e)
+  // The quotient is rounded; step e so that amax <= 448 x 2^e exactly and 448 x 2^(e-1) < amax.
+  while (e > -127 && ::ldexpf(kE4m3Max, e - 1) >= amax) --e;
+  while (e < 127 && ::ldexpf(kE4m3Max, e) < amax) ++e;
+  if (e < -127) e = -127;
+  if (e > 127) e = 127;
+  return ::ldexpf(1.0f, -e);
+}
+
+// The scale of a tile under `tile`: MX's power of two, else 448 / amax.
+MB_HD float fp8_tile_scale(float amax, const Fp8Tile& tile) {
+  return tile.power_of_two ? fp8_mx_scale(amax) : fp8_scale(amax);
+}
+
+// E8M0, the MX scale's storage: the biased exponent of the descale (1 / scale), 2^(b - 127).
+// The descale is a power of two in [2^-127, 2^127], so b is in [0, 254] (255 is NaN).
+MB_HD std::uint8_t e8m0_from_descale(float descale) {
+  int e = 0;
+  (void)::frexpf(descale, &e);  // descale = 0.5 x 2^e
+  return static_cast<std::uint8_t>(e - 1 + 127);
+}
+MB_HD float e8m0_to_descale(std::uint8_t biased) {
+  return ::ldexpf(1.0f, static_cast<int>(biased) - 127);
+}
+
+// Where cuBLASLt reads the scale of an operand's (outer row r, K-block c) in MXFP8's 128 x 4
+// tiled layout (CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0): the scale matrix, rows x K/32, is
+// padded to a multiple of 128 rows and 4 columns and cut into 128 x 4 tiles of 512 bytes, in
+// row-major order of tiles; inside a tile, row r % 32 of each of its four 32-row groups sits
+// together: offset (r % 32) x 16 + (r % 128) / 32 x 4 + c % 4.
+MB_HD std::int64_t mx_scale_offset(std::int64_t r, std::int64_t c, std::int64_t k_blocks) {
+  const std::int64_t tiles_per_row = (k_blocks + 3) / 4;
+  return ((r / 128) * tiles_per_row + c / 4) * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + c % 4;
+}
+MB_HD std::int64_t mx_scale_bytes(std::int64_t rows, std::int64_t k_blocks) {
+  return (rows + 127) / 128 * 128 * ((k_blocks + 3) / 4 * 4);
+}
+
+// Where cuBLASLt reads blockwise FP32 scales (Hopper). VEC128_32F (1 x 128 tiles): scale (r, c)
+// at c x rows + r, the outer dimension contiguous. BLK128x128_32F (128 x 128 blocks): block
+// (rb, c) at rb x round_up(k_blocks, 4) + c, K-blocks contiguous, padded to a multiple of 4.
+MB_HD std::int64_t vec128_scale_offset(std::int64_t r, std::int64_t c, std::int64_t rows) {
+  return c * rows + r;
+}
+MB_HD std::int64_t blk128_scale_offset(std::int64_t rb, std::int64_t c, std::int64_t k_blocks) {
+  return rb * ((k_blocks + 3) / 4 * 4) + c;
 }
 
 }  // namespace moebench

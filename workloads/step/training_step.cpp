@@ -285,6 +285,7 @@ void TrainingStep::backward(LayerContext& ctx, int mb, Chunk& chunk) {
 // backends every call returns when its work is done, so the host clock is the marks' clock.
 StepSample TrainingStep::run() {
   StepSample sample;
+  compute_.begin_step();  // the optimiser changed the weights: fp8 quantises them afresh
   compute_.synchronize();
   comm_.synchronize();
   comm_.clear_requests();

@@ -71,6 +71,43 @@ void sgemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b, 
               blas_int(std::max<std::int64_t>(1, c.ld), "ldc"));
 }
 
+// Quantises op(X) tile by tile (fp8_recipe.hpp: the tiles in GEMM coordinates, `outer` along M
+// for A and along N for B) and writes the dequantised values, q x descale of its tile, into `out`
+// in X's own layout (contiguous, x.rows x x.cols), so the FP32 GEMM then sees exactly the values
+// the block-scaled FP8 GEMM multiplies.
+void quantize_tiles(const Mat& x, bool trans, Fp8Operand which, const Fp8Tile& tile,
+                    std::vector<float>& out) {
+  // (stored row i, column j) -> (outer, k) of the GEMM.
+  const bool outer_is_row = (which == Fp8Operand::a) != trans;
+  const std::int64_t outer_extent = outer_is_row ? x.rows : x.cols;
+  const std::int64_t k_extent = outer_is_row ? x.cols : x.rows;
+  const std::int64_t to = tile.outer > 0 ? tile.outer : outer_extent;
+  const std::int64_t tk = tile.k > 0 ? tile.k : k_extent;
+  const std::int64_t tiles_k = (k_extent + tk - 1) / tk;
+  const std::int64_t tiles_outer = (outer_extent + to - 1) / to;
+  std::vector<float> amax(static_cast<std::size_t>(tiles_outer * tiles_k), 0.0f);
+  auto tile_of = [&](std::int64_t i, std::int64_t j) {
+    const std::int64_t o = outer_is_row ? i : j, k = outer_is_row ? j : i;
+    return static_cast<std::size_t>((o / to) * tiles_k + k / tk);
+  };
+  for_rows(x, [&](const float* row, std::int64_t i) {
+    for (std::int64_t j = 0; j < x.cols; ++j) {
+      float& m = amax[tile_of(i, j)];
+      m = std::max(m, std::fabs(row[j]));
+    }
+  });
+  std::vector<float> scale(amax.size());
+  for (std::size_t t = 0; t < amax.size(); ++t) scale[t] = fp8_tile_scale(amax[t], tile);
+  out.resize(static_cast<std::size_t>(x.numel()));
+  for_rows(x, [&](const float* row, std::int64_t i) {
+    float* q = out.data() + i * x.cols;
+    for (std::int64_t j = 0; j < x.cols; ++j) {
+      const float sc = scale[tile_of(i, j)];
+      q[j] = fp8_quantize(row[j], sc) * fp8_descale(sc);
+    }
+  });
+}
+
 // Quantises `m` with its per-tensor scale into `out` (contiguous, m.rows x m.cols); returns the
 // descale the product is multiplied by.
 float quantize_fp8(const Mat& m, std::vector<float>& out) {
@@ -202,8 +239,9 @@ void CpuCompute::do_fill_random(const Mat& x, std::uint64_t seed, std::uint64_t 
 
 std::string CpuCompute::gemm_path() const {
   return linear_precision_ == LinearPrecision::fp8
-             ? "linear layers: fp8 e4m3 emulation (per-tensor scales, inputs rounded to E4M3, "
-               "then cblas_sgemm); router: cblas_sgemm fp32"
+             ? "linear layers: fp8 e4m3 emulation (" + describe(fp8_recipe_) +
+                   "; inputs rounded to E4M3, then cblas_sgemm; weights quantised once per "
+                   "step); router: cblas_sgemm fp32"
              : "cblas_sgemm fp32";
 }
 
@@ -220,13 +258,41 @@ void CpuCompute::do_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a, 
   sgemm(trans_a, trans_b, alpha, a, b, beta, c);
 }
 
+// One operand's E4M3 copy: per tensor, the quantised values and the descale applied after the
+// GEMM; block-scaled, the dequantised values (descale 1). A weight's copy (B without trans_a) is
+// kept until begin_step().
+const float* CpuCompute::fp8_operand(const Mat& x, bool trans, Fp8Operand which, bool trans_a,
+                                     std::vector<float>& scratch, float& descale) {
+  WeightCopy* kept = nullptr;
+  if (is_weight(which, trans_a)) {
+    const auto [it, fresh] =
+        fp8_weights_.try_emplace(WeightKey{x.data, x.rows, x.cols, x.ld, trans});
+    kept = &it->second;
+    if (!fresh) {
+      descale = kept->descale;
+      return kept->values.data();
+    }
+    ++fp8_weight_quantisations_;
+  }
+  std::vector<float>& out = kept != nullptr ? kept->values : scratch;
+  descale = 1.0f;
+  if (fp8_recipe_ == Fp8Recipe::tensor) {
+    descale = quantize_fp8(x, out);
+  } else {
+    quantize_tiles(x, trans, which, operand_tile(fp8_recipe_, which, trans_a), out);
+  }
+  if (kept != nullptr) kept->descale = descale;
+  return out.data();
+}
+
 void CpuCompute::do_fp8_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b,
                              float beta, const Mat& c) {
   ++fp8_gemms_;
-  const float descale_a = quantize_fp8(a, fp8_a_);
-  const float descale_b = quantize_fp8(b, fp8_b_);
-  const Mat qa{fp8_a_.data(), a.rows, a.cols, a.cols, DType::f32};
-  const Mat qb{fp8_b_.data(), b.rows, b.cols, b.cols, DType::f32};
+  float descale_a = 1.0f, descale_b = 1.0f;
+  const float* qa_data = fp8_operand(a, trans_a, Fp8Operand::a, trans_a, fp8_a_, descale_a);
+  const float* qb_data = fp8_operand(b, trans_b, Fp8Operand::b, trans_a, fp8_b_, descale_b);
+  const Mat qa{const_cast<float*>(qa_data), a.rows, a.cols, a.cols, DType::f32};
+  const Mat qb{const_cast<float*>(qb_data), b.rows, b.cols, b.cols, DType::f32};
   sgemm(trans_a, trans_b, alpha * descale_a * descale_b, qa, qb, beta, c);
 }
 

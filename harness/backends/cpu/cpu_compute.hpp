@@ -4,7 +4,9 @@
 // callers' views without copies.
 #pragma once
 
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "harness/compute/compute.hpp"
@@ -30,11 +32,15 @@ class CpuCompute : public Compute {
   // divide by the ranks per node.
   std::int64_t memory_available_bytes() const override;
 
-  // --precision fp8, emulated: each operand is quantised to E4M3 values (held in FP32) with its
-  // own per-tensor scale (workloads/ops/fp8.hpp), multiplied in FP32 by the BLAS and descaled.
-  // The numerics of an FP8 GEMM with FP32 accumulation, not its speed.
+  // --precision fp8, emulated: each operand is quantised to E4M3 values (held in FP32) with the
+  // recipe's scales (per tensor, or per tile: workloads/ops/fp8.hpp), multiplied in FP32 by the
+  // BLAS and descaled. The numerics of an FP8 GEMM with FP32 accumulation, not its speed. All
+  // three recipes run here.
   void set_linear_precision(LinearPrecision p) override { linear_precision_ = p; }
-  Fp8GemmCounts fp8_gemm_counts() const override { return {fp8_gemms_, 0}; }
+  Fp8GemmCounts fp8_gemm_counts() const override {
+    return {fp8_gemms_, 0, fp8_weight_quantisations_};
+  }
+  void begin_step() override { fp8_weights_.clear(); }
 
  protected:
   Tensor do_alloc(std::int64_t rows, std::int64_t cols, DType dtype) override;
@@ -87,9 +93,29 @@ class CpuCompute : public Compute {
   // Attention's seq x seq score buffers, kept between calls so a step does not fault in fresh
   // pages for every layer.
   std::vector<float> scratch_;
-  // The quantised copies of the FP8 GEMM's operands, kept between calls for the same reason.
+  const float* fp8_operand(const Mat& x, bool trans, Fp8Operand which, bool trans_a,
+                           std::vector<float>& scratch, float& descale);
+
+  // The quantised copies of the FP8 GEMM's activation operands, kept between calls for the same
+  // reason.
   std::vector<float> fp8_a_, fp8_b_;
+  // The weights' copies, one per weight view and transpose, until begin_step().
+  struct WeightKey {
+    const void* data;
+    std::int64_t rows, cols, ld;
+    bool trans;
+    bool operator<(const WeightKey& o) const {
+      return std::tie(data, rows, cols, ld, trans) <
+             std::tie(o.data, o.rows, o.cols, o.ld, o.trans);
+    }
+  };
+  struct WeightCopy {
+    std::vector<float> values;
+    float descale = 1.0f;
+  };
+  std::map<WeightKey, WeightCopy> fp8_weights_;
   std::int64_t fp8_gemms_ = 0;
+  std::int64_t fp8_weight_quantisations_ = 0;
 };
 
 }  // namespace moebench

@@ -106,20 +106,24 @@ class GemmEngine {
 
   struct Plan;
   // The FP8 plan of C[m x n] = A_q B_q^T from K-major E4M3 copies (fp8.cu says why that layout),
-  // k a multiple of 16; nullptr when cuBLASLt has no FP8 algorithm for it (the caller then runs
-  // the BF16 path). The pointer is valid until the next plan is made.
-  const Plan* fp8_plan(std::int64_t m, std::int64_t n, std::int64_t k, const Mat& c);
-  // C = alpha descale_a descale_b (a_q b_q^T) + beta C; a_q is m x k and b_q n x k, row-major with
-  // ld k; the descales are device pointers (FP32), read by the kernel, never by the host.
+  // k a multiple of 16; the scale modes (cublasLtMatmulMatrixScale_t) of A_q and B_q, per tensor
+  // by default. nullptr when cuBLASLt has no FP8 algorithm for it (the caller then runs the BF16
+  // path). The pointer is valid until the next plan is made.
+  const Plan* fp8_plan(std::int64_t m, std::int64_t n, std::int64_t k, const Mat& c,
+                       int scale_mode_a = 0, int scale_mode_b = 0);
+  // C = alpha (descale_a . a_q)(descale_b . b_q)^T + beta C; a_q is m x k and b_q n x k,
+  // row-major with ld k; the descales are device pointers in the plan's scale modes (one FP32,
+  // FP32 per tile, or E8M0 per tile), read by the kernel, never by the host.
   void run_fp8(const Plan& plan, float alpha, const void* a_q, const void* b_q,
-               const float* descale_a, const float* descale_b, float beta, const Mat& c);
+               const void* descale_a, const void* descale_b, float beta, const Mat& c);
 
   struct Key {
     std::int64_t m, n, k, lda, ldb, ldc;
     bool trans_a, trans_b;
     DType c_dtype;
     std::uint32_t align_a, align_b, align_c;
-    bool fp8;  // E4M3 A and B in the TN layout, per-tensor scale pointers
+    bool fp8;                                // E4M3 A and B in the TN layout, scale pointers
+    int scale_mode_a = 0, scale_mode_b = 0;  // fp8: our A_q's and B_q's cuBLASLt scale modes
     bool operator==(const Key&) const = default;
   };
   struct KeyHash {
@@ -172,7 +176,13 @@ class CudaCompute final : public CudaComputeApi {
 
   // --precision fp8 (fp8.cu): UsageError below compute capability 8.9 (no FP8 tensor cores).
   void set_linear_precision(LinearPrecision p) override;
-  Fp8GemmCounts fp8_gemm_counts() const override { return {fp8_gemms_, fp8_fallbacks_}; }
+  Fp8GemmCounts fp8_gemm_counts() const override {
+    return {fp8_gemms_, fp8_fallbacks_, fp8_weight_quantisations_};
+  }
+  // UsageError where cuBLASLt has no kernels for the recipe on this device (fp8.cu).
+  void set_fp8_recipe(Fp8Recipe r) override;
+  // Frees the weights' quantised copies, on the stream.
+  void begin_step() override;
 
   std::optional<DeviceInfo> device_info() const override { return info_; }
   int device() const override { return device_; }
@@ -253,6 +263,29 @@ class CudaCompute final : public CudaComputeApi {
   DeviceScratch fp8_scratch_;
   std::int64_t fp8_gemms_ = 0;      // linear GEMMs run in FP8
   std::int64_t fp8_fallbacks_ = 0;  // linear GEMMs that fp8 asked for but ran BF16
+  std::int64_t fp8_weight_quantisations_ = 0;
+  // An operand's E4M3 copy (outer x kp, K-major) and its scales in cuBLASLt's layout (fp8.cu).
+  struct Fp8Copy {
+    void* data = nullptr;
+    void* scales = nullptr;
+  };
+  // Quantises op(X) (which operand, by the linear GEMM convention) into `base` (fp8_copy_bytes
+  // of it); its per-tensor amax goes to `amax` (tensor recipe, zeroed here).
+  Fp8Copy quantise_fp8(const Mat& x, bool trans, Fp8Operand which, bool trans_a, std::int64_t outer,
+                       std::int64_t kp, void* base);
+  std::size_t fp8_copy_bytes(Fp8Operand which, bool trans_a, std::int64_t outer,
+                             std::int64_t kp) const;
+  // The weights' copies until begin_step(): one device allocation each, per view and transpose.
+  struct Fp8WeightKey {
+    const void* data;
+    std::int64_t rows, cols, ld;
+    bool trans;
+    bool operator==(const Fp8WeightKey&) const = default;
+  };
+  struct Fp8WeightKeyHash {
+    std::size_t operator()(const Fp8WeightKey& k) const;
+  };
+  std::unordered_map<Fp8WeightKey, void*, Fp8WeightKeyHash> fp8_weights_;
   std::size_t score_budget_ = std::size_t{1} << 30;
   int* error_host_ = nullptr;    // mapped pinned memory: kernels write, the host reads after sync
   int* error_device_ = nullptr;  // the same word as the device sees it

@@ -398,16 +398,22 @@ std::string CudaCompute::gemm_path() const {
   const std::string bf16 =
       "cublasLt: bf16 A/B, bf16 or fp32 C, fp32 compute, heuristic algorithm cached per shape";
   if (linear_precision_ != LinearPrecision::fp8) return bf16;
-  return "linear layers: cublasLt fp8 e4m3 per-tensor scaling (fp32 compute, no fast "
-         "accumulation, K padded to 16; MXFP8 not used; shapes without an fp8 algorithm run "
-         "bf16); router and attention: " +
+  const std::string scaling = fp8_recipe_ == Fp8Recipe::tensor ? "per-tensor scaling (SCALAR_32F)"
+                              : fp8_recipe_ == Fp8Recipe::blockwise
+                                  ? "blockwise scaling (VEC128_32F activations, "
+                                    "BLK128x128_32F weights)"
+                                  : "mxfp8 scaling (VEC32_UE8M0, 1x32 tiles)";
+  return "linear layers: cublasLt fp8 e4m3 " + std::string(to_string(fp8_recipe_)) + " recipe, " +
+         scaling +
+         " (fp32 compute, no fast accumulation, K padded; weights quantised once per step; "
+         "shapes without an fp8 algorithm run bf16); router and attention: " +
          bf16;
 }
 
 std::string CudaCompute::grouped_gemm_path() const {
   return std::string("one cublasLt GEMM per problem, in order on the compute stream") +
          (linear_precision_ == LinearPrecision::fp8
-              ? " (fp8 e4m3, per-tensor scales per problem's operands)"
+              ? " (fp8 e4m3, the recipe's scales per problem's operands)"
               : "");
 }
 

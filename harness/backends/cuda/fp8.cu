@@ -19,15 +19,26 @@
 // left as they are: where cuBLASLt has no FP8 algorithm for them, that GEMM runs the BF16 path
 // and is counted in fp8_gemm_counts().fallbacks.
 //
-// Blackwell's block-scaled MXFP8 (CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0) is not used: it needs
-// its scale factors in a swizzled tile layout and a different quantisation (per 32 elements,
-// power-of-two scales); per-tensor scaling runs on Blackwell as on Hopper.
+// --fp8-recipe blockwise and mxfp8 (fp8_recipe.hpp) quantise tile by tile instead: one block of
+// quantize_tile_kernel per tile computes the tile's amax, quantises it into the same K-major copy
+// and writes its scale where cuBLASLt reads it (workloads/ops/fp8.hpp: VEC128_32F and
+// BLK128x128_32F on Hopper, VEC32_UE8M0's 128 x 4 tiled layout on Blackwell). Their M and N must
+// be multiples of 4 (the scale layouts' requirement); other shapes run BF16, as fallbacks.
+//
+// Weights (B without trans_a, the linear GEMM convention) are quantised once per step: the copy
+// and its scales stay in a device allocation of their own until begin_step(), shared by every
+// micro-batch's forward (B as stored) and data gradient (B transposed: a second copy).
+//
+// Not yet verified on a GPU: the block-scaled paths were written from cuBLASLt's documentation
+// and are tested against the cpu backend's emulation by tests/gpu/cuda_compute_test.cpp.
 #include <cuda_fp8.h>
 
 #include "harness/backends/cuda/cuda_backend.hpp"
 #include "harness/backends/cuda/device_mat.cuh"
 #include "harness/compute/gemm_shape.hpp"
 #include "workloads/ops/fp8.hpp"
+
+#include <cstring>
 
 namespace moebench::cuda {
 
@@ -93,14 +104,86 @@ __global__ void quantize_transpose_kernel(Mat x, const float* amax, __nv_fp8_sto
   }
 }
 
+// Where a tile's scale goes (cuBLASLt's layouts, workloads/ops/fp8.hpp).
+enum ScaleLayout : int { kVec128 = 0, kBlk128 = 1, kMx = 2 };
+
+// One block per tile of op(X) in GEMM coordinates, `outer` rows by K: the tile's amax, its scale
+// (fp8_tile_scale), the quantised values into dst (outer x kp, K-major; columns k..kp zero) and
+// the descale at the tile's place in `scales`. Tiles cover kp, so the zero padding is in the last
+// K-tile (zeros do not change an amax).
+__global__ void quantize_tile_kernel(Mat x, bool outer_is_row, std::int64_t outer, std::int64_t k,
+                                     std::int64_t kp, Fp8Tile tile, int layout,
+                                     __nv_fp8_storage_t* dst, void* scales) {
+  __shared__ float shared[32];
+  const std::int64_t tiles_k = (kp + tile.k - 1) / tile.k;
+  const std::int64_t t = blockIdx.x;
+  const std::int64_t to = t / tiles_k, tk = t - to * tiles_k;
+  const std::int64_t o0 = to * tile.outer, k0 = tk * tile.k;
+  // At most 128 x 128 elements a tile: 32-bit indices inside it.
+  const int on = static_cast<int>(min(tile.outer, outer - o0));
+  const int kn = static_cast<int>(min(tile.k, kp - k0));
+  const int n = on * kn;
+  auto value = [&](int i) {
+    const std::int64_t o = o0 + i / kn, kk = k0 + i % kn;
+    if (kk >= k) return 0.0f;
+    return outer_is_row ? load(x, o, kk) : load(x, kk, o);
+  };
+  float m = 0.0f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, fabsf(value(i)));
+  m = block_max(m, shared);
+  const float scale = fp8_tile_scale(m, tile);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const std::int64_t o = o0 + i / kn, kk = k0 + i % kn;
+    dst[o * kp + kk] = to_e4m3(fp8_quantize(value(i), scale));
+  }
+  if (threadIdx.x == 0) {
+    const float descale = fp8_descale(scale);
+    if (layout == kMx) {
+      static_cast<std::uint8_t*>(scales)[mx_scale_offset(o0, tk, tiles_k)] =
+          e8m0_from_descale(descale);
+    } else if (layout == kBlk128) {
+      static_cast<float*>(scales)[blk128_scale_offset(to, tk, tiles_k)] = descale;
+    } else {
+      static_cast<float*>(scales)[vec128_scale_offset(o0, tk, outer)] = descale;
+    }
+  }
+}
+
 std::int64_t round_up(std::int64_t v, std::int64_t to) {
   return (v + to - 1) / to * to;
 }
 
 }  // namespace
 
+namespace {
+
+// The device's compute capability as one number (90: Hopper, 100: B200, 103: B300).
+int capability(const DeviceInfo& d) {
+  return d.compute_capability_major * 10 + d.compute_capability_minor;
+}
+
+ScaleLayout layout_of(Fp8Recipe r, bool weight) {
+  if (r == Fp8Recipe::mxfp8) return kMx;
+  return weight ? kBlk128 : kVec128;
+}
+
+int cublaslt_scale_mode(Fp8Recipe r, bool weight) {
+  switch (r) {
+    case Fp8Recipe::tensor:
+      return CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+    case Fp8Recipe::blockwise:
+      return weight ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
+                    : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    case Fp8Recipe::mxfp8:
+      return CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0;
+  }
+  return CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+}
+
+}  // namespace
+
 void CudaCompute::set_linear_precision(LinearPrecision p) {
-  const int cc = info_.compute_capability_major * 10 + info_.compute_capability_minor;
+  const int cc = capability(info_);
   if (p == LinearPrecision::fp8 && cc < 89) {
     throw UsageError(
         "--precision fp8 needs FP8 tensor cores (compute capability 8.9 or newer); "
@@ -112,48 +195,168 @@ void CudaCompute::set_linear_precision(LinearPrecision p) {
   linear_precision_ = p;
 }
 
+// cuBLASLt's block scaling: VEC128_32F and BLK128x128_32F on Hopper (9.x) only, VEC32_UE8M0
+// from Blackwell (10.x) on.
+void CudaCompute::set_fp8_recipe(Fp8Recipe r) {
+  const int cc = capability(info_);
+  const std::string device = "device " + std::to_string(device_) + " (" + info_.name +
+                             ", compute capability " +
+                             std::to_string(info_.compute_capability_major) + "." +
+                             std::to_string(info_.compute_capability_minor) + ")";
+  if (r == Fp8Recipe::blockwise && info_.compute_capability_major != 9) {
+    throw UsageError(
+        "--fp8-recipe blockwise needs Hopper (compute capability 9.x: cuBLASLt's "
+        "1x128 and 128x128 block scaling); " +
+        device + " has " +
+        (cc >= 100 ? "MXFP8 instead: use --fp8-recipe mxfp8" : "neither: use --fp8-recipe tensor"));
+  }
+  if (r == Fp8Recipe::mxfp8 && cc < 100) {
+    throw UsageError(
+        "--fp8-recipe mxfp8 needs Blackwell (compute capability 10.0 or newer: "
+        "cuBLASLt's VEC32_UE8M0 block scaling); " +
+        device +
+        (cc >= 90 ? ": use --fp8-recipe blockwise or tensor" : ": use --fp8-recipe tensor"));
+  }
+  fp8_recipe_ = r;
+}
+
+std::size_t CudaCompute::Fp8WeightKeyHash::operator()(const Fp8WeightKey& k) const {
+  std::size_t h = std::hash<const void*>()(k.data);
+  for (std::int64_t v : {k.rows, k.cols, k.ld}) {
+    h ^= static_cast<std::size_t>(v) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  }
+  return h ^ (k.trans ? 1u : 0u);
+}
+
+void CudaCompute::begin_step() {
+  for (auto& [key, base] : fp8_weights_) CUDA_CHECK(cudaFreeAsync(base, stream_));
+  fp8_weights_.clear();
+}
+
+std::size_t CudaCompute::fp8_copy_bytes(Fp8Operand which, bool trans_a, std::int64_t outer,
+                                        std::int64_t kp) const {
+  const std::size_t data = Carver::round(static_cast<std::size_t>(outer * kp));
+  const Fp8Tile tile = operand_tile(fp8_recipe_, which, trans_a);
+  const std::int64_t k_blocks = tile.k > 0 ? (kp + tile.k - 1) / tile.k : 1;
+  std::size_t scales = 2 * sizeof(float);  // tensor: amax and descale
+  switch (layout_of(fp8_recipe_, is_weight(which, trans_a))) {
+    case kMx:
+      scales = static_cast<std::size_t>(mx_scale_bytes(outer, k_blocks));
+      break;
+    case kBlk128:
+      scales =
+          static_cast<std::size_t>((outer + 127) / 128 * ((k_blocks + 3) / 4 * 4)) * sizeof(float);
+      break;
+    case kVec128:
+      scales = static_cast<std::size_t>(outer * k_blocks) * sizeof(float);
+      break;
+  }
+  if (fp8_recipe_ == Fp8Recipe::tensor) scales = 2 * sizeof(float);
+  return Carver::round(scales) + data;
+}
+
+CudaCompute::Fp8Copy CudaCompute::quantise_fp8(const Mat& x, bool trans, Fp8Operand which,
+                                               bool trans_a, std::int64_t outer, std::int64_t kp,
+                                               void* base) {
+  const std::size_t total = fp8_copy_bytes(which, trans_a, outer, kp);
+  const std::size_t data_bytes = Carver::round(static_cast<std::size_t>(outer * kp));
+  Carver carve(base);
+  Fp8Copy q;
+  q.scales = carve.take<std::uint8_t>(total - data_bytes);
+  q.data = carve.take<__nv_fp8_storage_t>(static_cast<std::size_t>(outer * kp));
+  auto* dst = static_cast<__nv_fp8_storage_t*>(q.data);
+  // The copy is op(A) (outer = m) or op(B)^T (outer = n), K-major. Stored X has the outer
+  // dimension along its rows for A without a transpose, and for B with one.
+  const bool outer_is_row = (which == Fp8Operand::a) != trans;
+  const std::int64_t k = outer_is_row ? x.cols : x.rows;
+  if (fp8_recipe_ == Fp8Recipe::tensor) {
+    float* scalars = static_cast<float*>(q.scales);  // amax, then descale
+    CUDA_CHECK(cudaMemsetAsync(scalars, 0, sizeof(float), stream_));
+    amax_kernel<<<blocks_for(x.numel(), kThreads), kThreads, 0, stream_>>>(x, scalars);
+    CUDA_CHECK_LAUNCH();
+    descale_kernel<<<1, 32, 0, stream_>>>(scalars, scalars + 1, 1);
+    CUDA_CHECK_LAUNCH();
+    if (!outer_is_row) {
+      const dim3 grid(static_cast<unsigned>((x.cols + kTile - 1) / kTile),
+                      static_cast<unsigned>((kp + kTile - 1) / kTile));
+      MB_CHECK(grid.y <= 65535, "fp8 gemm: k " << kp << " exceeds the transpose grid");
+      quantize_transpose_kernel<<<grid, dim3(kTile, kTileRows), 0, stream_>>>(x, scalars, dst, kp);
+    } else {
+      quantize_kernel<<<blocks_for(x.rows * kp, kThreads), kThreads, 0, stream_>>>(x, scalars, dst,
+                                                                                   kp);
+    }
+    CUDA_CHECK_LAUNCH();
+    q.scales = scalars + 1;
+    return q;
+  }
+  const bool weight = is_weight(which, trans_a);
+  const Fp8Tile tile = operand_tile(fp8_recipe_, which, trans_a);
+  const ScaleLayout layout = layout_of(fp8_recipe_, weight);
+  // Padding entries of the scale layouts (rows past `outer`, K-blocks past the last) are never
+  // read for real elements; give them a harmless value (E8M0 127 is 1, FP32 0).
+  CUDA_CHECK(cudaMemsetAsync(q.scales, layout == kMx ? 127 : 0, total - data_bytes, stream_));
+  const std::int64_t tiles = ((outer + tile.outer - 1) / tile.outer) * ((kp + tile.k - 1) / tile.k);
+  MB_CHECK(tiles <= 0x7fffffff, "fp8 gemm: " << tiles << " tiles exceed the grid");
+  quantize_tile_kernel<<<static_cast<unsigned>(tiles), 128, 0, stream_>>>(
+      x, outer_is_row, outer, k, kp, tile, layout, dst, q.scales);
+  CUDA_CHECK_LAUNCH();
+  return q;
+}
+
 void CudaCompute::do_fp8_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b,
                               float beta, const Mat& c) {
   const auto [m, n, k] = gemm_shape(trans_a, trans_b, a, b, c);
-  const std::int64_t kp = round_up(k, kKAlign);
-  const GemmEngine::Plan* plan = gemm_->fp8_plan(m, n, kp, c);
+  const bool blocks = fp8_recipe_ != Fp8Recipe::tensor;
+  const std::int64_t kp = round_up(k, fp8_recipe_ == Fp8Recipe::mxfp8 ? kFp8MxTile : kKAlign);
+  const bool weight_b = is_weight(Fp8Operand::b, trans_a);
+  const GemmEngine::Plan* plan =
+      blocks && (m % 4 != 0 || n % 4 != 0)
+          ? nullptr
+          : gemm_->fp8_plan(m, n, kp, c, cublaslt_scale_mode(fp8_recipe_, false),
+                            cublaslt_scale_mode(fp8_recipe_, weight_b));
   if (plan == nullptr) {
     ++fp8_fallbacks_;
     do_gemm(trans_a, trans_b, alpha, a, b, beta, c);
     return;
   }
   ++fp8_gemms_;
-  const std::size_t a_bytes = Carver::round(static_cast<std::size_t>(m * kp));
-  const std::size_t b_bytes = Carver::round(static_cast<std::size_t>(n * kp));
-  Carver carve(fp8_scratch_.get(Carver::round(4 * sizeof(float)) + a_bytes + b_bytes, stream_));
-  float* scalars = carve.take<float>(4);  // amax_a, amax_b, descale_a, descale_b
-  auto* a_q = carve.take<__nv_fp8_storage_t>(static_cast<std::size_t>(m * kp));
-  auto* b_q = carve.take<__nv_fp8_storage_t>(static_cast<std::size_t>(n * kp));
-
-  CUDA_CHECK(cudaMemsetAsync(scalars, 0, 2 * sizeof(float), stream_));
-  amax_kernel<<<blocks_for(a.numel(), kThreads), kThreads, 0, stream_>>>(a, scalars);
-  CUDA_CHECK_LAUNCH();
-  amax_kernel<<<blocks_for(b.numel(), kThreads), kThreads, 0, stream_>>>(b, scalars + 1);
-  CUDA_CHECK_LAUNCH();
-  descale_kernel<<<1, 32, 0, stream_>>>(scalars, scalars + 2, 2);
-  CUDA_CHECK_LAUNCH();
-  // a_q = op(A) (m x kp), b_q = op(B)^T (n x kp): a plain copy when the stored operand already
-  // has K along its rows, a transpose otherwise.
-  auto quantize = [&](const Mat& x, const float* amax, __nv_fp8_storage_t* dst, bool transpose) {
-    if (transpose) {
-      const dim3 grid(static_cast<unsigned>((x.cols + kTile - 1) / kTile),
-                      static_cast<unsigned>((kp + kTile - 1) / kTile));
-      MB_CHECK(grid.y <= 65535, "fp8 gemm: k " << kp << " exceeds the transpose grid");
-      quantize_transpose_kernel<<<grid, dim3(kTile, kTileRows), 0, stream_>>>(x, amax, dst, kp);
+  // a_q = op(A) (m x kp) in scratch; b_q = op(B)^T (n x kp) in scratch too, or kept for the step
+  // when B is a weight.
+  const std::size_t a_bytes = fp8_copy_bytes(Fp8Operand::a, trans_a, m, kp);
+  const std::size_t b_bytes = fp8_copy_bytes(Fp8Operand::b, trans_a, n, kp);
+  void* b_base = nullptr;
+  bool b_ready = false;
+  if (weight_b) {
+    const Fp8WeightKey key{b.data, b.rows, b.cols, b.ld, trans_b};
+    auto it = fp8_weights_.find(key);
+    if (it != fp8_weights_.end()) {
+      b_base = it->second;
+      b_ready = true;
     } else {
-      quantize_kernel<<<blocks_for(x.rows * kp, kThreads), kThreads, 0, stream_>>>(x, amax, dst,
-                                                                                   kp);
+      const cudaError_t e = cudaMallocAsync(&b_base, b_bytes, stream_);
+      if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        throw RuntimeError("cuda backend: cannot allocate " + std::to_string(b_bytes) +
+                           " bytes for a weight's fp8 copy: " + cudaGetErrorString(e));
+      }
+      fp8_weights_.emplace(key, b_base);
+      ++fp8_weight_quantisations_;
     }
-    CUDA_CHECK_LAUNCH();
-  };
-  quantize(a, scalars, a_q, trans_a);
-  quantize(b, scalars + 1, b_q, !trans_b);
-  gemm_->run_fp8(*plan, alpha, a_q, b_q, scalars + 2, scalars + 3, beta, c);
+  }
+  void* scratch = fp8_scratch_.get(a_bytes + (weight_b ? 0 : b_bytes), stream_);
+  if (!weight_b) b_base = static_cast<char*>(scratch) + a_bytes;
+  const Fp8Copy qa = quantise_fp8(a, trans_a, Fp8Operand::a, trans_a, m, kp, scratch);
+  Fp8Copy qb;
+  if (b_ready) {
+    // The same carving as quantise_fp8's, without the work.
+    const std::size_t data_bytes = Carver::round(static_cast<std::size_t>(n * kp));
+    qb.scales = b_base;
+    qb.data = static_cast<char*>(b_base) + (b_bytes - data_bytes);
+    if (fp8_recipe_ == Fp8Recipe::tensor) qb.scales = static_cast<float*>(b_base) + 1;
+  } else {
+    qb = quantise_fp8(b, trans_b, Fp8Operand::b, trans_a, n, kp, b_base);
+  }
+  gemm_->run_fp8(*plan, alpha, qa.data, qb.data, qa.scales, qb.scales, beta, c);
 }
 
 }  // namespace moebench::cuda

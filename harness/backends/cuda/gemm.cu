@@ -71,6 +71,8 @@ std::size_t GemmEngine::KeyHash::operator()(const Key& k) const {
       (static_cast<unsigned>(k.c_dtype) << 3));
   mix((static_cast<std::uint64_t>(k.align_a) << 32) ^
       (static_cast<std::uint64_t>(k.align_b) << 16) ^ k.align_c);
+  mix((static_cast<std::uint64_t>(k.scale_mode_a) << 8) |
+      static_cast<std::uint64_t>(k.scale_mode_b));
   return h;
 }
 
@@ -119,6 +121,14 @@ const GemmEngine::Plan& GemmEngine::plan(const Key& key) {
       // partial sums to FP32 registers (DeepSeek-V3 sec. 3.3.2 promotes every 128 elements for
       // the same reason): fast accumulation stays off.
       set_desc(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, static_cast<std::int8_t>(0));
+      // Block scaling (--fp8-recipe blockwise, mxfp8): cuBLASLt's A is our B_q, its B our A_q.
+      if (key.scale_mode_a != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F ||
+          key.scale_mode_b != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F) {
+        set_desc(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
+                 static_cast<std::int32_t>(key.scale_mode_b));
+        set_desc(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
+                 static_cast<std::int32_t>(key.scale_mode_a));
+      }
     }
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, ab_type, u(key.trans_b ? key.k : key.n),
                                             u(key.trans_b ? key.n : key.k), key.ldb));
@@ -189,7 +199,7 @@ void GemmEngine::run(bool trans_a, bool trans_b, float alpha, const Mat& a, cons
 }
 
 const GemmEngine::Plan* GemmEngine::fp8_plan(std::int64_t m, std::int64_t n, std::int64_t k,
-                                             const Mat& c) {
+                                             const Mat& c, int scale_mode_a, int scale_mode_b) {
   MB_CHECK(k % 16 == 0 && is_float(c.dtype), "fp8 gemm: k " << k << ", C " << dtype_name(c.dtype));
   // Row-major C = A_q B_q^T with both copies K-major: in the generic key that is trans_a = false
   // (A_q is m x k) and trans_b = true (B_q is n x k), i.e. cuBLASLt's "TN" (its A = our B_q,
@@ -208,16 +218,18 @@ const GemmEngine::Plan* GemmEngine::fp8_plan(std::int64_t m, std::int64_t n, std
   key.align_b = 256;
   key.align_c = alignment_of(c);
   key.fp8 = true;
+  key.scale_mode_a = scale_mode_a;
+  key.scale_mode_b = scale_mode_b;
   const Plan& p = plan(key);
   return p.use_fallback ? nullptr : &p;
 }
 
 void GemmEngine::run_fp8(const Plan& p, float alpha, const void* a_q, const void* b_q,
-                         const float* descale_a, const float* descale_b, float beta, const Mat& c) {
+                         const void* descale_a, const void* descale_b, float beta, const Mat& c) {
   // The scale pointers change with every call (each GEMM's scalars live in scratch); the
   // descriptor is host data read when the call is enqueued, so setting them here is safe.
-  set_desc(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(descale_b));
-  set_desc(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(descale_a));
+  set_desc(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, descale_b);
+  set_desc(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, descale_a);
   CUBLAS_CHECK(cublasLtMatmul(lt_, p.desc, &alpha, b_q, p.a, a_q, p.b, &beta, c.data, p.c, c.data,
                               p.c, &p.algo, workspace_, workspace_bytes_, stream_));
 }

@@ -32,6 +32,11 @@ class SlowCompute final : public Compute {
     inner_->set_linear_precision(p);
     Compute::set_linear_precision(p);
   }
+  void set_fp8_recipe(Fp8Recipe r) override {
+    inner_->set_fp8_recipe(r);
+    Compute::set_fp8_recipe(r);
+  }
+  void begin_step() override { inner_->begin_step(); }
   Fp8GemmCounts fp8_gemm_counts() const override { return inner_->fp8_gemm_counts(); }
   int mark() override {
     pay();  // a phase's slowness stays in the phase
