@@ -165,30 +165,41 @@ nlohmann::ordered_json make_bench_report(const BenchRecord& r) {
     res["fp8_gemms"] = {{"fp8", r.fp8_counts->gemms}, {"bf16_fallbacks", r.fp8_counts->fallbacks}};
   }
   const double expert_reference = reference_dense_rate(r);
-  nlohmann::ordered_json cases = nlohmann::ordered_json::array();
-  for (const GemmCaseResult& g : r.experts.cases) {
-    const GroupedGemmCase& s = g.gemm;
-    cases.push_back({{"name", s.name},
-                     {"pass", s.pass},
-                     {"trans_a", s.trans_a},
-                     {"trans_b", s.trans_b},
-                     {"m", s.m},
-                     {"n", s.n},
-                     {"k", s.k},
-                     {"count", s.count},
-                     {"flops", s.flops()},
-                     {"time_s", to_json(g.time_s)},
-                     {"tflops", g.flop_rate() / 1e12},
-                     {"ratio_to_dense", rate(g.flop_rate(), expert_reference)}});
+  auto experts_json = [&](const ExpertGemmResult& e, const char* impl) {
+    nlohmann::ordered_json cases = nlohmann::ordered_json::array();
+    for (const GemmCaseResult& g : e.cases) {
+      const GroupedGemmCase& s = g.gemm;
+      cases.push_back({{"name", s.name},
+                       {"pass", s.pass},
+                       {"trans_a", s.trans_a},
+                       {"trans_b", s.trans_b},
+                       {"m", s.m},
+                       {"n", s.n},
+                       {"k", s.k},
+                       {"count", s.count},
+                       {"flops", s.flops()},
+                       {"time_s", to_json(g.time_s)},
+                       {"tflops", g.flop_rate() / 1e12},
+                       {"ratio_to_dense", rate(g.flop_rate(), expert_reference)}});
+    }
+    const double ratio = rate(e.flop_rate(), expert_reference);
+    return nlohmann::ordered_json{{"implementation", impl},
+                                  {"cases", cases},
+                                  {"flops", e.flops()},
+                                  {"time_s", e.time_s()},
+                                  {"tflops", e.flop_rate() / 1e12},
+                                  {"ratio_to_dense", ratio},
+                                  {"target_ratio", kExpertGemmTargetRatio},
+                                  {"meets_target", ratio >= kExpertGemmTargetRatio}};
+  };
+  res["expert_gemms"] = experts_json(r.experts, "loop");
+  if (r.experts_grouped) {
+    res["expert_gemms_grouped"] = experts_json(*r.experts_grouped, "grouped");
+    res["faster_expert_gemms"] =
+        r.experts_grouped->time_s() < r.experts.time_s() ? "grouped" : "loop";
+  } else {
+    res["expert_gemms_grouped"] = nullptr;
   }
-  const double ratio = rate(r.experts.flop_rate(), expert_reference);
-  res["expert_gemms"] = {{"cases", cases},
-                         {"flops", r.experts.flops()},
-                         {"time_s", r.experts.time_s()},
-                         {"tflops", r.experts.flop_rate() / 1e12},
-                         {"ratio_to_dense", ratio},
-                         {"target_ratio", kExpertGemmTargetRatio},
-                         {"meets_target", ratio >= kExpertGemmTargetRatio}};
   nlohmann::ordered_json stacks = nlohmann::ordered_json::array();
   for (const LayerStackResult& s : r.stacks) stacks.push_back(stack_json(s, r.peak));
   res["layer_stacks"] = stacks;
@@ -240,23 +251,31 @@ std::string format_bench_table(const BenchRecord& r) {
   const double expert_reference = reference_dense_rate(r);
 
   char line[160];
-  std::snprintf(line, sizeof line, "# %-14s %5s %7s %7s %7s %10s %9s %9s\n", "expert GEMMs",
-                "count", "m", "n", "k", "time(ms)", "TFLOP/s", "vs dense");
-  os << line;
-  for (const GemmCaseResult& g : r.experts.cases) {
-    const GroupedGemmCase& s = g.gemm;
-    std::snprintf(line, sizeof line, "  %-14s %5lld %7lld %7lld %7lld %10.3f %9.4g %9.3f\n",
-                  s.name.c_str(), static_cast<long long>(s.count), static_cast<long long>(s.m),
-                  static_cast<long long>(s.n), static_cast<long long>(s.k), g.time_s.median * 1e3,
-                  g.flop_rate() / 1e12, rate(g.flop_rate(), expert_reference));
+  auto experts_table = [&](const ExpertGemmResult& e, const char* title) {
+    std::snprintf(line, sizeof line, "# %-14s %5s %7s %7s %7s %10s %9s %9s\n", title, "count", "m",
+                  "n", "k", "time(ms)", "TFLOP/s", "vs dense");
     os << line;
+    for (const GemmCaseResult& g : e.cases) {
+      const GroupedGemmCase& s = g.gemm;
+      std::snprintf(line, sizeof line, "  %-14s %5lld %7lld %7lld %7lld %10.3f %9.4g %9.3f\n",
+                    s.name.c_str(), static_cast<long long>(s.count), static_cast<long long>(s.m),
+                    static_cast<long long>(s.n), static_cast<long long>(s.k), g.time_s.median * 1e3,
+                    g.flop_rate() / 1e12, rate(g.flop_rate(), expert_reference));
+      os << line;
+    }
+    const double ratio = rate(e.flop_rate(), expert_reference);
+    std::snprintf(line, sizeof line,
+                  "  %-14s %5s %7s %7s %7s %10.3f %9.4g %9.3f  (target >= %.2f: %s)\n", "all six",
+                  "", "", "", "", e.time_s() * 1e3, e.flop_rate() / 1e12, ratio,
+                  kExpertGemmTargetRatio, ratio >= kExpertGemmTargetRatio ? "met" : "missed");
+    os << line << "#\n";
+  };
+  experts_table(r.experts, "expert GEMMs");
+  if (r.experts_grouped) {
+    experts_table(*r.experts_grouped, "grouped GEMM");
+    os << "# faster: " << (r.experts_grouped->time_s() < r.experts.time_s() ? "grouped" : "loop")
+       << " (--grouped-gemm)\n#\n";
   }
-  const double ratio = rate(r.experts.flop_rate(), expert_reference);
-  std::snprintf(line, sizeof line,
-                "  %-14s %5s %7s %7s %7s %10.3f %9.4g %9.3f  (target >= %.2f: %s)\n", "all six", "",
-                "", "", "", r.experts.time_s() * 1e3, r.experts.flop_rate() / 1e12, ratio,
-                kExpertGemmTargetRatio, ratio >= kExpertGemmTargetRatio ? "met" : "missed");
-  os << line << "#\n";
 
   std::snprintf(line, sizeof line, "# %-7s %10s %8s %8s %12s %8s %8s %10s\n", "layers", "step(ms)",
                 "TFLOP/s", "of peak", "fwd+bwd(ms)", "TFLOP/s", "of peak", "tokens/s");

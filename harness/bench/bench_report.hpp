@@ -86,7 +86,10 @@ struct BenchRecord {
   // The same n through linear_gemm in FP8 (cuda: always where the device has FP8 tensor cores;
   // cpu: the emulation, with --precision fp8 only).
   std::optional<DenseGemmResult> dense_fp8;
-  ExpertGemmResult experts;                 // in the step's precision (--precision)
+  ExpertGemmResult experts;  // in the step's precision (--precision), one GEMM each
+  // The same cases as one cuBLAS grouped GEMM each (--grouped-gemm grouped), where the backend
+  // has it and the precision is not fp8.
+  std::optional<ExpertGemmResult> experts_grouped;
   std::optional<Fp8GemmCounts> fp8_counts;  // --precision fp8, over the whole probe
   std::vector<LayerStackResult> stacks;     // one per --layers value
 };

@@ -148,7 +148,9 @@ DenseGemmResult measure_dense(Compute& c, std::int64_t n, int warmup, int iterat
   return r;
 }
 
-GemmCaseResult measure_grouped(Compute& c, const GroupedGemmCase& g, int warmup, int iterations) {
+GemmCaseResult measure_grouped(Compute& c, const GroupedGemmCase& g, int warmup, int iterations,
+                               GroupedGemmImpl impl) {
+  c.set_grouped_gemm_impl(impl);
   const double bpe = static_cast<double>(dtype_size(c.activation_dtype()));
   const std::int64_t e = g.count;
   check_fits(bpe * static_cast<double>(e) *
@@ -172,6 +174,7 @@ GemmCaseResult measure_grouped(Compute& c, const GroupedGemmCase& g, int warmup,
   // linear_grouped_gemm: the experts' GEMMs in the step's precision (--precision).
   r.time_s = time_calls(c, warmup, iterations,
                         [&] { c.linear_grouped_gemm(g.trans_a, g.trans_b, 1.0f, problems, 0.0f); });
+  c.set_grouped_gemm_impl(GroupedGemmImpl::loop);
   return r;
 }
 
@@ -287,10 +290,30 @@ int bench_command(const CliOptions& o) {
     r.dense_fp8 = measure_dense(c, plan.gemm_n, b.warmup, b.iterations, LinearPrecision::fp8);
   }
   progress("expert grouped GEMMs");
-  for (const GroupedGemmCase& g :
-       expert_gemm_cases(plan.share.local_experts, plan.share.rows_per_expert,
-                         plan.model.hidden_size, plan.model.moe_intermediate_size)) {
-    r.experts.cases.push_back(measure_grouped(c, g, b.warmup, b.iterations));
+  const std::vector<GroupedGemmCase> expert_cases =
+      expert_gemm_cases(plan.share.local_experts, plan.share.rows_per_expert,
+                        plan.model.hidden_size, plan.model.moe_intermediate_size);
+  for (const GroupedGemmCase& g : expert_cases) {
+    r.experts.cases.push_back(measure_grouped(c, g, b.warmup, b.iterations, GroupedGemmImpl::loop));
+  }
+  // One grouped call per case beside the loop, where the backend has one (cuda) and the GEMMs
+  // are BF16 (fp8 scales each expert's operands on their own, one GEMM each).
+  bool grouped = !fp8;
+  if (grouped) {
+    try {
+      c.set_grouped_gemm_impl(GroupedGemmImpl::grouped);
+      c.set_grouped_gemm_impl(GroupedGemmImpl::loop);
+    } catch (const UsageError&) {
+      grouped = false;
+    }
+  }
+  if (grouped) {
+    progress("expert GEMMs as one grouped GEMM each");
+    ExpertGemmResult g;
+    for (const GroupedGemmCase& e : expert_cases) {
+      g.cases.push_back(measure_grouped(c, e, b.warmup, b.iterations, GroupedGemmImpl::grouped));
+    }
+    r.experts_grouped = std::move(g);
   }
   for (const RunConfig& config : plan.stacks) {
     progress(std::to_string(config.workload.layers) + "-layer training step");

@@ -103,6 +103,9 @@ void add_workload_flags(CLI::App* app, WorkloadFlags& w, NamedFlags& n) {
   app->add_option("--precision", n.precision,
                   "arithmetic: fp32 (cpu backend), bf16 (cuda backend), or fp8 (the linear "
                   "layers' GEMMs in E4M3; emulated on the cpu backend); default the backend's own");
+  app->add_option("--grouped-gemm", w.grouped_gemm,
+                  "loop (one GEMM per expert, default) or grouped (one cuBLAS grouped GEMM over "
+                  "the local experts, BF16; --backend cuda)");
   app->add_option("--fp8-recipe", n.fp8_recipe,
                   "with --precision fp8: tensor (one scale per tensor, default), blockwise "
                   "(DeepSeek-V3: 1x128 activation tiles, 128x128 weight blocks; Hopper) or mxfp8 "
@@ -557,6 +560,7 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
   if (!precision && rec) precision = run_precision(*rec);
   c.precision = resolve_precision(c.backend, precision);
   c.fp8_recipe = resolve_fp8_recipe(w.fp8_recipe, c.precision);
+  c.grouped_gemm = parse_grouped_gemm_impl(w.grouped_gemm);
   check_timeout(o.timeout_s);
   c.comm_timeout_s = o.timeout_s;
   check_health_flags(o.health_mad, o.health_min_slowdown);

@@ -61,6 +61,7 @@ Setup prepare(const CliOptions& o, MpiRuntime& rt) {
       s.config.inject->rank == rt.rank()) {
     s.compute = make_slow_compute(std::move(s.compute), s.config.inject->factor);
   }
+  s.compute->set_grouped_gemm_impl(s.config.grouped_gemm);  // UsageError on the cpu backend
   if (s.config.precision == Precision::fp8) {
     // UsageError where the device has no FP8 tensor cores.
     s.compute->set_linear_precision(LinearPrecision::fp8);

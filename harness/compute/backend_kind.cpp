@@ -20,6 +20,18 @@ const char* to_string(Precision p) {
   return "?";
 }
 
+const char* to_string(GroupedGemmImpl g) {
+  return g == GroupedGemmImpl::loop ? "loop" : "grouped";
+}
+
+GroupedGemmImpl parse_grouped_gemm_impl(const std::string& text) {
+  if (text == "loop") return GroupedGemmImpl::loop;
+  if (text == "grouped") return GroupedGemmImpl::grouped;
+  throw UsageError("--grouped-gemm " + text +
+                   ": expected loop (one GEMM per expert) or grouped (one cuBLAS grouped GEMM "
+                   "over the local experts; --backend cuda)");
+}
+
 ComputeBackend parse_compute_backend(const std::string& text) {
   if (text == "cpu") return ComputeBackend::cpu;
   if (text == "cuda") return ComputeBackend::cuda;

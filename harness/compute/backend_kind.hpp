@@ -13,8 +13,14 @@ enum class ComputeBackend { cpu, cuda };
 // linear layers' GEMMs in E4M3 with per-tensor scales, everything else the backend's own.
 enum class Precision { fp32, bf16, fp8 };
 
+// How the experts' grouped GEMMs run (--grouped-gemm): one GEMM per expert in order, or one
+// grouped call over all of them (cuBLAS's cublasGemmGroupedBatchedEx; cuda, BF16 only).
+enum class GroupedGemmImpl { loop, grouped };
+
 const char* to_string(ComputeBackend b);
 const char* to_string(Precision p);
+const char* to_string(GroupedGemmImpl g);
+GroupedGemmImpl parse_grouped_gemm_impl(const std::string& text);
 
 // UsageError naming the valid values ("--backend tpu: unknown compute backend 'tpu'; valid: cpu,
 // cuda").

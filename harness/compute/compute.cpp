@@ -159,6 +159,15 @@ void Compute::do_grouped_gemm(bool trans_a, bool trans_b, float alpha,
   for (const GemmProblem& g : p) do_gemm(trans_a, trans_b, alpha, g.a, g.b, beta, g.c);
 }
 
+void Compute::set_grouped_gemm_impl(GroupedGemmImpl g) {
+  if (g != GroupedGemmImpl::loop) {
+    throw UsageError("--grouped-gemm " + std::string(to_string(g)) +
+                     " is not available with --backend " + name() +
+                     " (it has no grouped GEMM); valid: loop");
+  }
+  grouped_impl_ = g;
+}
+
 void Compute::set_linear_precision(LinearPrecision p) {
   if (p != LinearPrecision::standard) {
     throw UsageError("--precision fp8 is not available with --backend " + name());

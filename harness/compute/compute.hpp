@@ -134,6 +134,10 @@ class Compute {
   // recipe (cuda: blockwise needs Hopper, mxfp8 Blackwell). The host backend emulates all three.
   virtual void set_fp8_recipe(Fp8Recipe r) { fp8_recipe_ = r; }
   Fp8Recipe fp8_recipe() const { return fp8_recipe_; }
+  // How grouped_gemm() runs (--grouped-gemm); UsageError where the backend has no grouped GEMM
+  // (the host backend runs one GEMM per expert only).
+  virtual void set_grouped_gemm_impl(GroupedGemmImpl g);
+  GroupedGemmImpl grouped_gemm_impl() const { return grouped_impl_; }
   // A new training step: the weights may have changed (the optimiser ran, or parameters were
   // gathered), so quantised weight copies are dropped.
   virtual void begin_step() {}
@@ -262,6 +266,7 @@ class Compute {
 
   LinearPrecision linear_precision_ = LinearPrecision::standard;
   Fp8Recipe fp8_recipe_ = Fp8Recipe::tensor;
+  GroupedGemmImpl grouped_impl_ = GroupedGemmImpl::loop;
 
  private:
   // The shared checks: a valid view; float (FP32 or the storage type); a given dtype and shape.

@@ -111,6 +111,27 @@ TEST_CASE("bench report: the fp8 dense rate beside the bf16 one, and experts aga
   CHECK(format_bench_table(r).find("in fp8") != std::string::npos);
 }
 
+TEST_CASE("bench report: the grouped GEMM beside the loop, and which is faster") {
+  BenchRecord r = sample_record(989.0);
+  nlohmann::ordered_json j = make_bench_report(r);
+  CHECK(j["results"]["expert_gemms"]["implementation"] == "loop");
+  CHECK(j["results"]["expert_gemms_grouped"].is_null());
+  CHECK(j["results"].count("faster_expert_gemms") == 0);
+  ExpertGemmResult g;
+  for (const GemmCaseResult& c : r.experts.cases) {
+    g.cases.push_back({c.gemm, constant(c.gemm.flops() / 950e12)});  // faster than 900
+  }
+  r.experts_grouped = g;
+  j = make_bench_report(r);
+  CHECK(j["results"]["expert_gemms_grouped"]["implementation"] == "grouped");
+  CHECK(j["results"]["expert_gemms_grouped"]["tflops"].get<double>() ==
+        doctest::Approx(950).epsilon(1e-9));
+  CHECK(j["results"]["faster_expert_gemms"] == "grouped");
+  CHECK(format_bench_table(r).find("# faster: grouped (--grouped-gemm)") != std::string::npos);
+  for (GemmCaseResult& c : r.experts_grouped->cases) c.time_s = constant(c.gemm.flops() / 850e12);
+  CHECK(make_bench_report(r)["results"]["faster_expert_gemms"] == "loop");
+}
+
 TEST_CASE("bench report: without a peak the fractions are null and the target can be missed") {
   BenchRecord r = sample_record(std::nullopt);
   for (GemmCaseResult& c : r.experts.cases) c.time_s = constant(c.gemm.flops() / 800e12);

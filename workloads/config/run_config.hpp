@@ -102,6 +102,8 @@ struct RunConfig {
   Precision precision = Precision::fp32;
   // How fp8 scales (--fp8-recipe; only with precision fp8).
   Fp8Recipe fp8_recipe = Fp8Recipe::tensor;
+  // How the experts' GEMMs run (--grouped-gemm).
+  GroupedGemmImpl grouped_gemm = GroupedGemmImpl::loop;
   // fp8 on a backend without FP8 arithmetic (cpu): E4M3-rounded values in FP32 GEMMs, the
   // numerics of FP8 without its speed.
   bool fp8_emulated() const {

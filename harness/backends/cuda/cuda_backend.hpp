@@ -183,6 +183,7 @@ class CudaCompute final : public CudaComputeApi {
   void set_fp8_recipe(Fp8Recipe r) override;
   // Frees the weights' quantised copies, on the stream.
   void begin_step() override;
+  void set_grouped_gemm_impl(GroupedGemmImpl g) override { grouped_impl_ = g; }
 
   std::optional<DeviceInfo> device_info() const override { return info_; }
   int device() const override { return device_; }
@@ -209,6 +210,10 @@ class CudaCompute final : public CudaComputeApi {
   void do_fill(const Mat& x, float value) override;
   void do_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b, float beta,
                const Mat& c) override;
+  // --grouped-gemm grouped: one cublasGemmGroupedBatchedEx over the problems (gemm.cu); the
+  // loop otherwise, or where the problems are not all BF16 x BF16 into one C dtype.
+  void do_grouped_gemm(bool trans_a, bool trans_b, float alpha, std::span<const GemmProblem> p,
+                       float beta) override;
   // One linear GEMM in FP8 (fp8.cu), or the BF16 path where cuBLASLt has no FP8 algorithm.
   void do_fp8_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b, float beta,
                    const Mat& c) override;
@@ -258,6 +263,7 @@ class CudaCompute final : public CudaComputeApi {
   cublasHandle_t cublas_ = nullptr;
   std::unique_ptr<GemmEngine> gemm_;  // created after the handles, destroyed before them
   DeviceScratch scratch_;
+  DeviceScratch group_pointers_;  // the grouped GEMM's device pointer arrays
   // The FP8 GEMM's quantised operands and per-tensor scalars (amax, descale), apart from
   // scratch_ because gemm() may use that one for the same call's BF16 fallback.
   DeviceScratch fp8_scratch_;

@@ -411,6 +411,10 @@ std::string CudaCompute::gemm_path() const {
 }
 
 std::string CudaCompute::grouped_gemm_path() const {
+  if (grouped_impl_ == GroupedGemmImpl::grouped && linear_precision_ != LinearPrecision::fp8) {
+    return "one cublasGemmGroupedBatchedEx over the local experts (bf16 A/B, fp32 compute; "
+           "problems with an fp32 operand run one cublasLt GEMM each)";
+  }
   return std::string("one cublasLt GEMM per problem, in order on the compute stream") +
          (linear_precision_ == LinearPrecision::fp8
               ? " (fp8 e4m3, the recipe's scales per problem's operands)"

@@ -266,4 +266,61 @@ void CudaCompute::do_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a_
   gemm_->run(trans_a, trans_b, alpha, a, b, beta, c);
 }
 
+// One grouped call for the experts: row-major C_i = op(A_i) op(B_i) is column-major
+// C_i^T = op(B_i)^T op(A_i)^T, as in GemmEngine::run, each problem its own group of one (the
+// experts' row counts differ). cuBLAS picks its kernels itself, so a new token count costs no
+// heuristic query. The pointer arrays go to the device through the pinned staging and a scratch
+// buffer of their own, ordered on the stream like everything else; the host arrays are read when
+// the call is enqueued.
+void CudaCompute::do_grouped_gemm(bool trans_a, bool trans_b, float alpha,
+                                  std::span<const GemmProblem> p, float beta) {
+  bool grouped = grouped_impl_ == GroupedGemmImpl::grouped;
+  DType c_dtype = DType::bf16;
+  std::vector<const GemmProblem*> run;
+  for (const GemmProblem& g : p) {
+    const auto [m, n, k] = gemm_shape(trans_a, trans_b, g.a, g.b, g.c);
+    if (m == 0 || n == 0) continue;
+    if (k == 0) {
+      scale_in_place(g.c, beta);  // an empty sum
+      continue;
+    }
+    if (g.a.dtype != DType::bf16 || g.b.dtype != DType::bf16) grouped = false;
+    if (run.empty()) c_dtype = g.c.dtype;
+    if (g.c.dtype != c_dtype) grouped = false;
+    run.push_back(&g);
+  }
+  if (!grouped || run.size() < 2) {
+    for (const GemmProblem* g : run) do_gemm(trans_a, trans_b, alpha, g->a, g->b, beta, g->c);
+    return;
+  }
+  const std::size_t count = run.size();
+  std::vector<cublasOperation_t> op_a(count, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N);
+  std::vector<cublasOperation_t> op_b(count, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N);
+  std::vector<int> ms(count), ns(count), ks(count), lda(count), ldb(count), ldc(count);
+  std::vector<int> sizes(count, 1);
+  std::vector<float> alphas(count, alpha), betas(count, beta);
+  std::vector<const void*> pointers(3 * count);  // cuBLAS's A (our B), B (our A), C
+  for (std::size_t i = 0; i < count; ++i) {
+    const GemmProblem& g = *run[i];
+    const auto [m, n, k] = gemm_shape(trans_a, trans_b, g.a, g.b, g.c);
+    ms[i] = as_int(n, "grouped gemm N");
+    ns[i] = as_int(m, "grouped gemm M");
+    ks[i] = as_int(k, "grouped gemm K");
+    lda[i] = as_int(g.b.ld, "ldb");
+    ldb[i] = as_int(g.a.ld, "lda");
+    ldc[i] = as_int(g.c.ld, "ldc");
+    pointers[i] = g.b.data;
+    pointers[count + i] = g.a.data;
+    pointers[2 * count + i] = g.c.data;
+  }
+  const std::size_t bytes = pointers.size() * sizeof(void*);
+  auto* device_pointers = static_cast<const void**>(group_pointers_.get(bytes, stream_));
+  staging_.copy_to_device(device_pointers, pointers.data(), bytes, stream_);
+  CUBLAS_CHECK(cublasGemmGroupedBatchedEx(
+      cublas_, op_a.data(), op_b.data(), ms.data(), ns.data(), ks.data(), alphas.data(),
+      device_pointers, CUDA_R_16BF, lda.data(), device_pointers + count, CUDA_R_16BF, ldb.data(),
+      betas.data(), const_cast<void* const*>(device_pointers + 2 * count), cuda_type(c_dtype),
+      ldc.data(), static_cast<int>(count), sizes.data(), CUBLAS_COMPUTE_32F));
+}
+
 }  // namespace moebench::cuda

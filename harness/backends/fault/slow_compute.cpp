@@ -37,6 +37,10 @@ class SlowCompute final : public Compute {
     Compute::set_fp8_recipe(r);
   }
   void begin_step() override { inner_->begin_step(); }
+  void set_grouped_gemm_impl(GroupedGemmImpl g) override {
+    inner_->set_grouped_gemm_impl(g);
+    grouped_impl_ = g;
+  }
   Fp8GemmCounts fp8_gemm_counts() const override { return inner_->fp8_gemm_counts(); }
   int mark() override {
     pay();  // a phase's slowness stays in the phase
