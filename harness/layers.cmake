@@ -189,7 +189,15 @@ if(MOEBENCH_HAVE_CUDA)
   # One shared CUDA runtime for the whole process (the host code links CUDA::cudart too).
   set_target_properties(mb_cuda PROPERTIES CUDA_RUNTIME_LIBRARY Shared)
   # -lineinfo: source lines in profiles at no run-time cost.
-  target_compile_options(mb_cuda PRIVATE -lineinfo -Xcompiler=-Wall)
+  target_compile_options(mb_cuda PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:-lineinfo;-Xcompiler=-Wall>")
+  if(MOEBENCH_HAVE_CUDNN)
+    # attention_cudnn.cpp: cudnn-frontend's headers as system headers (their warnings are not ours).
+    target_compile_definitions(mb_cuda PRIVATE MOEBENCH_HAVE_CUDNN=1)
+    target_include_directories(mb_cuda SYSTEM PRIVATE ${CUDNN_FRONTEND_INCLUDE_DIR}
+                               ${CUDNN_INCLUDE_DIR})
+    # cudnn-frontend compiles some of its engines at run time with NVRTC.
+    target_link_libraries(mb_cuda PRIVATE ${CUDNN_LIBRARY} CUDA::nvrtc)
+  endif()
 endif()
 moebench_module(nccl LAYER backends DIRS harness/backends/nccl DEPS cuda mpi in_flight
                 BUILD MOEBENCH_HAVE_NCCL LIBS ${NCCL_LIBRARY} CUDA::cudart)

@@ -103,6 +103,10 @@ void add_workload_flags(CLI::App* app, WorkloadFlags& w, NamedFlags& n) {
   app->add_option("--precision", n.precision,
                   "arithmetic: fp32 (cpu backend), bf16 (cuda backend), or fp8 (the linear "
                   "layers' GEMMs in E4M3; emulated on the cpu backend); default the backend's own");
+  app->add_option("--attention-impl", w.attention_impl,
+                  "auto (cuDNN's fused flash attention where the binary has it and cuDNN takes the "
+                  "shape, default), cudnn (or exit 2), gemm (batched GEMMs around a fused "
+                  "softmax; the cpu backend's own loops)");
   app->add_option("--grouped-gemm", w.grouped_gemm,
                   "loop (one GEMM per expert, default) or grouped (one cuBLAS grouped GEMM over "
                   "the local experts, BF16; --backend cuda)");
@@ -561,6 +565,7 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
   c.precision = resolve_precision(c.backend, precision);
   c.fp8_recipe = resolve_fp8_recipe(w.fp8_recipe, c.precision);
   c.grouped_gemm = parse_grouped_gemm_impl(w.grouped_gemm);
+  c.attention_impl = parse_attention_impl(w.attention_impl);
   check_timeout(o.timeout_s);
   c.comm_timeout_s = o.timeout_s;
   check_health_flags(o.health_mad, o.health_min_slowdown);

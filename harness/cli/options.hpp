@@ -53,6 +53,7 @@ struct WorkloadFlags {
   std::optional<Precision> precision;   // none: the backend's own (cpu fp32, cuda bf16)
   std::optional<Fp8Recipe> fp8_recipe;  // none: tensor
   std::string grouped_gemm = "loop";    // --grouped-gemm
+  std::string attention_impl = "auto";  // --attention-impl
   int blas_threads = 1;
   std::string comm_barrier = "on";
   std::string overlap = "on";

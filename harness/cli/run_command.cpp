@@ -62,6 +62,7 @@ Setup prepare(const CliOptions& o, MpiRuntime& rt) {
     s.compute = make_slow_compute(std::move(s.compute), s.config.inject->factor);
   }
   s.compute->set_grouped_gemm_impl(s.config.grouped_gemm);  // UsageError on the cpu backend
+  s.compute->set_attention_impl(s.config.attention_impl);   // UsageError: cudnn where there is none
   if (s.config.precision == Precision::fp8) {
     // UsageError where the device has no FP8 tensor cores.
     s.compute->set_linear_precision(LinearPrecision::fp8);

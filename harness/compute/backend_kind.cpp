@@ -32,6 +32,27 @@ GroupedGemmImpl parse_grouped_gemm_impl(const std::string& text) {
                    "over the local experts; --backend cuda)");
 }
 
+const char* to_string(AttentionImpl a) {
+  switch (a) {
+    case AttentionImpl::automatic:
+      return "auto";
+    case AttentionImpl::cudnn:
+      return "cudnn";
+    case AttentionImpl::gemm:
+      return "gemm";
+  }
+  return "?";
+}
+
+AttentionImpl parse_attention_impl(const std::string& text) {
+  if (text == "auto") return AttentionImpl::automatic;
+  if (text == "cudnn") return AttentionImpl::cudnn;
+  if (text == "gemm") return AttentionImpl::gemm;
+  throw UsageError("--attention-impl " + text +
+                   ": expected auto (cuDNN's flash attention where available, the default), cudnn "
+                   "or gemm (batched GEMMs around a fused softmax)");
+}
+
 ComputeBackend parse_compute_backend(const std::string& text) {
   if (text == "cpu") return ComputeBackend::cpu;
   if (text == "cuda") return ComputeBackend::cuda;

@@ -22,6 +22,13 @@ const char* to_string(Precision p);
 const char* to_string(GroupedGemmImpl g);
 GroupedGemmImpl parse_grouped_gemm_impl(const std::string& text);
 
+// How core attention runs (--attention-impl): `automatic` ("auto"): cuDNN's fused flash attention
+// where the binary has it and cuDNN takes the shape, else the backend's own; `cudnn`: cuDNN or
+// a usage error; `gemm`: the backend's own (cuda: batched GEMMs around a fused softmax).
+enum class AttentionImpl { automatic, cudnn, gemm };
+const char* to_string(AttentionImpl a);
+AttentionImpl parse_attention_impl(const std::string& text);
+
 // UsageError naming the valid values ("--backend tpu: unknown compute backend 'tpu'; valid: cpu,
 // cuda").
 ComputeBackend parse_compute_backend(const std::string& text);

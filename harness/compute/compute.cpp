@@ -168,6 +168,14 @@ void Compute::set_grouped_gemm_impl(GroupedGemmImpl g) {
   grouped_impl_ = g;
 }
 
+void Compute::set_attention_impl(AttentionImpl a) {
+  if (a == AttentionImpl::cudnn) {
+    throw UsageError("--attention-impl cudnn is not available with --backend " + name() +
+                     " (cuDNN runs on the cuda backend); valid: auto or gemm");
+  }
+  attention_impl_ = a;
+}
+
 void Compute::set_linear_precision(LinearPrecision p) {
   if (p != LinearPrecision::standard) {
     throw UsageError("--precision fp8 is not available with --backend " + name());

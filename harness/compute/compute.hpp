@@ -138,6 +138,9 @@ class Compute {
   // (the host backend runs one GEMM per expert only).
   virtual void set_grouped_gemm_impl(GroupedGemmImpl g);
   GroupedGemmImpl grouped_gemm_impl() const { return grouped_impl_; }
+  // How attention runs (--attention-impl); UsageError for cudnn where the backend has no cuDNN.
+  virtual void set_attention_impl(AttentionImpl a);
+  AttentionImpl attention_impl() const { return attention_impl_; }
   // A new training step: the weights may have changed (the optimiser ran, or parameters were
   // gathered), so quantised weight copies are dropped.
   virtual void begin_step() {}
@@ -267,6 +270,7 @@ class Compute {
   LinearPrecision linear_precision_ = LinearPrecision::standard;
   Fp8Recipe fp8_recipe_ = Fp8Recipe::tensor;
   GroupedGemmImpl grouped_impl_ = GroupedGemmImpl::loop;
+  AttentionImpl attention_impl_ = AttentionImpl::automatic;
 
  private:
   // The shared checks: a valid view; float (FP32 or the storage type); a given dtype and shape.

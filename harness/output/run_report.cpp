@@ -59,6 +59,7 @@ ojson config_json(const RunConfig& c) {
                      {"weight_decay", c.adamw.weight_decay}};
   j["precision"] = to_string(c.precision);
   j["grouped_gemm"] = to_string(c.grouped_gemm);
+  j["attention_impl"] = to_string(c.attention_impl);
   if (c.precision == Precision::fp8) {
     // What fp8 changes and what it keeps: the linear layers' GEMM inputs, not the storage.
     j["fp8"] = ojson{{"format", "e4m3"},

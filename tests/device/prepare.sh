@@ -14,6 +14,7 @@
 #                             that maps the plain CBLAS names the cpu backend calls onto it)
 #   include/{CLI,nlohmann,doctest,valijson,openssl}, their CMake package files, and
 #   lib/libcrypto.so.3        copied from this machine's distribution packages
+#   include/cudnn_frontend*   cudnn-frontend's headers (third_party/fetch-cudnn-frontend.sh)
 #
 # Downloads go to tests/device/.cache/downloads (not carried). Both folders are git-ignored.
 # Usage: bash tests/device/prepare.sh        (idempotent; prints the carried size)
@@ -111,6 +112,10 @@ sed -i 's|^set(_IMPORT_PREFIX "/usr")$|get_filename_component(_IMPORT_PREFIX "${
 grep -q '"/usr"' "$deps/lib/cmake/doctest/doctestTargets.cmake" &&
   die "doctestTargets.cmake still names /usr"
 
+# cudnn-frontend's headers (the cuda backend's cuDNN attention), from its PyPI wheel.
+"$here/../../third_party/fetch-cudnn-frontend.sh" "$deps" >/dev/null ||
+  die "could not fetch cudnn-frontend's headers (third_party/fetch-cudnn-frontend.sh)"
+
 pkg_version() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo unknown; }
 {
   echo "prepared $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -srm)"
@@ -121,6 +126,7 @@ pkg_version() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo unknown; 
   echo "doctest-dev $(pkg_version doctest-dev)"
   echo "libvalijson-dev $(pkg_version libvalijson-dev)"
   echo "libssl-dev $(pkg_version libssl-dev)"
+  echo "cudnn-frontend headers ${CUDNN_FRONTEND_VERSION:-1.32.0}"
 } >"$deps/MANIFEST"
 
 rm -rf "$unpack"

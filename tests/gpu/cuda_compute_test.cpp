@@ -450,24 +450,42 @@ void run_attention(const AttentionShape& s) {
   check_twin(dk, kChained, "attention dk");
 }
 
+// Both implementations on the device: the batched GEMMs, and cuDNN's fused flash attention
+// (--attention-impl cudnn) where the binary has it; the same tolerances, since both keep the
+// softmax in FP32 and round P and the outputs to BF16 once. A device without cuDNN attention
+// says so and skips it.
 TEST_CASE("attention with MLA's head dims (192 for q/k, 128 for v), causal and not") {
-  AttentionShape s;
-  s.batch = 2;
-  s.seq_len = 48;
-  s.heads = 3;
-  s.qk_dim = 192;
-  s.v_dim = 128;
-  s.scale = 1.0f / std::sqrt(192.0f);
-  run_attention(s);
-  s.causal = false;
-  s.seq_len = 33;
-  run_attention(s);
+  for (AttentionImpl impl : {AttentionImpl::gemm, AttentionImpl::cudnn}) {
+    CAPTURE(to_string(impl));
+    try {
+      dev().set_attention_impl(impl);
+    } catch (const UsageError& e) {
+      MESSAGE("skipped on this device: " << e.what());
+      continue;
+    }
+    AttentionShape s;
+    s.batch = 2;
+    s.seq_len = 48;
+    s.heads = 3;
+    s.qk_dim = 192;
+    s.v_dim = 128;
+    s.scale = 1.0f / std::sqrt(192.0f);
+    run_attention(s);
+    s.causal = false;
+    s.seq_len = 33;
+    run_attention(s);
+    if (cuda_api() != nullptr && impl == AttentionImpl::cudnn) {
+      CHECK(cuda_api()->attention_path().find("cuDNN fused flash attention") == 0);
+    }
+    dev().set_attention_impl(AttentionImpl::automatic);
+  }
 }
 
 TEST_CASE("attention split into chunks of heads gives the same result") {
   CudaComputeApi* api = cuda_api();
   if (api == nullptr) return;
-  api->set_attention_score_budget(1);  // one head per chunk
+  api->set_attention_impl(AttentionImpl::gemm);  // the chunks are the batched GEMMs'
+  api->set_attention_score_budget(1);            // one head per chunk
   AttentionShape s;
   s.batch = 1;
   s.seq_len = 64;
@@ -477,6 +495,7 @@ TEST_CASE("attention split into chunks of heads gives the same result") {
   s.scale = 1.0f / std::sqrt(192.0f);
   run_attention(s);
   api->set_attention_score_budget(std::size_t{1} << 30);
+  api->set_attention_impl(AttentionImpl::automatic);
 }
 
 // The smallest gap between two choice scores (score + bias) of a token: a near-tie lets the

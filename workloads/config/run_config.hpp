@@ -104,6 +104,8 @@ struct RunConfig {
   Fp8Recipe fp8_recipe = Fp8Recipe::tensor;
   // How the experts' GEMMs run (--grouped-gemm).
   GroupedGemmImpl grouped_gemm = GroupedGemmImpl::loop;
+  // How core attention runs (--attention-impl).
+  AttentionImpl attention_impl = AttentionImpl::automatic;
   // fp8 on a backend without FP8 arithmetic (cpu): E4M3-rounded values in FP32 GEMMs, the
   // numerics of FP8 without its speed.
   bool fp8_emulated() const {

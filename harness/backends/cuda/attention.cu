@@ -155,6 +155,12 @@ void CudaCompute::do_attention_forward(const AttentionShape& s, const Mat& q, co
   require_bf16(
       {{&q, "attention q"}, {&k, "attention k"}, {&v, "attention v"}, {&out, "attention out"}});
   if (s.batch == 0) return;
+  if (use_cudnn(s, q, k, v, out, stats)) {
+    ++cudnn_attention_calls_;
+    cudnn_->forward(s, q, k, v, out, stats);
+    return;
+  }
+  ++gemm_attention_calls_;
   const std::int64_t t = s.seq_len;
   const std::int64_t hc = chunk_heads(s, sizeof(float) + sizeof(bf16), score_budget_);
   const auto n = static_cast<std::size_t>(hc * t * t);
@@ -192,6 +198,11 @@ void CudaCompute::do_attention_backward(const AttentionShape& s, const Mat& q, c
                 {&dq, "attention dq"},
                 {&dk, "attention dk"},
                 {&dv, "attention dv"}});
+  // The forward's choice for this shape (the stats are the implementation's own).
+  if (s.batch > 0 && use_cudnn(s, q, k, v, out, stats)) {
+    cudnn_->backward(s, q, k, v, out, dout, stats, dq, dk, dv);
+    return;
+  }
   const std::int64_t rows = s.batch * s.seq_len;
   if (s.batch == 0) return;
   const std::int64_t t = s.seq_len;

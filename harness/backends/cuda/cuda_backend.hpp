@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "harness/backends/cuda/attention_cudnn.hpp"
 #include "harness/backends/cuda/cuda_check.hpp"
 #include "harness/backends/cuda/cuda_compute.hpp"
 
@@ -184,6 +185,8 @@ class CudaCompute final : public CudaComputeApi {
   // Frees the weights' quantised copies, on the stream.
   void begin_step() override;
   void set_grouped_gemm_impl(GroupedGemmImpl g) override { grouped_impl_ = g; }
+  // cudnn: UsageError where the binary has no cuDNN attention (attention_cudnn.hpp).
+  void set_attention_impl(AttentionImpl a) override;
 
   std::optional<DeviceInfo> device_info() const override { return info_; }
   int device() const override { return device_; }
@@ -263,7 +266,13 @@ class CudaCompute final : public CudaComputeApi {
   cublasHandle_t cublas_ = nullptr;
   std::unique_ptr<GemmEngine> gemm_;  // created after the handles, destroyed before them
   DeviceScratch scratch_;
-  DeviceScratch group_pointers_;  // the grouped GEMM's device pointer arrays
+  DeviceScratch group_pointers_;           // the grouped GEMM's device pointer arrays
+  std::unique_ptr<CudnnAttention> cudnn_;  // null where the binary has none
+  // Whether this call runs cuDNN: the impl asks for it and cuDNN takes the shape (UsageError for
+  // --attention-impl cudnn where it does not).
+  bool use_cudnn(const AttentionShape& s, const Mat& q, const Mat& k, const Mat& v, const Mat& out,
+                 const Mat& stats);
+  std::int64_t cudnn_attention_calls_ = 0, gemm_attention_calls_ = 0;
   // The FP8 GEMM's quantised operands and per-tensor scalars (amax, descale), apart from
   // scratch_ because gemm() may use that one for the same call's BF16 fallback.
   DeviceScratch fp8_scratch_;

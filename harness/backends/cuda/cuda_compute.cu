@@ -207,6 +207,7 @@ CudaCompute::CudaCompute(int device) : device_(device) {
   std::uint64_t keep_all = UINT64_MAX;
   CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
   alloc_stream_ = std::make_shared<AllocStream>(AllocStream{device_, stream_});
+  cudnn_ = CudnnAttention::create(stream_);  // null where the binary has no cuDNN attention
   CUBLAS_CHECK(cublasCreate(&cublas_));
   CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
   gemm_ = std::make_unique<GemmEngine>(stream_, cublas_);
@@ -221,6 +222,7 @@ CudaCompute::~CudaCompute() {
   (void)cudaSetDevice(device_);
   if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
   if (alloc_stream_ != nullptr) alloc_stream_->stream = nullptr;  // later frees: synchronous
+  cudnn_.reset();
   gemm_.reset();
   if (cublas_ != nullptr) (void)cublasDestroy(cublas_);
   if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
@@ -421,9 +423,45 @@ std::string CudaCompute::grouped_gemm_path() const {
               : "");
 }
 
+// What ran, counted per call: a shape cuDNN refused runs the batched GEMMs under auto.
 std::string CudaCompute::attention_path() const {
-  return "cublas strided-batched bf16 GEMMs per head + fused causal softmax kernels (fp32 scores, "
-         "log-sum-exp saved)";
+  const std::string gemm =
+      "cublas strided-batched bf16 GEMMs per head + fused causal softmax kernels (fp32 scores, "
+      "log-sum-exp saved)";
+  const std::string cudnn =
+      cudnn_ ? "cuDNN fused flash attention (SDPA, bf16, fp32 softmax; " + cudnn_->versions() + ")"
+             : std::string();
+  if (cudnn_attention_calls_ > 0 && gemm_attention_calls_ == 0) return cudnn;
+  if (cudnn_attention_calls_ > 0) {
+    return cudnn + " where cuDNN took the shape (" + std::to_string(cudnn_attention_calls_) +
+           " calls), else " + gemm + " (" + std::to_string(gemm_attention_calls_) + " calls)";
+  }
+  if (attention_impl_ != AttentionImpl::gemm && gemm_attention_calls_ == 0 && cudnn_) {
+    return cudnn + " (no attention has run yet)";
+  }
+  return gemm;
+}
+
+void CudaCompute::set_attention_impl(AttentionImpl a) {
+  if (a == AttentionImpl::cudnn && !cudnn_) {
+    throw UsageError("--attention-impl cudnn: " + CudnnAttention::unavailable() +
+                     "; use --attention-impl gemm");
+  }
+  attention_impl_ = a;
+}
+
+bool CudaCompute::use_cudnn(const AttentionShape& s, const Mat& q, const Mat& k, const Mat& v,
+                            const Mat& out, const Mat& stats) {
+  if (attention_impl_ == AttentionImpl::gemm || !cudnn_) return false;
+  if (cudnn_->supports(s, q, k, v, out, stats)) return true;
+  if (attention_impl_ == AttentionImpl::cudnn) {
+    throw UsageError("--attention-impl cudnn: cuDNN has no flash attention plan for " +
+                     std::to_string(s.batch) + " x " + std::to_string(s.seq_len) + " tokens, " +
+                     std::to_string(s.heads) + " heads of " + std::to_string(s.qk_dim) + "/" +
+                     std::to_string(s.v_dim) + " (" + cudnn_->last_refusal() +
+                     "); use --attention-impl auto or gemm");
+  }
+  return false;
 }
 
 }  // namespace cuda

@@ -37,6 +37,10 @@ class SlowCompute final : public Compute {
     Compute::set_fp8_recipe(r);
   }
   void begin_step() override { inner_->begin_step(); }
+  void set_attention_impl(AttentionImpl a) override {
+    inner_->set_attention_impl(a);
+    attention_impl_ = a;
+  }
   void set_grouped_gemm_impl(GroupedGemmImpl g) override {
     inner_->set_grouped_gemm_impl(g);
     grouped_impl_ = g;
