@@ -257,6 +257,61 @@ void Compute::rope_backward(Mat dx, std::int64_t seq_len, std::int64_t heads,
   do_rope(dx, seq_len, heads, head_stride, offset, dim, theta, true);
 }
 
+void Compute::mla_split_kv(Mat kv, Mat krope, const MlaDims& d, Mat k, Mat v) {
+  MB_CHECK(
+      d.heads > 0 && d.dn >= 0 && d.dr >= 0 && d.dv > 0,
+      "mla_split_kv: heads " << d.heads << ", dn " << d.dn << ", dr " << d.dr << ", dv " << d.dv);
+  for (const auto& [m, what] : {std::pair<const Mat*, const char*>{&kv, "mla kv"},
+                                {&krope, "mla krope"},
+                                {&k, "mla k"},
+                                {&v, "mla v"}}) {
+    check_float(*m, what);
+  }
+  check_shape(kv, kv.rows, d.kv_width(), "mla kv");
+  check_shape(krope, kv.rows, d.dr, "mla krope");
+  check_shape(k, kv.rows, d.heads * d.dq(), "mla k");
+  check_shape(v, kv.rows, d.heads * d.dv, "mla v");
+  do_mla_split_kv(kv, krope, d, k, v);
+}
+
+void Compute::mla_merge_kv_grad(Mat dk, Mat dv, const MlaDims& d, Mat dkv, Mat dkrope) {
+  MB_CHECK(d.heads > 0 && d.dn >= 0 && d.dr >= 0 && d.dv > 0,
+           "mla_merge_kv_grad: heads " << d.heads << ", dn " << d.dn << ", dr " << d.dr << ", dv "
+                                       << d.dv);
+  for (const auto& [m, what] : {std::pair<const Mat*, const char*>{&dk, "mla dk"},
+                                {&dv, "mla dv"},
+                                {&dkv, "mla dkv"},
+                                {&dkrope, "mla dkrope"}}) {
+    check_float(*m, what);
+  }
+  check_shape(dk, dk.rows, d.heads * d.dq(), "mla dk");
+  check_shape(dv, dk.rows, d.heads * d.dv, "mla dv");
+  check_shape(dkv, dk.rows, d.kv_width(), "mla dkv");
+  check_shape(dkrope, dk.rows, d.dr, "mla dkrope");
+  do_mla_merge_kv_grad(dk, dv, d, dkv, dkrope);
+}
+
+void Compute::do_mla_split_kv(const Mat& kv, const Mat& krope, const MlaDims& d, const Mat& k,
+                              const Mat& v) {
+  for (std::int64_t h = 0; h < d.heads; ++h) {
+    const std::int64_t kv0 = h * (d.dn + d.dv);
+    do_copy(kv.col_slice(kv0, d.dn), k.col_slice(h * d.dq(), d.dn));
+    do_copy(krope, k.col_slice(h * d.dq() + d.dn, d.dr));
+    do_copy(kv.col_slice(kv0 + d.dn, d.dv), v.col_slice(h * d.dv, d.dv));
+  }
+}
+
+void Compute::do_mla_merge_kv_grad(const Mat& dk, const Mat& dv, const MlaDims& d, const Mat& dkv,
+                                   const Mat& dkrope) {
+  do_zero(dkrope);
+  for (std::int64_t h = 0; h < d.heads; ++h) {
+    const std::int64_t kv0 = h * (d.dn + d.dv);
+    do_copy(dk.col_slice(h * d.dq(), d.dn), dkv.col_slice(kv0, d.dn));
+    do_axpby(1.0f, dk.col_slice(h * d.dq() + d.dn, d.dr), 1.0f, dkrope);
+    do_copy(dv.col_slice(h * d.dv, d.dv), dkv.col_slice(kv0 + d.dn, d.dv));
+  }
+}
+
 void Compute::swiglu_forward(Mat gate_up, Mat out) {
   check_float(gate_up, "swiglu gate_up");
   MB_CHECK(gate_up.cols % 2 == 0, "swiglu gate_up has odd width " << gate_up.cols);

@@ -26,6 +26,7 @@
 #include "harness/compute/fp8_recipe.hpp"
 #include "harness/compute/gemm_shape.hpp"
 #include "harness/core/tensor.hpp"
+#include "workloads/ops/mla.hpp"
 #include "workloads/ops/params.hpp"
 
 namespace moebench {
@@ -168,6 +169,13 @@ class Compute {
   void rope_backward(Mat dx, std::int64_t seq_len, std::int64_t heads, std::int64_t head_stride,
                      std::int64_t offset, std::int64_t dim, float theta);
 
+  // MLA's per-head split (workloads/ops/mla.hpp): kv (rows x heads (dn + dv)) and the shared
+  // krope (rows x dr) into k (rows x heads (dn + dr)) and v (rows x heads dv); and its gradient:
+  // dkv from dk's k_nope columns and dv, dkrope = the sum over heads of dk's rope columns (both
+  // overwritten).
+  void mla_split_kv(Mat kv, Mat krope, const MlaDims& d, Mat k, Mat v);
+  void mla_merge_kv_grad(Mat dk, Mat dv, const MlaDims& d, Mat dkv, Mat dkrope);
+
   // SwiGLU: gate_up is rows x 2f ([gate | up]); out = silu(gate) * up (rows x f).
   void swiglu_forward(Mat gate_up, Mat out);
   void swiglu_backward(Mat gate_up, Mat dout, Mat dgate_up);
@@ -242,6 +250,11 @@ class Compute {
   virtual void do_rope(const Mat& x, std::int64_t seq_len, std::int64_t heads,
                        std::int64_t head_stride, std::int64_t offset, std::int64_t dim, float theta,
                        bool inverse) = 0;
+  // Default: three strided copies (or an add) per head; a device backend does one pass.
+  virtual void do_mla_split_kv(const Mat& kv, const Mat& krope, const MlaDims& d, const Mat& k,
+                               const Mat& v);
+  virtual void do_mla_merge_kv_grad(const Mat& dk, const Mat& dv, const MlaDims& d, const Mat& dkv,
+                                    const Mat& dkrope);
   virtual void do_swiglu_forward(const Mat& gate_up, const Mat& out) = 0;
   virtual void do_swiglu_backward(const Mat& gate_up, const Mat& dout, const Mat& dgate_up) = 0;
   virtual void do_attention_forward(const AttentionShape& s, const Mat& q, const Mat& k,

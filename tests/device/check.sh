@@ -53,9 +53,10 @@ reserve_s=15
 # Every step this run means to take, in order: the ones it never records are named unfinished.
 if [ "$cpu_only" = 1 ]; then
   planned="unpack,configure,build,provenance,unit_tests,run_1gpu,run_1gpu_nccl,run_1gpu_fp8"
+  planned+=",run_1gpu_fp8_blockwise"
 else
   planned="unpack,configure,build,provenance,gpu_tests,gpu_comm_tests,run_1gpu,run_1gpu_nccl"
-  planned+=",run_1gpu_fp8"
+  planned+=",run_1gpu_fp8,run_1gpu_fp8_blockwise"
 fi
 planned+=",run_4rank,run_4rank_pp,bench,bench_fp8"
 stopped=""   # why the check ended early: "deadline", "SIGTERM", "SIGINT"
@@ -233,6 +234,13 @@ if [ "$cpu_only" = 1 ]; then
 else
   step run_1gpu_fp8 180 "${mpirun_cmd[@]}" -np 1 "$bin" run "${tiny[@]}" --backend cuda \
     --precision fp8 --out "$out/run-1gpu-fp8.json"
+fi
+# DeepSeek-V3's blockwise FP8 (cuBLASLt's 1x128 / 128x128 block scaling: Hopper only).
+if [ "$cpu_only" = 1 ]; then
+  skip run_1gpu_fp8_blockwise "fp8 on the device only"
+else
+  step run_1gpu_fp8_blockwise 180 "${mpirun_cmd[@]}" -np 1 "$bin" run "${tiny[@]}" --backend cuda \
+    --precision fp8 --fp8-recipe blockwise --out "$out/run-1gpu-fp8-blockwise.json"
 fi
 step run_4rank 300 env CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}" "${mpirun_cmd[@]}" -np 4 \
   "$bin" run "${tiny[@]}" --backend "$backend" --comm mpi --ep 4 --out "$out/run-4rank.json"

@@ -409,6 +409,26 @@ TEST_CASE("rope forward and backward on heads inside a wider row") {
   check_twin(x, kOne, "rope backward");
 }
 
+// The device's one-pass split and merge against the cpu backend's per-head copies: the split
+// only moves BF16 values (exact); the merge's rope sum over 16 heads runs in FP32 on the device
+// and rounds once, the host's in FP32 too (kOne covers the device's BF16 output).
+TEST_CASE("mla split and merge: MLA's per-head layout in one pass") {
+  const MlaDims d{16, 128, 64, 128};
+  const std::int64_t rows = 70;
+  Twin kv = twin_random(rows, d.kv_width(), 190), krope = twin_random(rows, d.dr, 191);
+  Twin k = twin_random(rows, d.heads * d.dq(), 192), v = twin_random(rows, d.heads * d.dv, 193);
+  cpu().mla_split_kv(kv.cv(), krope.cv(), d, k.cv(), v.cv());
+  dev().mla_split_kv(kv.dv(), krope.dv(), d, k.dv(), v.dv());
+  check_twin(k, 0.0, "mla k");
+  check_twin(v, 0.0, "mla v");
+  Twin dk = twin_random(rows, d.heads * d.dq(), 194), dv = twin_random(rows, d.heads * d.dv, 195);
+  Twin dkv = twin_random(rows, d.kv_width(), 196), dkrope = twin_random(rows, d.dr, 197);
+  cpu().mla_merge_kv_grad(dk.cv(), dv.cv(), d, dkv.cv(), dkrope.cv());
+  dev().mla_merge_kv_grad(dk.dv(), dv.dv(), d, dkv.dv(), dkrope.dv());
+  check_twin(dkv, 0.0, "mla dkv");
+  check_twin(dkrope, kOne, "mla dkrope");
+}
+
 TEST_CASE("swiglu forward and backward") {
   Twin gu = twin_random(33, 2 * 50, 100, 3.0f);
   Twin out = twin_random(33, 50, 101);

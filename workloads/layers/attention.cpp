@@ -26,6 +26,10 @@ Dims dims(const LayerContext& ctx) {
               m.q_lora_rank.has_value()};
 }
 
+MlaDims mla_dims(const Dims& d) {
+  return MlaDims{d.heads, d.dn, d.dr, d.dv};
+}
+
 AttentionShape attention_shape(const LayerContext& ctx, const Dims& d) {
   AttentionShape s;
   s.batch = ctx.config.workload.micro_batch;
@@ -80,15 +84,10 @@ void MlaAttention::forward(LayerContext& ctx, int layer, Mat x, Mat x1) {
   Mat kv = ensure_rows(c, kv_, d.n, d.heads * (d.dn + d.dv));
   c.linear_gemm(false, false, 1.0f, ckvn, p.param(layer, ParamKind::wkv_b), 0.0f, kv);
 
-  // Per head: k = [k_nope | shared k_rope], v from the kv up-projection.
+  // Per head: k = [k_nope | shared k_rope], v from the kv up-projection (one pass).
   Mat k = ensure_rows(c, k_, d.n, d.heads * d.dq);
   Mat v = ensure_rows(c, v_, d.n, d.heads * d.dv);
-  for (std::int64_t hd = 0; hd < d.heads; ++hd) {
-    const std::int64_t kv0 = hd * (d.dn + d.dv);
-    c.copy(kv.col_slice(kv0, d.dn), k.col_slice(hd * d.dq, d.dn));
-    c.copy(krope, k.col_slice(hd * d.dq + d.dn, d.dr));
-    c.copy(kv.col_slice(kv0 + d.dn, d.dv), v.col_slice(hd * d.dv, d.dv));
-  }
+  c.mla_split_kv(kv, krope, mla_dims(d), k, v);
 
   Mat o = ensure_rows(c, o_, d.n, d.heads * d.dv);
   Mat stats = ensure_rows(c, stats_, d.n, d.heads, DType::f32);
@@ -126,13 +125,7 @@ void MlaAttention::backward(LayerContext& ctx, int layer, Mat dx1, Mat dx) {
   // Back through the per-head split: k_nope and v into dkv; the shared rope key sums over heads.
   Mat dkv = ensure_rows(c, dkv_, d.n, d.heads * (d.dn + d.dv));
   Mat dkrope = ensure_rows(c, dkrope_, d.n, d.dr);
-  c.zero(dkrope);
-  for (std::int64_t hd = 0; hd < d.heads; ++hd) {
-    const std::int64_t kv0 = hd * (d.dn + d.dv);
-    c.copy(dk.col_slice(hd * d.dq, d.dn), dkv.col_slice(kv0, d.dn));
-    c.axpby(1.0f, dk.col_slice(hd * d.dq + d.dn, d.dr), 1.0f, dkrope);
-    c.copy(dv.col_slice(hd * d.dv, d.dv), dkv.col_slice(kv0 + d.dn, d.dv));
-  }
+  c.mla_merge_kv_grad(dk, dv, mla_dims(d), dkv, dkrope);
   c.rope_backward(dkrope, seq, 1, d.dr, 0, d.dr, theta);
   c.rope_backward(dq, seq, d.heads, d.dq, d.dn, d.dr, theta);
 

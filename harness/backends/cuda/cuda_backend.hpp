@@ -226,6 +226,11 @@ class CudaCompute final : public CudaComputeApi {
                            const Mat& dx, const Mat& dweight) override;
   void do_rope(const Mat& x, std::int64_t seq_len, std::int64_t heads, std::int64_t head_stride,
                std::int64_t offset, std::int64_t dim, float theta, bool inverse) override;
+  // One pass each over the rows (kernels.cu), instead of three copies per head.
+  void do_mla_split_kv(const Mat& kv, const Mat& krope, const MlaDims& d, const Mat& k,
+                       const Mat& v) override;
+  void do_mla_merge_kv_grad(const Mat& dk, const Mat& dv, const MlaDims& d, const Mat& dkv,
+                            const Mat& dkrope) override;
   void do_swiglu_forward(const Mat& gate_up, const Mat& out) override;
   void do_swiglu_backward(const Mat& gate_up, const Mat& dout, const Mat& dgate_up) override;
   void do_attention_forward(const AttentionShape& s, const Mat& q, const Mat& k, const Mat& v,

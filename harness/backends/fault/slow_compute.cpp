@@ -115,6 +115,14 @@ class SlowCompute final : public Compute {
       }
     });
   }
+  void do_mla_split_kv(const Mat& kv, const Mat& krope, const MlaDims& d, const Mat& k,
+                       const Mat& v) override {
+    slowed([&] { inner_->mla_split_kv(kv, krope, d, k, v); });
+  }
+  void do_mla_merge_kv_grad(const Mat& dk, const Mat& dv, const MlaDims& d, const Mat& dkv,
+                            const Mat& dkrope) override {
+    slowed([&] { inner_->mla_merge_kv_grad(dk, dv, d, dkv, dkrope); });
+  }
   void do_swiglu_forward(const Mat& gate_up, const Mat& out) override {
     slowed([&] { inner_->swiglu_forward(gate_up, out); });
   }
