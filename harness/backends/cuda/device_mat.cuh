@@ -27,6 +27,30 @@ __device__ __forceinline__ void store(const Mat& m, std::int64_t r, std::int64_t
   }
 }
 
+// Element i (row-major) of a rows x cols view: its offset in memory. A dense view (ld == cols,
+// the common case: parameters, gradients, whole activations) needs no division; only a strided
+// one divides, once.
+__device__ __forceinline__ std::int64_t offset_of(const Mat& m, std::int64_t i) {
+  if (m.ld == m.cols || m.rows <= 1) return i;
+  const std::int64_t r = i / m.cols;
+  return r * m.ld + (i - r * m.cols);
+}
+
+__device__ __forceinline__ float load_flat(const Mat& m, std::int64_t i) {
+  const std::int64_t o = offset_of(m, i);
+  if (m.dtype == DType::bf16) return __bfloat162float(static_cast<const __nv_bfloat16*>(m.data)[o]);
+  return static_cast<const float*>(m.data)[o];
+}
+
+__device__ __forceinline__ void store_flat(const Mat& m, std::int64_t i, float v) {
+  const std::int64_t o = offset_of(m, i);
+  if (m.dtype == DType::bf16) {
+    static_cast<__nv_bfloat16*>(m.data)[o] = __float2bfloat16_rn(v);
+  } else {
+    static_cast<float*>(m.data)[o] = v;
+  }
+}
+
 __device__ __forceinline__ std::int32_t load_i32(const Mat& m, std::int64_t r, std::int64_t c) {
   return static_cast<const std::int32_t*>(m.data)[r * m.ld + c];
 }

@@ -23,47 +23,33 @@ __device__ __forceinline__ void split(std::int64_t i, std::int64_t cols, std::in
   *c = i - *r * cols;
 }
 
+// The element-wise kernels address element i of each view through offset_of: no division for
+// dense views, one for strided ones (same shapes, so the same i everywhere).
 __global__ void convert_kernel(Mat src, Mat dst) {
-  MB_GRID_LOOP(i, src.rows * src.cols) {
-    std::int64_t r, c;
-    split(i, src.cols, &r, &c);
-    store(dst, r, c, load(src, r, c));
-  }
+  MB_GRID_LOOP(i, src.rows * src.cols) store_flat(dst, i, load_flat(src, i));
 }
 
 __global__ void fill_kernel(Mat x, float value) {
-  MB_GRID_LOOP(i, x.rows * x.cols) {
-    std::int64_t r, c;
-    split(i, x.cols, &r, &c);
-    store(x, r, c, value);
-  }
+  MB_GRID_LOOP(i, x.rows * x.cols) store_flat(x, i, value);
 }
 
 __global__ void axpby_kernel(float alpha, Mat x, float beta, Mat y) {
   MB_GRID_LOOP(i, x.rows * x.cols) {
-    std::int64_t r, c;
-    split(i, x.cols, &r, &c);
     // beta == 0 does not read y (the BLAS convention): y may be uninitialised.
     const float v =
-        beta == 0.0f ? alpha * load(x, r, c) : alpha * load(x, r, c) + beta * load(y, r, c);
-    store(y, r, c, v);
+        beta == 0.0f ? alpha * load_flat(x, i) : alpha * load_flat(x, i) + beta * load_flat(y, i);
+    store_flat(y, i, v);
   }
 }
 
 __global__ void scale_kernel(Mat y, float beta) {
-  MB_GRID_LOOP(i, y.rows * y.cols) {
-    std::int64_t r, c;
-    split(i, y.cols, &r, &c);
-    store(y, r, c, beta == 0.0f ? 0.0f : beta * load(y, r, c));
-  }
+  MB_GRID_LOOP(i, y.rows * y.cols) store_flat(y, i, beta == 0.0f ? 0.0f : beta * load_flat(y, i));
 }
 
 // Element (r, c) is u(seed, stream, r * cols + c), independent of ld, as on the cpu backend.
 __global__ void fill_random_kernel(Mat x, std::uint64_t seed, std::uint64_t stream, float scale) {
   MB_GRID_LOOP(i, x.rows * x.cols) {
-    std::int64_t r, c;
-    split(i, x.cols, &r, &c);
-    store(x, r, c, scale * uniform_pm1(seed, stream, static_cast<std::uint64_t>(i)));
+    store_flat(x, i, scale * uniform_pm1(seed, stream, static_cast<std::uint64_t>(i)));
   }
 }
 
@@ -169,16 +155,14 @@ __global__ void swiglu_backward_kernel(Mat gate_up, Mat dout, Mat dgate_up) {
 __global__ void adamw_kernel(AdamWCoeffs coeffs, Mat param, Mat grad, Mat m, Mat v, Mat master) {
   const bool has_master = master.data != nullptr;
   MB_GRID_LOOP(i, param.rows * param.cols) {
-    std::int64_t r, c;
-    split(i, param.cols, &r, &c);
-    float p = has_master ? load(master, r, c) : load(param, r, c);
-    float mv = load(m, r, c);
-    float vv = load(v, r, c);
-    adamw_update(coeffs, &p, load(grad, r, c), &mv, &vv);
-    if (has_master) store(master, r, c, p);
-    store(param, r, c, p);
-    store(m, r, c, mv);
-    store(v, r, c, vv);
+    float p = has_master ? load_flat(master, i) : load_flat(param, i);
+    float mv = load_flat(m, i);
+    float vv = load_flat(v, i);
+    adamw_update(coeffs, &p, load_flat(grad, i), &mv, &vv);
+    if (has_master) store_flat(master, i, p);
+    store_flat(param, i, p);
+    store_flat(m, i, mv);
+    store_flat(v, i, vv);
   }
 }
 
