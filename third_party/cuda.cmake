@@ -1,6 +1,7 @@
 # The CUDA toolkit, for the cuda compute backend (the top CMakeLists.txt includes this file when
 # check_language(CUDA) found nvcc; harness/layers.cmake declares the module). Needs the CUDA
-# runtime, cuBLAS and cuBLASLt from the toolkit; CUB comes with it. cuDNN is not used.
+# runtime, cuBLAS and cuBLASLt from the toolkit; CUB comes with it. cuDNN (with cudnn-frontend's
+# headers) is optional: the attention's fused path, at the end of this file.
 #
 #   -DCMAKE_CUDA_ARCHITECTURES=90     one architecture (default "90;100": Hopper and Blackwell)
 
