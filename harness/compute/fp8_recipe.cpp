@@ -1,5 +1,7 @@
 #include "harness/compute/fp8_recipe.hpp"
 
+#include <functional>
+
 #include "harness/core/error.hpp"
 
 namespace moebench {
@@ -51,6 +53,14 @@ Fp8Recipe resolve_fp8_recipe(std::optional<Fp8Recipe> recipe, Precision precisio
 
 bool is_weight(Fp8Operand which, bool trans_a) {
   return which == Fp8Operand::b && !trans_a;
+}
+
+std::size_t Fp8WeightViewHash::operator()(const Fp8WeightView& v) const {
+  std::size_t h = std::hash<const void*>()(v.data);
+  for (std::int64_t x : {v.rows, v.cols, v.ld}) {
+    h ^= static_cast<std::size_t>(x) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  }
+  return h ^ (v.trans ? 1u : 0u);
 }
 
 Fp8Tile operand_tile(Fp8Recipe r, Fp8Operand which, bool trans_a) {

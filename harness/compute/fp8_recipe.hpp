@@ -3,6 +3,8 @@
 // weight (see operand_tile); the arithmetic itself is workloads/ops/fp8.hpp.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -35,5 +37,17 @@ Fp8Recipe resolve_fp8_recipe(std::optional<Fp8Recipe> recipe, Precision precisio
 enum class Fp8Operand { a, b };
 bool is_weight(Fp8Operand which, bool trans_a);
 Fp8Tile operand_tile(Fp8Recipe r, Fp8Operand which, bool trans_a);
+
+// A weight as one linear GEMM reads it, the key of its quantised copy kept for the step (one per
+// view and transpose, on every backend).
+struct Fp8WeightView {
+  const void* data = nullptr;
+  std::int64_t rows = 0, cols = 0, ld = 0;
+  bool trans = false;
+  bool operator==(const Fp8WeightView&) const = default;
+};
+struct Fp8WeightViewHash {
+  std::size_t operator()(const Fp8WeightView& v) const;
+};
 
 }  // namespace moebench

@@ -201,6 +201,19 @@ TEST_CASE("upload, download, copy, zero, fill and axpby on strided views and acr
   check_twin(y, kOne, "axpby beta 0");
 }
 
+// Runs `set` on the device backend (an implementation or recipe it may not have); false, and
+// the case says why it skips, where the backend refuses it with a usage error.
+template <typename Set>
+bool device_takes(Set&& set) {
+  try {
+    set();
+    return true;
+  } catch (const UsageError& e) {
+    MESSAGE("skipped on this device: " << e.what());
+    return false;
+  }
+}
+
 // Uploads go through pinned staging slabs and tensors are freed on the stream: back-to-back
 // uploads from one host buffer, rewritten between them, must each land, also into strided
 // views; and a tensor dropped while a queued copy still reads it must keep its values for that
@@ -347,12 +360,7 @@ struct ExpertGemms {
 TEST_CASE("grouped_gemm: experts' row blocks of one matrix, forward, dgrad and wgrad") {
   for (GroupedGemmImpl impl : {GroupedGemmImpl::loop, GroupedGemmImpl::grouped}) {
     CAPTURE(to_string(impl));
-    try {
-      dev().set_grouped_gemm_impl(impl);
-    } catch (const UsageError& e) {
-      MESSAGE("skipped on this device: " << e.what());
-      continue;
-    }
+    if (!device_takes([&] { dev().set_grouped_gemm_impl(impl); })) continue;
     const std::vector<std::int64_t> rows = {17, 40, 0, 1, 70};
     ExpertGemms t(rows, 50, [](std::size_t) { return 0.2f; });
     Twin &y = t.y, &dx = t.dx;
@@ -477,12 +485,7 @@ void run_attention(const AttentionShape& s) {
 TEST_CASE("attention with MLA's head dims (192 for q/k, 128 for v), causal and not") {
   for (AttentionImpl impl : {AttentionImpl::gemm, AttentionImpl::cudnn}) {
     CAPTURE(to_string(impl));
-    try {
-      dev().set_attention_impl(impl);
-    } catch (const UsageError& e) {
-      MESSAGE("skipped on this device: " << e.what());
-      continue;
-    }
+    if (!device_takes([&] { dev().set_attention_impl(impl); })) continue;
     AttentionShape s;
     s.batch = 2;
     s.seq_len = 48;
@@ -792,12 +795,7 @@ TEST_CASE("fp8 recipes blockwise and mxfp8: forward, data and weight gradient vs
     cpu().set_linear_precision(LinearPrecision::fp8);
     dev().set_linear_precision(LinearPrecision::fp8);
     cpu().set_fp8_recipe(recipe);
-    try {
-      dev().set_fp8_recipe(recipe);
-    } catch (const UsageError& e) {
-      MESSAGE("skipped on this device: " << e.what());
-      continue;
-    }
+    if (!device_takes([&] { dev().set_fp8_recipe(recipe); })) continue;
     const bool ta[] = {false, false, true}, tb[] = {false, true, false};
     for (int t = 0; t < 3; ++t) {
       CAPTURE(t);

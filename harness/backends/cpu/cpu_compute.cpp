@@ -266,7 +266,7 @@ const float* CpuCompute::fp8_operand(const Mat& x, bool trans, Fp8Operand which,
   WeightCopy* kept = nullptr;
   if (is_weight(which, trans_a)) {
     const auto [it, fresh] =
-        fp8_weights_.try_emplace(WeightKey{x.data, x.rows, x.cols, x.ld, trans});
+        fp8_weights_.try_emplace(Fp8WeightView{x.data, x.rows, x.cols, x.ld, trans});
     kept = &it->second;
     if (!fresh) {
       descale = kept->descale;

@@ -4,9 +4,8 @@
 // callers' views without copies.
 #pragma once
 
-#include <map>
 #include <string>
-#include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "harness/compute/compute.hpp"
@@ -100,20 +99,11 @@ class CpuCompute : public Compute {
   // reason.
   std::vector<float> fp8_a_, fp8_b_;
   // The weights' copies, one per weight view and transpose, until begin_step().
-  struct WeightKey {
-    const void* data;
-    std::int64_t rows, cols, ld;
-    bool trans;
-    bool operator<(const WeightKey& o) const {
-      return std::tie(data, rows, cols, ld, trans) <
-             std::tie(o.data, o.rows, o.cols, o.ld, o.trans);
-    }
-  };
   struct WeightCopy {
     std::vector<float> values;
     float descale = 1.0f;
   };
-  std::map<WeightKey, WeightCopy> fp8_weights_;
+  std::unordered_map<Fp8WeightView, WeightCopy, Fp8WeightViewHash> fp8_weights_;
   std::int64_t fp8_gemms_ = 0;
   std::int64_t fp8_weight_quantisations_ = 0;
 };

@@ -287,25 +287,19 @@ class CudaCompute final : public CudaComputeApi {
   // An operand's E4M3 copy (outer x kp, K-major) and its scales in cuBLASLt's layout (fp8.cu).
   struct Fp8Copy {
     void* data = nullptr;
-    void* scales = nullptr;
+    void* scales = nullptr;  // what cuBLASLt reads
+    void* amax = nullptr;    // the scale region's start (tensor recipe: amax, then the descale)
   };
+  Fp8Copy carve_fp8_copy(Fp8Operand which, bool trans_a, std::int64_t outer, std::int64_t kp,
+                         void* base) const;
   // Quantises op(X) (which operand, by the linear GEMM convention) into `base` (fp8_copy_bytes
-  // of it); its per-tensor amax goes to `amax` (tensor recipe, zeroed here).
+  // of it, laid out as carve_fp8_copy says).
   Fp8Copy quantise_fp8(const Mat& x, bool trans, Fp8Operand which, bool trans_a, std::int64_t outer,
                        std::int64_t kp, void* base);
   std::size_t fp8_copy_bytes(Fp8Operand which, bool trans_a, std::int64_t outer,
                              std::int64_t kp) const;
   // The weights' copies until begin_step(): one device allocation each, per view and transpose.
-  struct Fp8WeightKey {
-    const void* data;
-    std::int64_t rows, cols, ld;
-    bool trans;
-    bool operator==(const Fp8WeightKey&) const = default;
-  };
-  struct Fp8WeightKeyHash {
-    std::size_t operator()(const Fp8WeightKey& k) const;
-  };
-  std::unordered_map<Fp8WeightKey, void*, Fp8WeightKeyHash> fp8_weights_;
+  std::unordered_map<Fp8WeightView, void*, Fp8WeightViewHash> fp8_weights_;
   std::size_t score_budget_ = std::size_t{1} << 30;
   int* error_host_ = nullptr;    // mapped pinned memory: kernels write, the host reads after sync
   int* error_device_ = nullptr;  // the same word as the device sees it

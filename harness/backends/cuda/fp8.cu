@@ -220,14 +220,6 @@ void CudaCompute::set_fp8_recipe(Fp8Recipe r) {
   fp8_recipe_ = r;
 }
 
-std::size_t CudaCompute::Fp8WeightKeyHash::operator()(const Fp8WeightKey& k) const {
-  std::size_t h = std::hash<const void*>()(k.data);
-  for (std::int64_t v : {k.rows, k.cols, k.ld}) {
-    h ^= static_cast<std::size_t>(v) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-  }
-  return h ^ (k.trans ? 1u : 0u);
-}
-
 void CudaCompute::begin_step() {
   for (auto& [key, base] : fp8_weights_) CUDA_CHECK(cudaFreeAsync(base, stream_));
   fp8_weights_.clear();
@@ -236,9 +228,11 @@ void CudaCompute::begin_step() {
 std::size_t CudaCompute::fp8_copy_bytes(Fp8Operand which, bool trans_a, std::int64_t outer,
                                         std::int64_t kp) const {
   const std::size_t data = Carver::round(static_cast<std::size_t>(outer * kp));
+  if (fp8_recipe_ == Fp8Recipe::tensor)
+    return Carver::round(2 * sizeof(float)) + data;  // amax, descale
   const Fp8Tile tile = operand_tile(fp8_recipe_, which, trans_a);
-  const std::int64_t k_blocks = tile.k > 0 ? (kp + tile.k - 1) / tile.k : 1;
-  std::size_t scales = 2 * sizeof(float);  // tensor: amax and descale
+  const std::int64_t k_blocks = (kp + tile.k - 1) / tile.k;
+  std::size_t scales = 0;
   switch (layout_of(fp8_recipe_, is_weight(which, trans_a))) {
     case kMx:
       scales = static_cast<std::size_t>(mx_scale_bytes(outer, k_blocks));
@@ -251,26 +245,33 @@ std::size_t CudaCompute::fp8_copy_bytes(Fp8Operand which, bool trans_a, std::int
       scales = static_cast<std::size_t>(outer * k_blocks) * sizeof(float);
       break;
   }
-  if (fp8_recipe_ == Fp8Recipe::tensor) scales = 2 * sizeof(float);
   return Carver::round(scales) + data;
+}
+
+// Where a copy's scales and values lie in its fp8_copy_bytes at `base`: the scales first (the
+// tensor recipe: amax, then the descale cuBLASLt reads), then the values.
+CudaCompute::Fp8Copy CudaCompute::carve_fp8_copy(Fp8Operand which, bool trans_a, std::int64_t outer,
+                                                 std::int64_t kp, void* base) const {
+  const std::size_t data_bytes = Carver::round(static_cast<std::size_t>(outer * kp));
+  Carver carve(base);
+  Fp8Copy q;
+  q.amax = carve.take<std::uint8_t>(fp8_copy_bytes(which, trans_a, outer, kp) - data_bytes);
+  q.scales = fp8_recipe_ == Fp8Recipe::tensor ? static_cast<float*>(q.amax) + 1 : q.amax;
+  q.data = carve.take<__nv_fp8_storage_t>(static_cast<std::size_t>(outer * kp));
+  return q;
 }
 
 CudaCompute::Fp8Copy CudaCompute::quantise_fp8(const Mat& x, bool trans, Fp8Operand which,
                                                bool trans_a, std::int64_t outer, std::int64_t kp,
                                                void* base) {
-  const std::size_t total = fp8_copy_bytes(which, trans_a, outer, kp);
-  const std::size_t data_bytes = Carver::round(static_cast<std::size_t>(outer * kp));
-  Carver carve(base);
-  Fp8Copy q;
-  q.scales = carve.take<std::uint8_t>(total - data_bytes);
-  q.data = carve.take<__nv_fp8_storage_t>(static_cast<std::size_t>(outer * kp));
+  const Fp8Copy q = carve_fp8_copy(which, trans_a, outer, kp, base);
   auto* dst = static_cast<__nv_fp8_storage_t*>(q.data);
   // The copy is op(A) (outer = m) or op(B)^T (outer = n), K-major. Stored X has the outer
   // dimension along its rows for A without a transpose, and for B with one.
   const bool outer_is_row = (which == Fp8Operand::a) != trans;
   const std::int64_t k = outer_is_row ? x.cols : x.rows;
   if (fp8_recipe_ == Fp8Recipe::tensor) {
-    float* scalars = static_cast<float*>(q.scales);  // amax, then descale
+    float* scalars = static_cast<float*>(q.amax);  // amax, then descale
     CUDA_CHECK(cudaMemsetAsync(scalars, 0, sizeof(float), stream_));
     amax_kernel<<<blocks_for(x.numel(), kThreads), kThreads, 0, stream_>>>(x, scalars);
     CUDA_CHECK_LAUNCH();
@@ -286,7 +287,6 @@ CudaCompute::Fp8Copy CudaCompute::quantise_fp8(const Mat& x, bool trans, Fp8Oper
                                                                                    kp);
     }
     CUDA_CHECK_LAUNCH();
-    q.scales = scalars + 1;
     return q;
   }
   const bool weight = is_weight(which, trans_a);
@@ -294,7 +294,9 @@ CudaCompute::Fp8Copy CudaCompute::quantise_fp8(const Mat& x, bool trans, Fp8Oper
   const ScaleLayout layout = layout_of(fp8_recipe_, weight);
   // Padding entries of the scale layouts (rows past `outer`, K-blocks past the last) are never
   // read for real elements; give them a harmless value (E8M0 127 is 1, FP32 0).
-  CUDA_CHECK(cudaMemsetAsync(q.scales, layout == kMx ? 127 : 0, total - data_bytes, stream_));
+  const std::size_t scale_bytes =
+      static_cast<std::size_t>(static_cast<char*>(q.data) - static_cast<char*>(q.scales));
+  CUDA_CHECK(cudaMemsetAsync(q.scales, layout == kMx ? 127 : 0, scale_bytes, stream_));
   const std::int64_t tiles = ((outer + tile.outer - 1) / tile.outer) * ((kp + tile.k - 1) / tile.k);
   MB_CHECK(tiles <= 0x7fffffff, "fp8 gemm: " << tiles << " tiles exceed the grid");
   quantize_tile_kernel<<<static_cast<unsigned>(tiles), 128, 0, stream_>>>(
@@ -327,7 +329,7 @@ void CudaCompute::do_fp8_gemm(bool trans_a, bool trans_b, float alpha, const Mat
   void* b_base = nullptr;
   bool b_ready = false;
   if (weight_b) {
-    const Fp8WeightKey key{b.data, b.rows, b.cols, b.ld, trans_b};
+    const Fp8WeightView key{b.data, b.rows, b.cols, b.ld, trans_b};
     auto it = fp8_weights_.find(key);
     if (it != fp8_weights_.end()) {
       b_base = it->second;
@@ -346,16 +348,8 @@ void CudaCompute::do_fp8_gemm(bool trans_a, bool trans_b, float alpha, const Mat
   void* scratch = fp8_scratch_.get(a_bytes + (weight_b ? 0 : b_bytes), stream_);
   if (!weight_b) b_base = static_cast<char*>(scratch) + a_bytes;
   const Fp8Copy qa = quantise_fp8(a, trans_a, Fp8Operand::a, trans_a, m, kp, scratch);
-  Fp8Copy qb;
-  if (b_ready) {
-    // The same carving as quantise_fp8's, without the work.
-    const std::size_t data_bytes = Carver::round(static_cast<std::size_t>(n * kp));
-    qb.scales = b_base;
-    qb.data = static_cast<char*>(b_base) + (b_bytes - data_bytes);
-    if (fp8_recipe_ == Fp8Recipe::tensor) qb.scales = static_cast<float*>(b_base) + 1;
-  } else {
-    qb = quantise_fp8(b, trans_b, Fp8Operand::b, trans_a, n, kp, b_base);
-  }
+  const Fp8Copy qb = b_ready ? carve_fp8_copy(Fp8Operand::b, trans_a, n, kp, b_base)
+                             : quantise_fp8(b, trans_b, Fp8Operand::b, trans_a, n, kp, b_base);
   gemm_->run_fp8(*plan, alpha, qa.data, qb.data, qa.scales, qb.scales, beta, c);
 }
 
