@@ -14,4 +14,11 @@ GemmShape gemm_shape(bool trans_a, bool trans_b, const Mat& a, const Mat& b, con
   return s;
 }
 
+std::int64_t gemm_size_class(std::int64_t v) {
+  std::int64_t c = 1;
+  // Stops at 2^62, the largest power of two an int64 holds: no count reaches it.
+  while (c < v && c < (std::int64_t{1} << 62)) c <<= 1;
+  return c;
+}
+
 }  // namespace moebench

@@ -17,4 +17,11 @@ struct GemmShape {
 // fit together.
 GemmShape gemm_shape(bool trans_a, bool trans_b, const Mat& a, const Mat& b, const Mat& c);
 
+// The size class of a GEMM dimension, for choosing an algorithm once per class rather than once
+// per shape: the smallest power of two >= v (v <= 1: 1). The experts' token counts change with
+// the routing (an expert's m in its forward and data-gradient GEMMs, its k in its weight
+// gradient), so a device backend asks its library's heuristic once per class and reuses that
+// algorithm for another count in the class, after checking that the algorithm takes it.
+std::int64_t gemm_size_class(std::int64_t v);
+
 }  // namespace moebench

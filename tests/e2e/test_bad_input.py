@@ -62,6 +62,10 @@ CASES = [
      ["--grouped-gemm bogus", "loop", "grouped"]),
     ("grouped_gemm_on_cpu", ["run"] + TINY + ["--grouped-gemm", "grouped"],
      ["--grouped-gemm grouped is not available with --backend cpu", "valid: loop"]),
+    ("attention_impl_bogus", ["run"] + TINY + ["--attention-impl", "flash"],
+     ["--attention-impl flash", "auto", "cudnn", "gemm"]),
+    ("attention_impl_cudnn_on_cpu", ["run"] + TINY + ["--attention-impl", "cudnn"],
+     ["--attention-impl cudnn is not available with --backend cpu", "valid: auto or gemm"]),
     ("grad_bucket_mb_negative", ["run"] + TINY + ["--grad-bucket-mb", "-1"],
      ["--grad-bucket-mb -1", "MiB"]),
     ("grad_bucket_mb_word", ["run"] + TINY + ["--grad-bucket-mb", "big"],
@@ -98,6 +102,9 @@ MPI_CASES = [  # (name, args, keywords, np)
     ("routing_bogus", ["run"] + TINY + ["--routing", "bogus"], ["bogus"], 4),
     ("attention_maybe", ["run"] + TINY + ["--attention", "maybe"], ["--attention"], 4),
     ("layers_99", ["run"] + TINY + ["--layers", "99"], ["--layers 99"], 4),
+    # Refused by the backend after MPI is up: every rank agrees before anything is written.
+    ("attention_impl_cudnn_on_cpu", ["run"] + TINY + ["--attention-impl", "cudnn"],
+     ["--attention-impl cudnn", "valid: auto or gemm"], 2),
 ]
 
 

@@ -387,6 +387,42 @@ TEST_CASE("grouped_gemm: experts' row blocks of one matrix, forward, dgrad and w
   }
 }
 
+// Token counts that change with the routing: the first count of a size class asks cuBLASLt's
+// heuristic, the later ones in the class reuse its algorithm (where cuBLASLt's check accepts it)
+// and still compute the right product; the forward varies m, the weight gradient k.
+TEST_CASE("gemm: new token counts in one size class reuse its algorithm and stay right") {
+  CudaComputeApi* api = cuda_api();
+  const std::int64_t queries0 = api != nullptr ? api->gemm_heuristic_queries() : 0;
+  const std::int64_t reuses0 = api != nullptr ? api->gemm_algo_reuses() : 0;
+  const std::vector<std::int64_t> counts = {1001, 1003, 1017, 1024, 1009, 1013};
+  constexpr std::int64_t h = 256, f = 96;
+  Twin w = twin_random(h, f, 60, 0.1f);
+  Twin dw = twin_random(h, f, 61, 1.0f, true);
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    const std::int64_t t = counts[i];
+    CAPTURE(t);
+    Twin x = twin_random(t, h, 62 + i);
+    Twin y = twin_random(t, f, 70 + i);
+    cpu().gemm(false, false, 1.0f, x.cv(), w.cv(), 0.0f, y.cv());
+    dev().gemm(false, false, 1.0f, x.dv(), w.dv(), 0.0f, y.dv());
+    check_twin(y, kOne, "forward, m in one class");
+    cpu().gemm(true, false, 1.0f, x.cv(), y.cv(), 1.0f, dw.cv());
+    dev().gemm(true, false, 1.0f, x.dv(), y.dv(), 1.0f, dw.dv());
+    check_twin(dw, kOne, "weight gradient, k in one class");
+  }
+  if (api != nullptr) {
+    // At most one query per GEMM form (forward, weight gradient) and a little slack for a count
+    // whose shape cuBLASLt's check refuses; every other count reused its class's algorithm.
+    const std::int64_t queries = api->gemm_heuristic_queries() - queries0;
+    const std::int64_t reuses = api->gemm_algo_reuses() - reuses0;
+    CAPTURE(queries);
+    CAPTURE(reuses);
+    CHECK(queries <= 4);
+    CHECK(queries + reuses == 2 * static_cast<std::int64_t>(counts.size()));
+    CHECK(api->gemm_path().find("heuristic queries") != std::string::npos);
+  }
+}
+
 TEST_CASE("rmsnorm forward and backward; the weight gradient accumulates") {
   const std::int64_t rows = 70, cols = 300;  // more rows than one 64-row chunk of the dw sum
   Twin x = twin_random(rows, cols, 80, 2.0f);
@@ -634,6 +670,73 @@ TEST_CASE("row movement: gather, scaled gather, scatter-add with repeats, gather
   cpu().gathered_row_dot(src.cv(), idx.cv(), dst.cv(), dot.cv());
   dev().gathered_row_dot(src.dv(), idx.dv(), dst.dv(), dot.dv());
   check_twin(dot, kOne, "gathered_row_dot");
+}
+
+// The kernels' 16-byte paths and their element paths against the cpu backend, on views that
+// select each: 16-byte aligned rows of 64 (whole chunks) and 67 (a tail of 3 past the last
+// chunk) columns in rows of 80, and the same one element off alignment (element path only).
+// tests/cuda_host checks the split over threads itself on the CPU; this checks the device runs it.
+TEST_CASE("element-wise and row kernels on their 16-byte and element paths") {
+  for (const std::int64_t cols : {64, 67}) {
+    for (const std::int64_t offset : {0, 1}) {
+      CAPTURE(cols);
+      CAPTURE(offset);
+      constexpr std::int64_t rows = 21, ld = 80;
+      auto view = [&](const Twin& t, bool on_dev) {
+        return (on_dev ? t.dv() : t.cv()).col_slice(offset, cols);
+      };
+      Twin x = twin_random(rows, ld, 300), y = twin_random(rows, ld, 301);
+      Twin y32 = twin_random(rows, ld, 302, 1.0f, true);
+      cpu().axpby(0.5f, view(x, false), -1.5f, view(y, false));
+      dev().axpby(0.5f, view(x, true), -1.5f, view(y, true));
+      check_twin(y, kOne, "axpby");
+      cpu().copy(view(y, false), view(y32, false));
+      dev().copy(view(y, true), view(y32, true));
+      check_twin(y32, kOne, "copy bf16 -> f32");
+      Twin w = twin_random(1, ld, 303), rstd = twin_random(rows, 1, 304, 1.0f, true);
+      cpu().rmsnorm_forward(view(x, false), view(w, false), 1e-6f, view(y, false), rstd.cv());
+      dev().rmsnorm_forward(view(x, true), view(w, true), 1e-6f, view(y, true), rstd.dv());
+      check_twin(y, kOne, "rmsnorm y");
+      check_twin(rstd, 1e-5, "rmsnorm rstd");
+      Twin dx = twin_random(rows, ld, 305), dw = twin_random(1, ld, 306);
+      cpu().rmsnorm_backward(view(y, false), view(x, false), view(w, false), rstd.cv(),
+                             view(dx, false), view(dw, false));
+      dev().rmsnorm_backward(view(y, true), view(x, true), view(w, true), rstd.dv(), view(dx, true),
+                             view(dw, true));
+      check_twin(dx, kOne, "rmsnorm dx");
+      check_twin(dw, kOne, "rmsnorm dweight");
+      // SwiGLU's [gate | up] rows: f = cols, the up half at column offset + cols.
+      Twin gu = twin_random(rows, 2 * cols + 16, 307, 3.0f),
+           dgu = twin_random(rows, 2 * cols + 16, 308);
+      auto gate_up = [&](const Twin& t, bool on_dev) {
+        return (on_dev ? t.dv() : t.cv()).col_slice(offset, 2 * cols);
+      };
+      cpu().swiglu_forward(gate_up(gu, false), view(y, false));
+      dev().swiglu_forward(gate_up(gu, true), view(y, true));
+      check_twin(y, kOne, "swiglu out");
+      cpu().swiglu_backward(gate_up(gu, false), view(x, false), gate_up(dgu, false));
+      dev().swiglu_backward(gate_up(gu, true), view(x, true), gate_up(dgu, true));
+      check_twin(dgu, kOne, "swiglu dgate_up");
+      IVec index(rows);
+      for (std::int64_t i = 0; i < rows; ++i)
+        index[i] = static_cast<std::int32_t>((i * 5 + 2) % rows);
+      Twin idx = twin_index(index), scale = twin_random(rows, 1, 309, 1.0f, true);
+      cpu().gather_rows(view(x, false), idx.cv(), view(y, false));
+      dev().gather_rows(view(x, true), idx.dv(), view(y, true));
+      check_twin(y, 0.0, "gather_rows");
+      cpu().gather_rows_scaled(view(x, false), idx.cv(), scale.cv(), view(y, false));
+      dev().gather_rows_scaled(view(x, true), idx.dv(), scale.dv(), view(y, true));
+      check_twin(y, kOne, "gather_rows_scaled");
+    }
+  }
+  // A dense tensor whose element count leaves a tail past the last chunk: fill, fill_random.
+  Twin flat = twin_random(1003, 1, 310);
+  cpu().fill_random(flat.cv(), 9, 4, 0.5f);
+  dev().fill_random(flat.dv(), 9, 4, 0.5f);
+  check_twin(flat, kOne, "fill_random, 1003 elements");
+  cpu().fill(flat.cv(), 0.75f);
+  dev().fill(flat.dv(), 0.75f);
+  check_twin(flat, 0.0, "fill, 1003 elements");
 }
 
 TEST_CASE("a bad row index is reported at the next synchronisation") {

@@ -16,6 +16,7 @@
 
 #include "harness/backends/cuda/cuda_backend.hpp"
 #include "harness/backends/cuda/device_mat.cuh"
+#include "harness/backends/cuda/kernel_work.cuh"
 
 namespace moebench::cuda {
 
@@ -51,14 +52,7 @@ void batched_gemm(cublasHandle_t h, bool trans_a, bool trans_b, std::int64_t m, 
       stride_c, as_int(batch, "attention batch"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-// The chunk's score rows: block row `blk` is query i = blk % seq of local head blk / seq.
-struct Chunk {
-  std::int64_t seq;    // keys and queries per sequence
-  std::int64_t heads;  // heads in this chunk
-  std::int64_t row0;   // first token row of the sequence
-  std::int64_t head0;  // first head of the chunk
-  bool causal;
-};
+using Chunk = ScoreChunk;  // kernel_work.cuh
 
 __device__ __forceinline__ std::int64_t visible_keys(const Chunk& ch, std::int64_t i) {
   return ch.causal ? i + 1 : ch.seq;
@@ -85,22 +79,10 @@ __global__ void softmax_forward_kernel(Chunk ch, const float* s, bf16* p, Mat st
   }
 }
 
-// Backward, element-wise over the chunk's scores: P recomputed from S and the log-sum-exp; with
-// dp given, dS = P * (dP - D) instead (D = rowsum(dO * O)).
+// Backward over the chunk's scores (kernel_work.cuh): a score row per block row, keys along x.
 __global__ void probs_kernel(Chunk ch, const float* s, const float* dp, const float* d,
                              std::int64_t heads_total, Mat stats, bf16* out) {
-  MB_GRID_LOOP(e, ch.heads * ch.seq * ch.seq) {
-    const std::int64_t j = e % ch.seq;
-    const std::int64_t blk = e / ch.seq;
-    const std::int64_t i = blk % ch.seq;
-    const std::int64_t head = ch.head0 + blk / ch.seq;
-    float v = 0.0f;
-    if (j < visible_keys(ch, i)) {
-      v = ::expf(s[e] - load(stats, ch.row0 + i, head));
-      if (dp != nullptr) v *= dp[e] - d[(ch.row0 + i) * heads_total + head];
-    }
-    out[e] = __float2bfloat16_rn(v);
-  }
+  probs_work(grid_pos(), ch, s, dp, d, heads_total, stats, out);
 }
 
 // D[r, h] = dot(dO[r, head h], O[r, head h]), one warp per (row, head).
@@ -229,12 +211,12 @@ void CudaCompute::do_attention_backward(const AttentionShape& s, const Mat& q, c
       const Operand vh{head_ptr(v, s, b, h0, s.v_dim), CUDA_R_16BF, v.ld, s.v_dim};
       const Operand doh{head_ptr(dout, s, b, h0, s.v_dim), CUDA_R_16BF, dout.ld, s.v_dim};
       const Operand ph{probs, CUDA_R_16BF, t, t * t};
-      const std::int64_t elems = heads * t * t;
+      const dim3 probs_grid = cell_grid(heads * t, t, kThreads);
 
       batched_gemm(cublas_, false, true, t, t, s.qk_dim, s.scale, qh, kh, 0.0f, scores, CUDA_R_32F,
                    t, t * t, heads);
-      probs_kernel<<<blocks_for(elems, kThreads), kThreads, 0, stream_>>>(
-          ch, scores, nullptr, nullptr, s.heads, stats, probs);
+      probs_kernel<<<probs_grid, kThreads, 0, stream_>>>(ch, scores, nullptr, nullptr, s.heads,
+                                                         stats, probs);
       CUDA_CHECK_LAUNCH();
       // dV = P^T dO, dP = dO V^T.
       batched_gemm(cublas_, true, false, t, s.v_dim, t, 1.0f, ph, doh, 0.0f,
@@ -242,8 +224,8 @@ void CudaCompute::do_attention_backward(const AttentionShape& s, const Mat& q, c
       batched_gemm(cublas_, false, true, t, t, s.v_dim, 1.0f, doh, vh, 0.0f, dprobs, CUDA_R_32F, t,
                    t * t, heads);
       // dS = P * (dP - D), over P (the dV GEMM before it on the stream has read P).
-      probs_kernel<<<blocks_for(elems, kThreads), kThreads, 0, stream_>>>(ch, scores, dprobs, d,
-                                                                          s.heads, stats, probs);
+      probs_kernel<<<probs_grid, kThreads, 0, stream_>>>(ch, scores, dprobs, d, s.heads, stats,
+                                                         probs);
       CUDA_CHECK_LAUNCH();
       // dQ = scale dS K, dK = scale dS^T Q.
       batched_gemm(cublas_, false, false, t, s.qk_dim, t, s.scale, ph, kh, 0.0f,

@@ -90,8 +90,10 @@ class Carver {
   std::size_t offset_ = 0;
 };
 
-// cuBLASLt GEMMs on row-major views: one plan (descriptors and the heuristic's algorithm) per
-// shape, transposes, leading dimensions, dtypes and pointer alignments, kept for the run.
+// cuBLASLt GEMMs on row-major views: one plan (descriptors and an algorithm) per shape,
+// transposes, leading dimensions, dtypes and pointer alignments, kept for the run; the algorithm
+// is the heuristic's for the first shape of its class (gemm_size_class of m and k), reused by the
+// class's later shapes where cublasLtMatmulAlgoCheck accepts it (gemm.cu).
 class GemmEngine {
  public:
   GemmEngine(cudaStream_t stream, cublasHandle_t fallback);
@@ -103,6 +105,9 @@ class GemmEngine {
   void run(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b, float beta,
            const Mat& c);
   std::size_t plans() const { return plans_.size(); }
+  // Since construction: heuristic queries made, and shapes that reused their class's algorithm.
+  std::int64_t heuristic_queries() const { return heuristic_queries_; }
+  std::int64_t algo_reuses() const { return algo_reuses_; }
   std::size_t workspace_bytes() const { return workspace_bytes_; }
 
   struct Plan;
@@ -135,10 +140,17 @@ class GemmEngine {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
     bool use_fallback = false;  // no cuBLASLt algorithm: cublasGemmEx instead
+    std::uint32_t align_a = 0, align_b = 0, align_c = 0;  // the key's, for the heuristic
   };
 
  private:
   const Plan& plan(const Key& key);
+  // The plan's descriptors for the key.
+  void describe(const Key& key, Plan& p) const;
+  // Whether cuBLASLt takes `algo` for the plan's descriptors within the workspace.
+  bool accepts(const Plan& p, const cublasLtMatmulAlgo_t& algo) const;
+  // The heuristic's algorithm, or use_fallback where it has none.
+  void choose(Plan& p);
   void destroy(Plan& p);
 
   cudaStream_t stream_;
@@ -147,6 +159,9 @@ class GemmEngine {
   void* workspace_ = nullptr;
   std::size_t workspace_bytes_ = 0;
   std::unordered_map<Key, Plan, KeyHash> plans_;
+  std::unordered_map<Key, cublasLtMatmulAlgo_t, KeyHash> class_algos_;  // m and k by class
+  std::int64_t heuristic_queries_ = 0;
+  std::int64_t algo_reuses_ = 0;
 };
 
 // Codes a kernel writes into the backend's error word when it meets a bad index (it skips that
@@ -195,10 +210,15 @@ class CudaCompute final : public CudaComputeApi {
   std::string grouped_gemm_path() const override;
   std::string attention_path() const override;
   void set_attention_score_budget(std::size_t bytes) override { score_budget_ = bytes; }
+  std::int64_t gemm_heuristic_queries() const override { return gemm_->heuristic_queries(); }
+  std::int64_t gemm_algo_reuses() const override { return gemm_->algo_reuses(); }
 
   cudaStream_t stream() const { return stream_; }
   // Grid size for a grid-stride loop over n items with `threads` per block.
   unsigned blocks_for(std::int64_t n, int threads) const;
+  // The grid of a kernel_work.cuh function over `rows` rows (block rows, at most 65,535, the rest
+  // by striding) and `x_items` items a row (threads along x), at most 32 blocks a multiprocessor.
+  dim3 cell_grid(std::int64_t rows, std::int64_t x_items, int threads) const;
 
  protected:
   Tensor do_alloc(std::int64_t rows, std::int64_t cols, DType dtype) override;

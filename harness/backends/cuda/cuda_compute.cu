@@ -398,7 +398,10 @@ void CudaCompute::do_copy(const Mat& src, const Mat& dst) {
 
 std::string CudaCompute::gemm_path() const {
   const std::string bf16 =
-      "cublasLt: bf16 A/B, bf16 or fp32 C, fp32 compute, heuristic algorithm cached per shape";
+      "cublasLt: bf16 A/B, bf16 or fp32 C, fp32 compute, the heuristic's algorithm per shape "
+      "class (m and k to the next power of two), checked for each new shape (" +
+      std::to_string(gemm_->heuristic_queries()) + " heuristic queries, " +
+      std::to_string(gemm_->algo_reuses()) + " shapes reused their class's algorithm)";
   if (linear_precision_ != LinearPrecision::fp8) return bf16;
   const std::string scaling = fp8_recipe_ == Fp8Recipe::tensor ? "per-tensor scaling (SCALAR_32F)"
                               : fp8_recipe_ == Fp8Recipe::blockwise

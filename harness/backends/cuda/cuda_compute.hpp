@@ -25,6 +25,10 @@ class CudaComputeApi : public Compute {
   // budget (default 1 GiB; at least one head whatever the budget). Smaller saves memory, larger
   // batches more heads per GEMM.
   virtual void set_attention_score_budget(std::size_t bytes) = 0;
+  // The GEMM plans' algorithm choices since construction: cuBLASLt heuristic queries, and new
+  // shapes that reused their size class's algorithm instead (gemm.cu).
+  virtual std::int64_t gemm_heuristic_queries() const = 0;
+  virtual std::int64_t gemm_algo_reuses() const = 0;
 };
 
 // The device local_rank runs on: local_rank modulo the visible devices (CUDA_VISIBLE_DEVICES is

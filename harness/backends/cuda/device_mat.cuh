@@ -1,24 +1,32 @@
 // Device-side access to the step's row-major views: every float tensor is read as FP32 and
 // written back in its storage dtype (BF16 or FP32), so one kernel serves both and all arithmetic
 // runs in FP32, as the cpu backend's does.
+//
+// The accessors are __host__ __device__: the per-thread work of the grid-stride kernels
+// (kernel_work.cuh) runs on the host too, over an emulated grid, in tests/cuda_host.
 #pragma once
 
 #include <cuda_bf16.h>
+#include <vector_functions.h>
+#include <vector_types.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "harness/core/tensor.hpp"
 
+#define MB_CUDA_HD __host__ __device__ __forceinline__
+
 namespace moebench::cuda {
 
-__device__ __forceinline__ float load(const Mat& m, std::int64_t r, std::int64_t c) {
+MB_CUDA_HD float load(const Mat& m, std::int64_t r, std::int64_t c) {
   const std::int64_t o = r * m.ld + c;
   if (m.dtype == DType::bf16) return __bfloat162float(static_cast<const __nv_bfloat16*>(m.data)[o]);
   return static_cast<const float*>(m.data)[o];
 }
 
-__device__ __forceinline__ void store(const Mat& m, std::int64_t r, std::int64_t c, float v) {
+MB_CUDA_HD void store(const Mat& m, std::int64_t r, std::int64_t c, float v) {
   const std::int64_t o = r * m.ld + c;
   if (m.dtype == DType::bf16) {
     static_cast<__nv_bfloat16*>(m.data)[o] = __float2bfloat16_rn(v);
@@ -27,32 +35,163 @@ __device__ __forceinline__ void store(const Mat& m, std::int64_t r, std::int64_t
   }
 }
 
-// Element i (row-major) of a rows x cols view: its offset in memory. A dense view (ld == cols,
-// the common case: parameters, gradients, whole activations) needs no division; only a strided
-// one divides, once.
-__device__ __forceinline__ std::int64_t offset_of(const Mat& m, std::int64_t i) {
-  if (m.ld == m.cols || m.rows <= 1) return i;
-  const std::int64_t r = i / m.cols;
-  return r * m.ld + (i - r * m.cols);
-}
-
-__device__ __forceinline__ float load_flat(const Mat& m, std::int64_t i) {
-  const std::int64_t o = offset_of(m, i);
-  if (m.dtype == DType::bf16) return __bfloat162float(static_cast<const __nv_bfloat16*>(m.data)[o]);
-  return static_cast<const float*>(m.data)[o];
-}
-
-__device__ __forceinline__ void store_flat(const Mat& m, std::int64_t i, float v) {
-  const std::int64_t o = offset_of(m, i);
-  if (m.dtype == DType::bf16) {
-    static_cast<__nv_bfloat16*>(m.data)[o] = __float2bfloat16_rn(v);
-  } else {
-    static_cast<float*>(m.data)[o] = v;
-  }
-}
-
-__device__ __forceinline__ std::int32_t load_i32(const Mat& m, std::int64_t r, std::int64_t c) {
+MB_CUDA_HD std::int32_t load_i32(const Mat& m, std::int64_t r, std::int64_t c) {
   return static_cast<const std::int32_t*>(m.data)[r * m.ld + c];
+}
+
+// ---- 16-byte accesses ------------------------------------------------------------------------
+// kVec consecutive elements of a row move as one 16-byte access (BF16) or two (FP32) where the
+// view allows it (vec_rows_ok); a kernel takes that path only when every view it touches does.
+constexpr int kVec = 8;
+
+// Whether columns c, c + 1, ..., c + 7 of every row, for c a multiple of 8, start on a 16-byte
+// boundary: the base is 16-byte aligned and so is the row pitch (or there is one row). Float
+// views only (BF16 or FP32).
+inline bool vec_rows_ok(const Mat& m) {
+  const auto base = reinterpret_cast<std::uintptr_t>(m.data);
+  const auto pitch = static_cast<std::uint64_t>(m.ld) * dtype_size(m.dtype);
+  return m.dtype != DType::i32 && base % 16 == 0 && (m.rows <= 1 || pitch % 16 == 0);
+}
+
+// 16 bytes at p (16-byte aligned). The device moves them as one vector access; the host (the
+// emulated grid of tests/cuda_host) copies them, which is the same without type punning.
+MB_CUDA_HD uint4 load16(const void* p) {
+#ifdef __CUDA_ARCH__
+  return *static_cast<const uint4*>(p);
+#else
+  uint4 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+#endif
+}
+MB_CUDA_HD void store16(void* p, const uint4& v) {
+#ifdef __CUDA_ARCH__
+  *static_cast<uint4*>(p) = v;
+#else
+  std::memcpy(p, &v, sizeof(v));
+#endif
+}
+
+// BF16 is the high half of an FP32: a 32-bit word of two BF16 values (the lower address in its
+// low half, little-endian) unpacks by shifts, and packs from two rounded halves.
+MB_CUDA_HD float bits_to_float(std::uint32_t u) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+#endif
+}
+MB_CUDA_HD void unpack_bf16x2(std::uint32_t w, float* v) {
+  v[0] = bits_to_float(w << 16);
+  v[1] = bits_to_float(w & 0xffff0000u);
+}
+MB_CUDA_HD std::uint32_t pack_bf16x2(float lo, float hi) {
+  return static_cast<std::uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(lo))) |
+         (static_cast<std::uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(hi))) << 16);
+}
+
+// Columns [c, c + kVec) of row r into v (the view passed vec_rows_ok; c a multiple of kVec).
+MB_CUDA_HD void load_vec(const Mat& m, std::int64_t r, std::int64_t c, float* v) {
+  const std::int64_t o = r * m.ld + c;
+  if (m.dtype == DType::bf16) {
+    const uint4 w = load16(static_cast<const std::uint16_t*>(m.data) + o);
+    unpack_bf16x2(w.x, v);
+    unpack_bf16x2(w.y, v + 2);
+    unpack_bf16x2(w.z, v + 4);
+    unpack_bf16x2(w.w, v + 6);
+    return;
+  }
+  const float* p = static_cast<const float*>(m.data) + o;
+  for (int half = 0; half < 2; ++half) {
+    const uint4 w = load16(p + 4 * half);
+    v[4 * half] = bits_to_float(w.x);
+    v[4 * half + 1] = bits_to_float(w.y);
+    v[4 * half + 2] = bits_to_float(w.z);
+    v[4 * half + 3] = bits_to_float(w.w);
+  }
+}
+
+MB_CUDA_HD std::uint32_t float_bits(float f) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(f);
+#else
+  std::uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  return u;
+#endif
+}
+
+// v into columns [c, c + kVec) of row r, rounded to the view's dtype.
+MB_CUDA_HD void store_vec(const Mat& m, std::int64_t r, std::int64_t c, const float* v) {
+  const std::int64_t o = r * m.ld + c;
+  if (m.dtype == DType::bf16) {
+    const uint4 w = make_uint4(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]),
+                               pack_bf16x2(v[4], v[5]), pack_bf16x2(v[6], v[7]));
+    store16(static_cast<std::uint16_t*>(m.data) + o, w);
+    return;
+  }
+  float* p = static_cast<float*>(m.data) + o;
+  for (int half = 0; half < 2; ++half) {
+    store16(p + 4 * half, make_uint4(float_bits(v[4 * half]), float_bits(v[4 * half + 1]),
+                                     float_bits(v[4 * half + 2]), float_bits(v[4 * half + 3])));
+  }
+}
+
+// ---- A thread's place in the grid ------------------------------------------------------------
+// The grid-stride kernels' work is a __host__ __device__ function of this, so a host test can
+// run it for every thread of an emulated grid. Rows go along y (block rows), columns along x.
+struct GridPos {
+  std::int64_t x;   // this thread along x: blockIdx.x * blockDim.x + threadIdx.x
+  std::int64_t nx;  // threads along x: gridDim.x * blockDim.x
+  std::int64_t y;   // this block row: blockIdx.y
+  std::int64_t ny;  // block rows: gridDim.y
+};
+
+__device__ __forceinline__ GridPos grid_pos() {
+  return GridPos{static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x,
+                 static_cast<std::int64_t>(gridDim.x) * blockDim.x, blockIdx.y, gridDim.y};
+}
+
+// Every (row, column) of a rows x cols range, row r on block rows y, y + ny, ...; along a row,
+// thread x takes columns x, x + nx, ... one by one (`one(r, c)`), or with `vec` the chunks of
+// kVec columns x, x + nx, ... (`chunk(r, c)`, c a multiple of kVec) and then the columns past the
+// last whole chunk one by one. No division anywhere.
+template <typename Chunk, typename One>
+MB_CUDA_HD void for_each_cell(const GridPos& g, std::int64_t rows, std::int64_t cols, bool vec,
+                              Chunk chunk, One one) {
+  const std::int64_t chunks = vec ? cols / kVec : 0;
+  const std::int64_t tail = chunks * kVec;
+  for (std::int64_t r = g.y; r < rows; r += g.ny) {
+    for (std::int64_t c = g.x; c < chunks; c += g.nx) chunk(r, c * kVec);
+    for (std::int64_t c = tail + g.x; c < cols; c += g.nx) one(r, c);
+  }
+}
+
+// The columns a thread along x has to cover: chunks and the tail, or single columns.
+inline std::int64_t cell_columns(std::int64_t cols, bool vec) {
+  if (!vec) return cols;
+  return cols / kVec > cols % kVec ? cols / kVec : cols % kVec;
+}
+
+// The grid for `rows` rows (block rows, at most 65,535: more rows are strided over) and
+// `x_items` items a row (threads along x), at most max_blocks blocks in all (so a wide grid
+// strides rather than oversubscribing the device).
+inline dim3 cell_grid_for(std::int64_t rows, std::int64_t x_items, int threads,
+                          std::int64_t max_blocks) {
+  const std::int64_t y = rows < 1 ? 1 : (rows > 65535 ? 65535 : rows);
+  const std::int64_t x_cap = max_blocks / y > 1 ? max_blocks / y : 1;
+  std::int64_t x = (x_items + threads - 1) / threads;
+  x = x < 1 ? 1 : (x > x_cap ? x_cap : x);
+  return dim3(static_cast<unsigned>(x), static_cast<unsigned>(y));
+}
+
+// A dense view (every element in one contiguous run) as one row: the element-wise kernels then
+// split it over threads along x only.
+inline Mat as_one_row(const Mat& m) {
+  if (m.ld != m.cols && m.rows > 1) return m;
+  return Mat{m.data, m.rows == 0 ? 0 : 1, m.rows * m.cols, m.rows * m.cols, m.dtype};
 }
 
 // Grid-stride loop over [0, n).

@@ -55,13 +55,17 @@ __device__ __forceinline__ __nv_fp8_storage_t to_e4m3(float v) {
 
 // Largest |x| into *amax (zeroed before); non-negative floats order as their bit patterns do, so
 // an integer atomicMax on the bits is a float max. fmaxf drops NaN, as amax scaling would anyway.
-__global__ void amax_kernel(Mat x, float* amax) {
+__global__ void amax_kernel(Mat x, float* amax, bool vec) {
   __shared__ float shared[32];
   float m = 0.0f;
-  MB_GRID_LOOP(i, x.rows * x.cols) {
-    const std::int64_t r = i / x.cols;
-    m = fmaxf(m, fabsf(load(x, r, i - r * x.cols)));
-  }
+  for_each_cell(
+      grid_pos(), x.rows, x.cols, vec,
+      [&](std::int64_t r, std::int64_t c) {
+        float v[kVec];
+        load_vec(x, r, c, v);
+        for (float e : v) m = fmaxf(m, fabsf(e));
+      },
+      [&](std::int64_t r, std::int64_t c) { m = fmaxf(m, fabsf(load(x, r, c))); });
   m = block_max(m, shared);
   if (threadIdx.x == 0) atomicMax(reinterpret_cast<int*>(amax), __float_as_int(m));
 }
@@ -73,15 +77,15 @@ __global__ void descale_kernel(const float* amax, float* descale, int n) {
   }
 }
 
-// dst (x.rows x ld, row-major) = E4M3(x * scale), columns [x.cols, ld) zero.
+// dst (x.rows x ld, row-major) = E4M3(x * scale), columns [x.cols, ld) zero; rows on the grid's
+// y, columns along x.
 __global__ void quantize_kernel(Mat x, const float* amax, __nv_fp8_storage_t* dst,
                                 std::int64_t ld) {
   const float scale = fp8_scale(*amax);
-  MB_GRID_LOOP(i, x.rows * ld) {
-    const std::int64_t r = i / ld;
-    const std::int64_t c = i - r * ld;
-    dst[i] = to_e4m3(c < x.cols ? fp8_quantize(load(x, r, c), scale) : 0.0f);
-  }
+  const auto one = [&](std::int64_t r, std::int64_t c) {
+    dst[r * ld + c] = to_e4m3(c < x.cols ? fp8_quantize(load(x, r, c), scale) : 0.0f);
+  };
+  for_each_cell(grid_pos(), x.rows, ld, false, one, one);
 }
 
 // dst (x.cols x ld, row-major) = E4M3(x^T * scale), columns [x.rows, ld) zero. One 32 x 32 tile
@@ -273,7 +277,10 @@ CudaCompute::Fp8Copy CudaCompute::quantise_fp8(const Mat& x, bool trans, Fp8Oper
   if (fp8_recipe_ == Fp8Recipe::tensor) {
     float* scalars = static_cast<float*>(q.amax);  // amax, then descale
     CUDA_CHECK(cudaMemsetAsync(scalars, 0, sizeof(float), stream_));
-    amax_kernel<<<blocks_for(x.numel(), kThreads), kThreads, 0, stream_>>>(x, scalars);
+    const Mat flat = x.ld == x.cols || x.rows <= 1 ? as_one_row(x) : x;
+    const bool vec = vec_rows_ok(flat);
+    amax_kernel<<<cell_grid(flat.rows, cell_columns(flat.cols, vec), kThreads), kThreads, 0,
+                  stream_>>>(flat, scalars, vec);
     CUDA_CHECK_LAUNCH();
     descale_kernel<<<1, 32, 0, stream_>>>(scalars, scalars + 1, 1);
     CUDA_CHECK_LAUNCH();
@@ -283,8 +290,8 @@ CudaCompute::Fp8Copy CudaCompute::quantise_fp8(const Mat& x, bool trans, Fp8Oper
       MB_CHECK(grid.y <= 65535, "fp8 gemm: k " << kp << " exceeds the transpose grid");
       quantize_transpose_kernel<<<grid, dim3(kTile, kTileRows), 0, stream_>>>(x, scalars, dst, kp);
     } else {
-      quantize_kernel<<<blocks_for(x.rows * kp, kThreads), kThreads, 0, stream_>>>(x, scalars, dst,
-                                                                                   kp);
+      quantize_kernel<<<cell_grid(x.rows, kp, kThreads), kThreads, 0, stream_>>>(x, scalars, dst,
+                                                                                 kp);
     }
     CUDA_CHECK_LAUNCH();
     return q;

@@ -3,13 +3,15 @@
 // column-major view of its transpose, so row-major C = op(A) op(B) is computed as the
 // column-major C^T = op(B)^T op(A)^T: cuBLASLt's first operand is our B and its second our A.
 //
-// Grouped GEMMs (the experts) are one cuBLASLt call per problem, in order on the stream. Why not
-// cublasGemmGroupedBatchedEx: it takes device arrays of pointers (an upload per call, from host
-// data that changes every step with the routing), and nothing says its BF16 path on Hopper uses
-// the same kernels as cuBLASLt's heuristics pick for a dense GEMM; one cuBLASLt call per expert
-// runs exactly the dense path the roofline reference measures, and at DeepSeek-V3's shapes each
-// expert's GEMM (4096 x 2048 x 7168 with EP=32) fills the GPU on its own, so the launch cost per
-// expert (a few microseconds) is under 1% of it.
+// Plans: the descriptors are made once per exact shape; the algorithm once per shape class
+// (gemm_size_class of m and k, everything else exact). The first shape of a class gets the
+// heuristic's choice; a later one (an expert's new token count under router, random or zipf
+// routing) reuses it once cublasLtMatmulAlgoCheck accepts it, so a new token count costs a check
+// on the host, not a heuristic query.
+//
+// Grouped GEMMs (the experts): --grouped-gemm loop runs one cuBLASLt call per problem, in order
+// on the stream, exactly the dense path the roofline reference measures; grouped runs one
+// cublasGemmGroupedBatchedEx (below), where cuBLAS picks the kernels itself.
 #include <climits>
 #include <cstring>
 
@@ -101,69 +103,99 @@ void GemmEngine::destroy(Plan& p) {
 const GemmEngine::Plan& GemmEngine::plan(const Key& key) {
   if (auto it = plans_.find(key); it != plans_.end()) return it->second;
   if (plans_.size() >= kMaxPlans) {
-    // The plans are only descriptors; no queued work refers to them.
+    // The plans are only descriptors; no queued work refers to them. The class algorithms stay.
     for (auto& [k, p] : plans_) destroy(p);
     plans_.clear();
   }
   Plan& p = plans_[key];
   try {
-    const cublasOperation_t op_a = key.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's A = B
-    const cublasOperation_t op_b = key.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's B = A
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    set_desc(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, op_a);
-    set_desc(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, op_b);
-    // Stored column-major shapes: a row-major R x C view with leading dimension ld is a
-    // column-major C x R matrix with the same ld.
-    const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
-    const cudaDataType_t ab_type = key.fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
-    if (key.fp8) {
-      // Hopper's FP8 tensor cores accumulate with limited precision unless cuBLASLt promotes
-      // partial sums to FP32 registers (DeepSeek-V3 sec. 3.3.2 promotes every 128 elements for
-      // the same reason): fast accumulation stays off.
-      set_desc(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, static_cast<std::int8_t>(0));
-      // Block scaling (--fp8-recipe blockwise, mxfp8): cuBLASLt's A is our B_q, its B our A_q.
-      if (key.scale_mode_a != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F ||
-          key.scale_mode_b != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F) {
-        set_desc(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
-                 static_cast<std::int32_t>(key.scale_mode_b));
-        set_desc(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
-                 static_cast<std::int32_t>(key.scale_mode_a));
-      }
+    describe(key, p);
+    Key class_key = key;
+    class_key.m = gemm_size_class(key.m);
+    class_key.k = gemm_size_class(key.k);
+    if (auto it = class_algos_.find(class_key);
+        it != class_algos_.end() && accepts(p, it->second)) {
+      p.algo = it->second;
+      ++algo_reuses_;
+      return p;
     }
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, ab_type, u(key.trans_b ? key.k : key.n),
-                                            u(key.trans_b ? key.n : key.k), key.ldb));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, ab_type, u(key.trans_a ? key.m : key.k),
-                                            u(key.trans_a ? key.k : key.m), key.lda));
-    CUBLAS_CHECK(
-        cublasLtMatrixLayoutCreate(&p.c, cuda_type(key.c_dtype), u(key.n), u(key.m), key.ldc));
-
-    PreferenceGuard pref;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.p));
-    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-             static_cast<std::uint64_t>(workspace_bytes_));
-    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_b);
-    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_a);
-    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_c);
-    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_c);
-
-    cublasLtMatmulHeuristicResult_t result;
-    std::memset(&result, 0, sizeof(result));
-    int returned = 0;
-    const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt_, p.desc, p.a, p.b, p.c, p.c, pref.p,
-                                                            1, &result, &returned);
-    if (s == CUBLAS_STATUS_NOT_SUPPORTED || (s == CUBLAS_STATUS_SUCCESS && returned == 0)) {
-      p.use_fallback = true;  // an odd shape or alignment no cuBLASLt kernel takes
-    } else {
-      CUBLAS_CHECK(s);
-      CUBLAS_CHECK(result.state);
-      p.algo = result.algo;
-    }
+    choose(p);
+    if (!p.use_fallback && class_algos_.size() < kMaxPlans) class_algos_.emplace(class_key, p.algo);
   } catch (...) {
     destroy(p);
     plans_.erase(key);
     throw;
   }
   return p;
+}
+
+void GemmEngine::describe(const Key& key, Plan& p) const {
+  const cublasOperation_t op_a = key.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's A = B
+  const cublasOperation_t op_b = key.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's B = A
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  set_desc(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, op_a);
+  set_desc(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, op_b);
+  // Stored column-major shapes: a row-major R x C view with leading dimension ld is a
+  // column-major C x R matrix with the same ld.
+  const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+  const cudaDataType_t ab_type = key.fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
+  if (key.fp8) {
+    // Hopper's FP8 tensor cores accumulate with limited precision unless cuBLASLt promotes
+    // partial sums to FP32 registers (DeepSeek-V3 sec. 3.3.2 promotes every 128 elements for
+    // the same reason): fast accumulation stays off.
+    set_desc(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, static_cast<std::int8_t>(0));
+    // Block scaling (--fp8-recipe blockwise, mxfp8): cuBLASLt's A is our B_q, its B our A_q.
+    if (key.scale_mode_a != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F ||
+        key.scale_mode_b != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F) {
+      set_desc(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
+               static_cast<std::int32_t>(key.scale_mode_b));
+      set_desc(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
+               static_cast<std::int32_t>(key.scale_mode_a));
+    }
+  }
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, ab_type, u(key.trans_b ? key.k : key.n),
+                                          u(key.trans_b ? key.n : key.k), key.ldb));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, ab_type, u(key.trans_a ? key.m : key.k),
+                                          u(key.trans_a ? key.k : key.m), key.lda));
+  CUBLAS_CHECK(
+      cublasLtMatrixLayoutCreate(&p.c, cuda_type(key.c_dtype), u(key.n), u(key.m), key.ldc));
+  p.align_a = key.align_a;
+  p.align_b = key.align_b;
+  p.align_c = key.align_c;
+}
+
+// A class's algorithm for this exact shape: cuBLASLt checks it (host only, no heuristic search)
+// and it fits the workspace.
+bool GemmEngine::accepts(const Plan& p, const cublasLtMatmulAlgo_t& algo) const {
+  cublasLtMatmulHeuristicResult_t result;
+  std::memset(&result, 0, sizeof(result));
+  const cublasStatus_t s = cublasLtMatmulAlgoCheck(lt_, p.desc, p.a, p.b, p.c, p.c, &algo, &result);
+  return s == CUBLAS_STATUS_SUCCESS && result.workspaceSize <= workspace_bytes_;
+}
+
+void GemmEngine::choose(Plan& p) {
+  PreferenceGuard pref;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.p));
+  set_pref(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+           static_cast<std::uint64_t>(workspace_bytes_));
+  set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, p.align_b);
+  set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, p.align_a);
+  set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, p.align_c);
+  set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, p.align_c);
+
+  cublasLtMatmulHeuristicResult_t result;
+  std::memset(&result, 0, sizeof(result));
+  int returned = 0;
+  ++heuristic_queries_;
+  const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt_, p.desc, p.a, p.b, p.c, p.c, pref.p,
+                                                          1, &result, &returned);
+  if (s == CUBLAS_STATUS_NOT_SUPPORTED || (s == CUBLAS_STATUS_SUCCESS && returned == 0)) {
+    p.use_fallback = true;  // an odd shape or alignment no cuBLASLt kernel takes
+    return;
+  }
+  CUBLAS_CHECK(s);
+  CUBLAS_CHECK(result.state);
+  p.algo = result.algo;
 }
 
 void GemmEngine::run(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b,

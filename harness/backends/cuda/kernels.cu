@@ -1,14 +1,14 @@
 // Element-wise kernels of the cuda backend: initialisation, conversion, axpby, RMSNorm, rope,
 // SwiGLU and AdamW. Each element calls the same function from workloads/ops/elementwise.hpp that
-// the cpu backend's loops call; only the split of a row over threads is written here. Simple
-// grid-stride loops over FP32 math on BF16/FP32 storage: memory-bound and obviously correct
-// first (vectorised 16-byte accesses are the next step if a profile asks for them).
+// the cpu backend's loops call. The grid-stride kernels are one-line wrappers around the
+// per-thread work in kernel_work.cuh (rows on the grid's y, columns along x, no per-element
+// division; 16-byte accesses where every view allows them); RMSNorm's row reductions are here.
 #include <algorithm>
 
 #include "harness/backends/cuda/cuda_backend.hpp"
 #include "harness/backends/cuda/device_mat.cuh"
+#include "harness/backends/cuda/kernel_work.cuh"
 #include "workloads/ops/elementwise.hpp"
-#include "workloads/ops/random.hpp"
 
 namespace moebench::cuda {
 
@@ -16,81 +16,104 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// Row and column of flat element i of a rows x cols view: a 32-bit division while i fits in 32
-// bits (every activation of a step; a 64-bit one is several times slower on the GPU), 64-bit
-// beyond.
-__device__ __forceinline__ void split(std::int64_t i, std::int64_t cols, std::int64_t* r,
-                                      std::int64_t* c) {
-  if (i <= 0xffffffffLL && cols <= 0xffffffffLL) {
-    const auto ui = static_cast<std::uint32_t>(i), uc = static_cast<std::uint32_t>(cols);
-    const std::uint32_t ur = ui / uc;
-    *r = ur;
-    *c = ui - ur * uc;
-    return;
-  }
-  *r = i / cols;
-  *c = i - *r * cols;
+bool dense(const Mat& m) {
+  return m.ld == m.cols || m.rows <= 1;
 }
 
-// The element-wise kernels address element i of each view through offset_of: no division for
-// dense views, one for strided ones (same shapes, so the same i everywhere).
-__global__ void convert_kernel(Mat src, Mat dst) {
-  MB_GRID_LOOP(i, src.rows * src.cols) store_flat(dst, i, load_flat(src, i));
+template <typename... M>
+bool all_vec(const M&... m) {
+  return (vec_rows_ok(m) && ...);
 }
 
-__global__ void fill_kernel(Mat x, float value) {
-  MB_GRID_LOOP(i, x.rows * x.cols) store_flat(x, i, value);
+__global__ void convert_kernel(Mat src, Mat dst, bool vec) {
+  convert_work(grid_pos(), src, dst, vec);
 }
 
-__global__ void axpby_kernel(float alpha, Mat x, float beta, Mat y) {
-  MB_GRID_LOOP(i, x.rows * x.cols) {
-    // beta == 0 does not read y (the BLAS convention): y may be uninitialised.
-    const float v =
-        beta == 0.0f ? alpha * load_flat(x, i) : alpha * load_flat(x, i) + beta * load_flat(y, i);
-    store_flat(y, i, v);
-  }
+__global__ void fill_kernel(Mat x, float value, bool vec) {
+  fill_work(grid_pos(), x, value, vec);
 }
 
-__global__ void scale_kernel(Mat y, float beta) {
-  MB_GRID_LOOP(i, y.rows * y.cols) store_flat(y, i, beta == 0.0f ? 0.0f : beta * load_flat(y, i));
+__global__ void axpby_kernel(float alpha, Mat x, float beta, Mat y, bool vec) {
+  axpby_work(grid_pos(), alpha, x, beta, y, vec);
 }
 
-// Element (r, c) is u(seed, stream, r * cols + c), independent of ld, as on the cpu backend.
-__global__ void fill_random_kernel(Mat x, std::uint64_t seed, std::uint64_t stream, float scale) {
-  MB_GRID_LOOP(i, x.rows * x.cols) {
-    store_flat(x, i, scale * uniform_pm1(seed, stream, static_cast<std::uint64_t>(i)));
-  }
+__global__ void scale_kernel(Mat y, float beta, bool vec) {
+  scale_work(grid_pos(), y, beta, vec);
+}
+
+__global__ void fill_random_kernel(Mat x, std::uint64_t seed, std::uint64_t stream, float scale,
+                                   bool vec) {
+  fill_random_work(grid_pos(), x, seed, stream, scale, vec);
+}
+
+// The columns of one row split over the block's threads (chunks of kVec with vec, as
+// for_each_cell splits a row over a grid).
+__device__ __forceinline__ GridPos block_row() {
+  return GridPos{threadIdx.x, blockDim.x, 0, 1};
 }
 
 // One block per row (a grid-stride loop over rows).
-__global__ void rmsnorm_forward_kernel(Mat x, Mat w, float eps, Mat y, Mat rstd) {
+__global__ void rmsnorm_forward_kernel(Mat x, Mat w, float eps, Mat y, Mat rstd, bool vec) {
   __shared__ float red[32];
   for (std::int64_t r = blockIdx.x; r < x.rows; r += gridDim.x) {
     float sum_sq = 0.0f;
-    for (std::int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) {
-      const float v = load(x, r, c);
-      sum_sq += v * v;
-    }
+    for_each_cell(
+        block_row(), 1, x.cols, vec,
+        [&](std::int64_t, std::int64_t c) {
+          float v[kVec];
+          load_vec(x, r, c, v);
+          for (float e : v) sum_sq += e * e;
+        },
+        [&](std::int64_t, std::int64_t c) {
+          const float v = load(x, r, c);
+          sum_sq += v * v;
+        });
     const float rs = rmsnorm_rstd(block_sum(sum_sq, red), x.cols, eps);
-    for (std::int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) {
-      store(y, r, c, load(x, r, c) * rs * load(w, 0, c));
-    }
+    for_each_cell(
+        block_row(), 1, x.cols, vec,
+        [&](std::int64_t, std::int64_t c) {
+          float v[kVec], wv[kVec];
+          load_vec(x, r, c, v);
+          load_vec(w, 0, c, wv);
+          for (int j = 0; j < kVec; ++j) v[j] = v[j] * rs * wv[j];
+          store_vec(y, r, c, v);
+        },
+        [&](std::int64_t, std::int64_t c) { store(y, r, c, load(x, r, c) * rs * load(w, 0, c)); });
     if (threadIdx.x == 0) store(rstd, r, 0, rs);
   }
 }
 
-__global__ void rmsnorm_dx_kernel(Mat dy, Mat x, Mat w, Mat rstd, Mat dx) {
+__global__ void rmsnorm_dx_kernel(Mat dy, Mat x, Mat w, Mat rstd, Mat dx, bool vec) {
   __shared__ float red[32];
   for (std::int64_t r = blockIdx.x; r < x.rows; r += gridDim.x) {
     float dot = 0.0f;
-    for (std::int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) {
-      dot += load(w, 0, c) * load(dy, r, c) * load(x, r, c);
-    }
+    for_each_cell(
+        block_row(), 1, x.cols, vec,
+        [&](std::int64_t, std::int64_t c) {
+          float wv[kVec], dyv[kVec], xv[kVec];
+          load_vec(w, 0, c, wv);
+          load_vec(dy, r, c, dyv);
+          load_vec(x, r, c, xv);
+          for (int j = 0; j < kVec; ++j) dot += wv[j] * dyv[j] * xv[j];
+        },
+        [&](std::int64_t, std::int64_t c) {
+          dot += load(w, 0, c) * load(dy, r, c) * load(x, r, c);
+        });
     const float mean_wdyx = block_sum(dot, red) / static_cast<float>(x.cols);
     const float rs = load(rstd, r, 0);
-    for (std::int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) {
-      store(dx, r, c, rmsnorm_dx(load(dy, r, c), load(x, r, c), load(w, 0, c), rs, mean_wdyx));
-    }
+    for_each_cell(
+        block_row(), 1, x.cols, vec,
+        [&](std::int64_t, std::int64_t c) {
+          float wv[kVec], dyv[kVec], xv[kVec];
+          load_vec(w, 0, c, wv);
+          load_vec(dy, r, c, dyv);
+          load_vec(x, r, c, xv);
+          for (int j = 0; j < kVec; ++j) dyv[j] = rmsnorm_dx(dyv[j], xv[j], wv[j], rs, mean_wdyx);
+          store_vec(dx, r, c, dyv);
+        },
+        [&](std::int64_t, std::int64_t c) {
+          store(dx, r, c, rmsnorm_dx(load(dy, r, c), load(x, r, c), load(w, 0, c), rs, mean_wdyx));
+        });
   }
 }
 
@@ -117,62 +140,23 @@ __global__ void rmsnorm_dw_finish_kernel(const float* partial, std::int64_t chun
   }
 }
 
-// One thread per (row, head, pair).
 __global__ void rope_kernel(Mat x, std::int64_t seq_len, std::int64_t heads,
                             std::int64_t head_stride, std::int64_t offset, std::int64_t dim,
                             float theta, bool inverse) {
-  const std::int64_t half = dim / 2;
-  MB_GRID_LOOP(e, x.rows * heads * half) {
-    const std::int64_t i = e % half;
-    const std::int64_t t = e / half;
-    const std::int64_t h = t % heads;
-    const std::int64_t r = t / heads;
-    const float angle = rope_angle(r % seq_len, i, dim, theta);
-    const float s = ::sinf(angle);
-    const std::int64_t col = h * head_stride + offset + i;
-    float a = load(x, r, col);
-    float b = load(x, r, col + half);
-    rope_rotate_pair(&a, &b, ::cosf(angle), inverse ? -s : s);
-    store(x, r, col, a);
-    store(x, r, col + half, b);
-  }
+  rope_work(grid_pos(), x, seq_len, heads, head_stride, offset, dim, theta, inverse);
 }
 
-__global__ void swiglu_forward_kernel(Mat gate_up, Mat out) {
-  const std::int64_t f = out.cols;
-  MB_GRID_LOOP(i, out.rows * f) {
-    std::int64_t r, j;
-    split(i, f, &r, &j);
-    store(out, r, j, moebench::swiglu_forward(load(gate_up, r, j), load(gate_up, r, f + j)));
-  }
+__global__ void swiglu_forward_kernel(Mat gate_up, Mat out, bool vec) {
+  swiglu_forward_work(grid_pos(), gate_up, out, vec);
 }
 
-__global__ void swiglu_backward_kernel(Mat gate_up, Mat dout, Mat dgate_up) {
-  const std::int64_t f = dout.cols;
-  MB_GRID_LOOP(i, dout.rows * f) {
-    std::int64_t r, j;
-    split(i, f, &r, &j);
-    float dgate, dup;
-    moebench::swiglu_backward(load(gate_up, r, j), load(gate_up, r, f + j), load(dout, r, j),
-                              &dgate, &dup);
-    store(dgate_up, r, j, dgate);
-    store(dgate_up, r, f + j, dup);
-  }
+__global__ void swiglu_backward_kernel(Mat gate_up, Mat dout, Mat dgate_up, bool vec) {
+  swiglu_backward_work(grid_pos(), gate_up, dout, dgate_up, vec);
 }
 
-// master (FP32, or no data): the value the update reads and writes; param gets it rounded.
-__global__ void adamw_kernel(AdamWCoeffs coeffs, Mat param, Mat grad, Mat m, Mat v, Mat master) {
-  const bool has_master = master.data != nullptr;
-  MB_GRID_LOOP(i, param.rows * param.cols) {
-    float p = has_master ? load_flat(master, i) : load_flat(param, i);
-    float mv = load_flat(m, i);
-    float vv = load_flat(v, i);
-    adamw_update(coeffs, &p, load_flat(grad, i), &mv, &vv);
-    if (has_master) store_flat(master, i, p);
-    store_flat(param, i, p);
-    store_flat(m, i, mv);
-    store_flat(v, i, vv);
-  }
+__global__ void adamw_kernel(AdamWCoeffs coeffs, Mat param, Mat grad, Mat m, Mat v, Mat master,
+                             bool vec) {
+  adamw_work(grid_pos(), coeffs, param, grad, m, v, master, vec);
 }
 
 unsigned row_blocks(std::int64_t rows) {
@@ -181,42 +165,66 @@ unsigned row_blocks(std::int64_t rows) {
 
 }  // namespace
 
-void CudaCompute::convert(const Mat& src, const Mat& dst) {
-  if (src.numel() == 0) return;
-  convert_kernel<<<blocks_for(src.numel(), kThreads), kThreads, 0, stream_>>>(src, dst);
+dim3 CudaCompute::cell_grid(std::int64_t rows, std::int64_t x_items, int threads) const {
+  return cell_grid_for(rows, x_items, threads, std::int64_t{multiprocessors_} * 32);
+}
+
+// The element-wise ops on views of one shape: as one row when every view is dense, 16-byte
+// accesses when every view allows them.
+void CudaCompute::convert(const Mat& src_in, const Mat& dst_in) {
+  if (src_in.numel() == 0) return;
+  const bool flat = dense(src_in) && dense(dst_in);
+  const Mat src = flat ? as_one_row(src_in) : src_in, dst = flat ? as_one_row(dst_in) : dst_in;
+  const bool vec = all_vec(src, dst);
+  convert_kernel<<<cell_grid(src.rows, cell_columns(src.cols, vec), kThreads), kThreads, 0,
+                   stream_>>>(src, dst, vec);
   CUDA_CHECK_LAUNCH();
 }
 
-void CudaCompute::scale_in_place(const Mat& y, float beta) {
-  if (y.numel() == 0) return;
-  scale_kernel<<<blocks_for(y.numel(), kThreads), kThreads, 0, stream_>>>(y, beta);
+void CudaCompute::scale_in_place(const Mat& y_in, float beta) {
+  if (y_in.numel() == 0) return;
+  const Mat y = as_one_row(y_in);
+  const bool vec = all_vec(y);
+  scale_kernel<<<cell_grid(y.rows, cell_columns(y.cols, vec), kThreads), kThreads, 0, stream_>>>(
+      y, beta, vec);
   CUDA_CHECK_LAUNCH();
 }
 
-void CudaCompute::do_fill(const Mat& x, float value) {
-  if (x.numel() == 0) return;
-  fill_kernel<<<blocks_for(x.numel(), kThreads), kThreads, 0, stream_>>>(x, value);
+void CudaCompute::do_fill(const Mat& x_in, float value) {
+  if (x_in.numel() == 0) return;
+  const Mat x = as_one_row(x_in);
+  const bool vec = all_vec(x);
+  fill_kernel<<<cell_grid(x.rows, cell_columns(x.cols, vec), kThreads), kThreads, 0, stream_>>>(
+      x, value, vec);
   CUDA_CHECK_LAUNCH();
 }
 
-void CudaCompute::do_axpby(float alpha, const Mat& x, float beta, const Mat& y) {
-  if (x.numel() == 0) return;
-  axpby_kernel<<<blocks_for(x.numel(), kThreads), kThreads, 0, stream_>>>(alpha, x, beta, y);
+void CudaCompute::do_axpby(float alpha, const Mat& x_in, float beta, const Mat& y_in) {
+  if (x_in.numel() == 0) return;
+  const bool flat = dense(x_in) && dense(y_in);
+  const Mat x = flat ? as_one_row(x_in) : x_in, y = flat ? as_one_row(y_in) : y_in;
+  const bool vec = all_vec(x, y);
+  axpby_kernel<<<cell_grid(x.rows, cell_columns(x.cols, vec), kThreads), kThreads, 0, stream_>>>(
+      alpha, x, beta, y, vec);
   CUDA_CHECK_LAUNCH();
 }
 
-void CudaCompute::do_fill_random(const Mat& x, std::uint64_t seed, std::uint64_t stream,
+void CudaCompute::do_fill_random(const Mat& x_in, std::uint64_t seed, std::uint64_t stream,
                                  float scale) {
-  if (x.numel() == 0) return;
-  fill_random_kernel<<<blocks_for(x.numel(), kThreads), kThreads, 0, stream_>>>(x, seed, stream,
-                                                                                scale);
+  if (x_in.numel() == 0) return;
+  const Mat x = as_one_row(x_in);
+  const bool vec = all_vec(x);
+  fill_random_kernel<<<cell_grid(x.rows, cell_columns(x.cols, vec), kThreads), kThreads, 0,
+                       stream_>>>(x, seed, stream, scale, vec);
   CUDA_CHECK_LAUNCH();
 }
 
 void CudaCompute::do_rmsnorm_forward(const Mat& x, const Mat& weight, float eps, const Mat& y,
                                      const Mat& rstd) {
   if (x.rows == 0) return;
-  rmsnorm_forward_kernel<<<row_blocks(x.rows), kThreads, 0, stream_>>>(x, weight, eps, y, rstd);
+  const bool vec = all_vec(x, weight, y);
+  rmsnorm_forward_kernel<<<row_blocks(x.rows), kThreads, 0, stream_>>>(x, weight, eps, y, rstd,
+                                                                       vec);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -235,38 +243,50 @@ void CudaCompute::do_rmsnorm_backward(const Mat& dy, const Mat& x, const Mat& we
   rmsnorm_dw_finish_kernel<<<blocks_for(x.cols, kThreads), kThreads, 0, stream_>>>(partial, chunks,
                                                                                    dweight);
   CUDA_CHECK_LAUNCH();
-  rmsnorm_dx_kernel<<<row_blocks(x.rows), kThreads, 0, stream_>>>(dy, x, weight, rstd, dx);
+  const bool vec = all_vec(dy, x, weight, dx);
+  rmsnorm_dx_kernel<<<row_blocks(x.rows), kThreads, 0, stream_>>>(dy, x, weight, rstd, dx, vec);
   CUDA_CHECK_LAUNCH();
 }
 
 void CudaCompute::do_rope(const Mat& x, std::int64_t seq_len, std::int64_t heads,
                           std::int64_t head_stride, std::int64_t offset, std::int64_t dim,
                           float theta, bool inverse) {
-  const std::int64_t n = x.rows * heads * (dim / 2);
-  if (n == 0) return;
-  rope_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream_>>>(x, seq_len, heads, head_stride,
-                                                                 offset, dim, theta, inverse);
+  const std::int64_t pairs = heads * (dim / 2);
+  if (x.rows == 0 || pairs == 0) return;
+  MB_CHECK(pairs <= 0xffffffffLL, "rope over " << pairs << " pairs a row exceeds 32-bit indices");
+  rope_kernel<<<cell_grid(x.rows, pairs, kThreads), kThreads, 0, stream_>>>(
+      x, seq_len, heads, head_stride, offset, dim, theta, inverse);
   CUDA_CHECK_LAUNCH();
 }
 
 void CudaCompute::do_swiglu_forward(const Mat& gate_up, const Mat& out) {
   if (out.numel() == 0) return;
-  swiglu_forward_kernel<<<blocks_for(out.numel(), kThreads), kThreads, 0, stream_>>>(gate_up, out);
+  const bool vec = out.cols % kVec == 0 && all_vec(gate_up, out);
+  swiglu_forward_kernel<<<cell_grid(out.rows, cell_columns(out.cols, vec), kThreads), kThreads, 0,
+                          stream_>>>(gate_up, out, vec);
   CUDA_CHECK_LAUNCH();
 }
 
 void CudaCompute::do_swiglu_backward(const Mat& gate_up, const Mat& dout, const Mat& dgate_up) {
   if (dout.numel() == 0) return;
-  swiglu_backward_kernel<<<blocks_for(dout.numel(), kThreads), kThreads, 0, stream_>>>(
-      gate_up, dout, dgate_up);
+  const bool vec = dout.cols % kVec == 0 && all_vec(gate_up, dout, dgate_up);
+  swiglu_backward_kernel<<<cell_grid(dout.rows, cell_columns(dout.cols, vec), kThreads), kThreads,
+                           0, stream_>>>(gate_up, dout, dgate_up, vec);
   CUDA_CHECK_LAUNCH();
 }
 
-void CudaCompute::do_adamw(const AdamWStep& s, const Mat& param, const Mat& grad, const Mat& m,
-                           const Mat& v, const Mat& master) {
-  if (param.numel() == 0) return;
-  adamw_kernel<<<blocks_for(param.numel(), kThreads), kThreads, 0, stream_>>>(
-      adamw_coeffs(s), param, grad, m, v, master);
+void CudaCompute::do_adamw(const AdamWStep& s, const Mat& param_in, const Mat& grad_in,
+                           const Mat& m_in, const Mat& v_in, const Mat& master_in) {
+  if (param_in.numel() == 0) return;
+  const bool has_master = master_in.data != nullptr;
+  const bool flat = dense(param_in) && dense(grad_in) && dense(m_in) && dense(v_in) &&
+                    (!has_master || dense(master_in));
+  auto shape = [&](const Mat& m) { return flat ? as_one_row(m) : m; };
+  const Mat param = shape(param_in), grad = shape(grad_in), m = shape(m_in), v = shape(v_in);
+  const Mat master = has_master ? shape(master_in) : Mat{};
+  const bool vec = all_vec(param, grad, m, v) && (!has_master || all_vec(master));
+  adamw_kernel<<<cell_grid(param.rows, cell_columns(param.cols, vec), kThreads), kThreads, 0,
+                 stream_>>>(adamw_coeffs(s), param, grad, m, v, master, vec);
   CUDA_CHECK_LAUNCH();
 }
 

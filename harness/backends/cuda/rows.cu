@@ -9,6 +9,7 @@
 
 #include "harness/backends/cuda/cuda_backend.hpp"
 #include "harness/backends/cuda/device_mat.cuh"
+#include "harness/backends/cuda/kernel_work.cuh"
 #include "workloads/ops/route.hpp"
 
 namespace moebench::cuda {
@@ -45,20 +46,9 @@ __global__ void router_backward_kernel(RouterParams p, Mat scores, Mat indices, 
   }
 }
 
-// dst[i] = (scale ? scale[i] : 1) * src[index[i]], one thread per element of dst.
 __global__ void gather_kernel(Mat src, Mat index, Mat scale, bool scaled, Mat dst, int* error,
-                              int code) {
-  MB_GRID_LOOP(e, dst.rows * dst.cols) {
-    const std::int64_t i = e / dst.cols;
-    const std::int64_t c = e - i * dst.cols;
-    const std::int32_t s = load_i32(index, i, 0);
-    if (s < 0 || s >= src.rows) {
-      *error = code;
-      continue;
-    }
-    const float v = load(src, s, c);
-    store(dst, i, c, scaled ? load(scale, i, 0) * v : v);
-  }
+                              int code, bool vec) {
+  gather_work(grid_pos(), src, index, scale, scaled, dst, error, code, vec);
 }
 
 // out[i] = dot(a[index[i]], b[i]), one warp per row.
@@ -142,18 +132,22 @@ void CudaCompute::do_router_backward(const RouterParams& p, const Mat& scores, c
   CUDA_CHECK_LAUNCH();
 }
 
+// A row of dst per block row, its columns along x (16 bytes at a time where both views allow).
 void CudaCompute::do_gather_rows(const Mat& src, const Mat& index, const Mat& dst) {
   if (dst.numel() == 0) return;
-  gather_kernel<<<blocks_for(dst.numel(), kThreads), kThreads, 0, stream_>>>(
-      src, index, Mat{}, false, dst, error_device_, kBadGatherIndex);
+  const bool vec = vec_rows_ok(src) && vec_rows_ok(dst);
+  gather_kernel<<<cell_grid(dst.rows, cell_columns(dst.cols, vec), kThreads), kThreads, 0,
+                  stream_>>>(src, index, Mat{}, false, dst, error_device_, kBadGatherIndex, vec);
   CUDA_CHECK_LAUNCH();
 }
 
 void CudaCompute::do_gather_rows_scaled(const Mat& src, const Mat& index, const Mat& scale,
                                         const Mat& dst) {
   if (dst.numel() == 0) return;
-  gather_kernel<<<blocks_for(dst.numel(), kThreads), kThreads, 0, stream_>>>(
-      src, index, scale, true, dst, error_device_, kBadGatherScaledIndex);
+  const bool vec = vec_rows_ok(src) && vec_rows_ok(dst);
+  gather_kernel<<<cell_grid(dst.rows, cell_columns(dst.cols, vec), kThreads), kThreads, 0,
+                  stream_>>>(src, index, scale, true, dst, error_device_, kBadGatherScaledIndex,
+                             vec);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -1,0 +1,269 @@
+// The per-thread work of the cuda backend's grid-stride kernels, as __host__ __device__ functions
+// of the thread's place in the grid (GridPos): the kernels in kernels.cu, rows.cu and attention.cu
+// are one-line wrappers, and tests/cuda_host runs these same functions for every thread of an
+// emulated grid on the CPU, checking their indexing, 16-byte paths and tails without a GPU.
+//
+// Each element goes through the shared arithmetic of workloads/ops (the cpu backend's); only the
+// split over threads is here. Rows go along the grid's y, columns along x; no per-element
+// division. With `vec` (every view passed vec_rows_ok and the columns allow it), a thread moves
+// kVec elements with 16-byte accesses. Dense operands come in as one row (as_one_row), so the
+// flat ops split only along x.
+#pragma once
+
+#include "harness/backends/cuda/device_mat.cuh"
+#include "workloads/ops/elementwise.hpp"
+#include "workloads/ops/random.hpp"
+
+namespace moebench::cuda {
+
+// ---- Element-wise over views of one shape -----------------------------------------------------
+
+// dst = src, converted between the views' dtypes.
+MB_CUDA_HD void convert_work(const GridPos& g, const Mat& src, const Mat& dst, bool vec) {
+  for_each_cell(
+      g, src.rows, src.cols, vec,
+      [&](std::int64_t r, std::int64_t c) {
+        float v[kVec];
+        load_vec(src, r, c, v);
+        store_vec(dst, r, c, v);
+      },
+      [&](std::int64_t r, std::int64_t c) { store(dst, r, c, load(src, r, c)); });
+}
+
+MB_CUDA_HD void fill_work(const GridPos& g, const Mat& x, float value, bool vec) {
+  for_each_cell(
+      g, x.rows, x.cols, vec,
+      [&](std::int64_t r, std::int64_t c) {
+        float v[kVec];
+        for (float& e : v) e = value;
+        store_vec(x, r, c, v);
+      },
+      [&](std::int64_t r, std::int64_t c) { store(x, r, c, value); });
+}
+
+// y = alpha x + beta y; beta == 0 does not read y (the BLAS convention: y may be uninitialised).
+MB_CUDA_HD float axpby_value(float alpha, float x, float beta, float y) {
+  return beta == 0.0f ? alpha * x : alpha * x + beta * y;
+}
+
+MB_CUDA_HD void axpby_work(const GridPos& g, float alpha, const Mat& x, float beta, const Mat& y,
+                           bool vec) {
+  for_each_cell(
+      g, x.rows, x.cols, vec,
+      [&](std::int64_t r, std::int64_t c) {
+        float xv[kVec], yv[kVec] = {};
+        load_vec(x, r, c, xv);
+        if (beta != 0.0f) load_vec(y, r, c, yv);
+        for (int j = 0; j < kVec; ++j) yv[j] = axpby_value(alpha, xv[j], beta, yv[j]);
+        store_vec(y, r, c, yv);
+      },
+      [&](std::int64_t r, std::int64_t c) {
+        store(y, r, c,
+              axpby_value(alpha, load(x, r, c), beta, beta == 0.0f ? 0.0f : load(y, r, c)));
+      });
+}
+
+// y = beta y (an empty GEMM's C); beta == 0 writes zeros without reading y.
+MB_CUDA_HD void scale_work(const GridPos& g, const Mat& y, float beta, bool vec) {
+  for_each_cell(
+      g, y.rows, y.cols, vec,
+      [&](std::int64_t r, std::int64_t c) {
+        float v[kVec] = {};
+        if (beta != 0.0f) load_vec(y, r, c, v);
+        for (float& e : v) e *= beta;
+        store_vec(y, r, c, v);
+      },
+      [&](std::int64_t r, std::int64_t c) {
+        store(y, r, c, beta == 0.0f ? 0.0f : beta * load(y, r, c));
+      });
+}
+
+// Element (r, c) is u(seed, stream, r * cols + c), independent of ld, as on the cpu backend (a
+// dense tensor passed as one row: element c of its row-major order).
+MB_CUDA_HD void fill_random_work(const GridPos& g, const Mat& x, std::uint64_t seed,
+                                 std::uint64_t stream, float scale, bool vec) {
+  auto value = [&](std::int64_t r, std::int64_t c) {
+    return scale * uniform_pm1(seed, stream, static_cast<std::uint64_t>(r * x.cols + c));
+  };
+  for_each_cell(
+      g, x.rows, x.cols, vec,
+      [&](std::int64_t r, std::int64_t c) {
+        float v[kVec];
+        for (int j = 0; j < kVec; ++j) v[j] = value(r, c + j);
+        store_vec(x, r, c, v);
+      },
+      [&](std::int64_t r, std::int64_t c) { store(x, r, c, value(r, c)); });
+}
+
+// AdamW; master (FP32, or no data): the value the update reads and writes, param gets it
+// rounded.
+MB_CUDA_HD void adamw_work(const GridPos& g, const AdamWCoeffs& k, const Mat& param,
+                           const Mat& grad, const Mat& m, const Mat& v, const Mat& master,
+                           bool vec) {
+  const bool has_master = master.data != nullptr;
+  const Mat& value = has_master ? master : param;
+  for_each_cell(
+      g, param.rows, param.cols, vec,
+      [&](std::int64_t r, std::int64_t c) {
+        float p[kVec], gr[kVec], mv[kVec], vv[kVec];
+        load_vec(value, r, c, p);
+        load_vec(grad, r, c, gr);
+        load_vec(m, r, c, mv);
+        load_vec(v, r, c, vv);
+        for (int j = 0; j < kVec; ++j) adamw_update(k, &p[j], gr[j], &mv[j], &vv[j]);
+        if (has_master) store_vec(master, r, c, p);
+        store_vec(param, r, c, p);
+        store_vec(m, r, c, mv);
+        store_vec(v, r, c, vv);
+      },
+      [&](std::int64_t r, std::int64_t c) {
+        float p = load(value, r, c), mv = load(m, r, c), vv = load(v, r, c);
+        adamw_update(k, &p, load(grad, r, c), &mv, &vv);
+        if (has_master) store(master, r, c, p);
+        store(param, r, c, p);
+        store(m, r, c, mv);
+        store(v, r, c, vv);
+      });
+}
+
+// ---- SwiGLU: gate_up is rows x 2f ([gate | up]), out and dout rows x f ------------------------
+// vec needs f a multiple of kVec, so that the up half's chunks start on 16 bytes too.
+
+MB_CUDA_HD void swiglu_forward_work(const GridPos& g, const Mat& gate_up, const Mat& out,
+                                    bool vec) {
+  const std::int64_t f = out.cols;
+  for_each_cell(
+      g, out.rows, f, vec,
+      [&](std::int64_t r, std::int64_t c) {
+        float gate[kVec], up[kVec];
+        load_vec(gate_up, r, c, gate);
+        load_vec(gate_up, r, f + c, up);
+        for (int j = 0; j < kVec; ++j) gate[j] = moebench::swiglu_forward(gate[j], up[j]);
+        store_vec(out, r, c, gate);
+      },
+      [&](std::int64_t r, std::int64_t c) {
+        store(out, r, c, moebench::swiglu_forward(load(gate_up, r, c), load(gate_up, r, f + c)));
+      });
+}
+
+MB_CUDA_HD void swiglu_backward_work(const GridPos& g, const Mat& gate_up, const Mat& dout,
+                                     const Mat& dgate_up, bool vec) {
+  const std::int64_t f = dout.cols;
+  for_each_cell(
+      g, dout.rows, f, vec,
+      [&](std::int64_t r, std::int64_t c) {
+        float gate[kVec], up[kVec], d[kVec];
+        load_vec(gate_up, r, c, gate);
+        load_vec(gate_up, r, f + c, up);
+        load_vec(dout, r, c, d);
+        for (int j = 0; j < kVec; ++j) {
+          float dgate, dup;
+          moebench::swiglu_backward(gate[j], up[j], d[j], &dgate, &dup);
+          gate[j] = dgate;
+          up[j] = dup;
+        }
+        store_vec(dgate_up, r, c, gate);
+        store_vec(dgate_up, r, f + c, up);
+      },
+      [&](std::int64_t r, std::int64_t c) {
+        float dgate, dup;
+        moebench::swiglu_backward(load(gate_up, r, c), load(gate_up, r, f + c), load(dout, r, c),
+                                  &dgate, &dup);
+        store(dgate_up, r, c, dgate);
+        store(dgate_up, r, f + c, dup);
+      });
+}
+
+// ---- Rotary embedding: pair i of head h of row r (position r % seq_len) ----------------------
+// Along x the heads x dim/2 pairs of a row, split into head and pair in 32 bits (a row holds far
+// fewer than 2^31 pairs; the caller checks).
+MB_CUDA_HD void rope_work(const GridPos& g, const Mat& x, std::int64_t seq_len, std::int64_t heads,
+                          std::int64_t head_stride, std::int64_t offset, std::int64_t dim,
+                          float theta, bool inverse) {
+  const auto half = static_cast<std::uint32_t>(dim / 2);
+  const auto pairs = static_cast<std::uint32_t>(heads) * half;
+  for (std::int64_t r = g.y; r < x.rows; r += g.ny) {
+    const std::int64_t pos = r % seq_len;  // once per row
+    for (std::int64_t e = g.x; e < pairs; e += g.nx) {
+      const std::uint32_t h = static_cast<std::uint32_t>(e) / half;
+      const std::uint32_t i = static_cast<std::uint32_t>(e) - h * half;
+      const float angle = rope_angle(pos, i, dim, theta);
+      const float s = ::sinf(angle);
+      const std::int64_t col = h * head_stride + offset + i;
+      float a = load(x, r, col);
+      float b = load(x, r, col + half);
+      rope_rotate_pair(&a, &b, ::cosf(angle), inverse ? -s : s);
+      store(x, r, col, a);
+      store(x, r, col + half, b);
+    }
+  }
+}
+
+// ---- Row movement ------------------------------------------------------------------------------
+
+// dst[i] = (scaled ? scale[i] : 1) * src[index[i]], row i of dst on the grid's y. A bad index is
+// skipped and reported in *error (code); it is read per row, so the check is uniform.
+MB_CUDA_HD void gather_work(const GridPos& g, const Mat& src, const Mat& index, const Mat& scale,
+                            bool scaled, const Mat& dst, int* error, int code, bool vec) {
+  for (std::int64_t i = g.y; i < dst.rows; i += g.ny) {
+    const std::int32_t s = load_i32(index, i, 0);
+    if (s < 0 || s >= src.rows) {
+      if (g.x == 0) *error = code;
+      continue;
+    }
+    const float k = scaled ? load(scale, i, 0) : 1.0f;
+    const GridPos row{g.x, g.nx, 0, 1};
+    for_each_cell(
+        row, 1, dst.cols, vec,
+        [&](std::int64_t, std::int64_t c) {
+          float v[kVec];
+          load_vec(src, s, c, v);
+          if (scaled) {
+            for (float& e : v) e *= k;
+          }
+          store_vec(dst, i, c, v);
+        },
+        [&](std::int64_t, std::int64_t c) {
+          const float v = load(src, s, c);
+          store(dst, i, c, scaled ? k * v : v);
+        });
+  }
+}
+
+// ---- Attention (the batched-GEMM path): a chunk of heads' seq x seq scores ---------------------
+// Score row `blk` is query i = blk % seq of the chunk's head head0 + blk / seq (rows of the
+// sequence start at row0).
+struct ScoreChunk {
+  std::int64_t seq;    // keys and queries per sequence
+  std::int64_t heads;  // heads in this chunk
+  std::int64_t row0;   // first token row of the sequence
+  std::int64_t head0;  // first head of the chunk
+  bool causal;
+};
+
+// Backward, over the chunk's scores: P recomputed from S and the log-sum-exp (stats); with dp
+// given, dS = P * (dP - D) instead (D = rowsum(dO * O), heads_total per token row). Score rows on
+// the grid's y (their query and head found once per row), keys along x.
+MB_CUDA_HD void probs_work(const GridPos& g, const ScoreChunk& ch, const float* s, const float* dp,
+                           const float* d, std::int64_t heads_total, const Mat& stats,
+                           __nv_bfloat16* out) {
+  for (std::int64_t blk = g.y; blk < ch.heads * ch.seq; blk += g.ny) {
+    const std::int64_t head_in_chunk = blk / ch.seq;  // once per row
+    const std::int64_t i = blk - head_in_chunk * ch.seq;
+    const std::int64_t head = ch.head0 + head_in_chunk;
+    const std::int64_t visible = ch.causal ? i + 1 : ch.seq;
+    const float lse = load(stats, ch.row0 + i, head);
+    const float dd = dp != nullptr ? d[(ch.row0 + i) * heads_total + head] : 0.0f;
+    const std::int64_t base = blk * ch.seq;
+    for (std::int64_t j = g.x; j < ch.seq; j += g.nx) {
+      float v = 0.0f;
+      if (j < visible) {
+        v = ::expf(s[base + j] - lse);
+        if (dp != nullptr) v *= dp[base + j] - dd;
+      }
+      out[base + j] = __float2bfloat16_rn(v);
+    }
+  }
+}
+
+}  // namespace moebench::cuda

@@ -1,0 +1,474 @@
+// The cuda backend's per-thread kernel work (harness/backends/cuda/kernel_work.cuh) run on the
+// CPU: each function is called for every thread of an emulated grid, exactly as the kernels call
+// it on the device, over host memory, and the result is compared with a plain loop over the
+// elements calling the same arithmetic. This checks, without a GPU, what a GPU test cannot
+// isolate: that the split over threads visits every element of the view once and nothing
+// outside it (canaries around every view), the 16-byte paths (BF16 pairs unpacked in order,
+// FP32 quads, tails past the last whole chunk), strided and misaligned views falling back to
+// single elements, and the grids' striding when the grid is smaller than the work.
+//
+// Exact comparison: the emulated kernel and the loop run the same FP32 operations in the same
+// order per element on the same host, so the rounded results are bit-identical; any difference is
+// a wrong, lost, repeated or misplaced element.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/backends/cuda/device_mat.cuh"
+#include "harness/backends/cuda/kernel_work.cuh"
+#include "workloads/ops/elementwise.hpp"
+#include "workloads/ops/random.hpp"
+
+namespace moebench::cuda {
+namespace {
+
+constexpr float kCanary = -12345.0f;  // BF16-exact
+
+// Host memory for a rows x ld matrix of `dtype`, 16-byte aligned, with a margin of canaries
+// before and after; view() is the rows x cols view at column `offset` (offset 1 breaks the
+// 16-byte alignment of BF16 and FP32 rows alike).
+class HostMat {
+ public:
+  HostMat(std::int64_t rows, std::int64_t cols, std::int64_t ld, std::int64_t offset, DType dtype)
+      : rows_(rows), cols_(cols), ld_(ld), offset_(offset), dtype_(dtype) {
+    const std::size_t bytes = static_cast<std::size_t>(total()) * dtype_size(dtype);
+    storage_ = std::make_unique<uint4[]>((bytes + 15) / 16);
+    for (std::int64_t i = 0; i < total(); ++i) set_raw(i, kCanary);
+  }
+  Mat view() const {
+    return Mat{static_cast<char*>(base()) + (kMargin + offset_) * dtype_size(dtype_), rows_, cols_,
+               ld_, dtype_};
+  }
+  // Every element of the allocation, in memory order (view elements and canaries).
+  std::int64_t total() const { return 2 * kMargin + rows_ * ld_ + offset_; }
+  float raw(std::int64_t i) const {
+    if (dtype_ == DType::bf16) {
+      std::uint16_t h;
+      std::memcpy(&h, static_cast<const char*>(base()) + 2 * i, 2);
+      return bits_to_float(static_cast<std::uint32_t>(h) << 16);
+    }
+    float f;
+    std::memcpy(&f, static_cast<const char*>(base()) + 4 * i, 4);
+    return f;
+  }
+  void set_raw(std::int64_t i, float v) {
+    if (dtype_ == DType::bf16) {
+      const std::uint16_t h = static_cast<std::uint16_t>(pack_bf16x2(v, 0.0f) & 0xffffu);
+      std::memcpy(static_cast<char*>(base()) + 2 * i, &h, 2);
+    } else {
+      std::memcpy(static_cast<char*>(base()) + 4 * i, &v, 4);
+    }
+  }
+  // Whether element i of the allocation lies inside the view.
+  bool in_view(std::int64_t i) const {
+    const std::int64_t j = i - kMargin - offset_;
+    if (j < 0 || j >= rows_ * ld_) return false;
+    return j % ld_ < cols_;
+  }
+  // Fills the view with seeded values in [-2, 2), rounded to the dtype.
+  void randomise(std::uint64_t stream) {
+    const Mat v = view();
+    for (std::int64_t r = 0; r < rows_; ++r)
+      for (std::int64_t c = 0; c < cols_; ++c)
+        store(v, r, c, 2.0f * uniform_pm1(5, stream, static_cast<std::uint64_t>(r * cols_ + c)));
+  }
+  HostMat clone() const {
+    HostMat m(rows_, cols_, ld_, offset_, dtype_);
+    std::memcpy(m.base(), base(), static_cast<std::size_t>(total()) * dtype_size(dtype_));
+    return m;
+  }
+
+ private:
+  static constexpr std::int64_t kMargin = 24;
+  void* base() const { return storage_.get(); }
+  std::int64_t rows_, cols_, ld_, offset_;
+  DType dtype_;
+  std::unique_ptr<uint4[]> storage_;
+};
+
+// got and want element for element, canaries included.
+void check_same(const HostMat& got, const HostMat& want, const std::string& what) {
+  std::int64_t wrong = 0, first = -1;
+  for (std::int64_t i = 0; i < got.total(); ++i) {
+    const float g = got.raw(i), w = want.raw(i);
+    if (!(g == w || (g != g && w != w))) {
+      ++wrong;
+      if (first < 0) first = i;
+    }
+  }
+  INFO(what << ": " << wrong << " elements differ; first at " << first << " (got "
+            << (first >= 0 ? got.raw(first) : 0.0f) << ", want "
+            << (first >= 0 ? want.raw(first) : 0.0f)
+            << ", inside the view: " << (first >= 0 && got.in_view(first)) << ")");
+  CHECK(wrong == 0);
+}
+
+// Runs work(GridPos) for every thread of a grid of `grid` blocks of `threads` threads.
+void run_grid(dim3 grid, int threads, const std::function<void(const GridPos&)>& work) {
+  const std::int64_t nx = static_cast<std::int64_t>(grid.x) * threads;
+  for (std::int64_t y = 0; y < grid.y; ++y)
+    for (std::int64_t x = 0; x < nx; ++x) work(GridPos{x, nx, y, grid.y});
+}
+
+// The grids each case runs on: as the backend sizes them for a large device, and one far smaller
+// than the work (every thread strides over several rows and columns).
+std::vector<dim3> grids(std::int64_t rows, std::int64_t x_items) {
+  return {cell_grid_for(rows, x_items, 64, 132 * 32), dim3(2, 3)};
+}
+
+struct Shape {
+  std::int64_t rows, cols, ld, offset;
+  const char* what;
+};
+
+// Dense and 16-byte aligned (the vector path, with and without a tail), strided with an aligned
+// pitch, strided with an odd pitch, and one element off alignment.
+const Shape kShapes[] = {
+    {1, 1003, 1003, 0, "one row of 1003 (125 chunks and a tail of 3)"},
+    {37, 64, 64, 0, "37 x 64 dense"},
+    {9, 61, 72, 0, "9 x 61 in rows of 72 (aligned pitch, tail of 5)"},
+    {7, 40, 43, 0, "7 x 40 in rows of 43 (odd pitch)"},
+    {5, 48, 48, 1, "5 x 48, one element off alignment"},
+};
+
+// The backend's choice for element-wise ops: dense views as one row, vec where every view allows.
+Mat shaped(const Mat& m, bool flat) {
+  return flat ? as_one_row(m) : m;
+}
+
+TEST_CASE("vec_rows_ok: 16-byte aligned bases and pitches only") {
+  HostMat a(4, 16, 16, 0, DType::bf16), b(4, 16, 20, 0, DType::bf16), c(4, 16, 16, 1, DType::f32);
+  HostMat d(4, 16, 20, 0, DType::f32), e(1, 5, 5, 0, DType::bf16);
+  CHECK(vec_rows_ok(a.view()));   // pitch 32 bytes
+  CHECK(!vec_rows_ok(b.view()));  // pitch 40 bytes
+  CHECK(!vec_rows_ok(c.view()));  // base 4 bytes off
+  CHECK(vec_rows_ok(d.view()));   // pitch 80 bytes
+  CHECK(vec_rows_ok(e.view()));   // one row: only the base matters
+  CHECK(!vec_rows_ok(Mat{a.view().data, 4, 16, 16, DType::i32}));
+}
+
+TEST_CASE("load_vec and store_vec: eight elements in order, rounded to the dtype") {
+  for (DType t : {DType::bf16, DType::f32}) {
+    HostMat m(2, 16, 16, 0, t);
+    m.randomise(1);
+    const Mat v = m.view();
+    const float neighbour = load(v, 0, 8);
+    float got[kVec];
+    load_vec(v, 1, 8, got);
+    for (int j = 0; j < kVec; ++j) CHECK(got[j] == load(v, 1, 8 + j));
+    const float put[kVec] = {1.0f, -2.5f, 3.140625f, 1.0e-3f, 7.0f, -0.0f, 65504.0f, 1.00390625f};
+    store_vec(v, 0, 0, put);
+    for (int j = 0; j < kVec; ++j) {
+      HostMat one(1, 1, 1, 0, t);
+      store(one.view(), 0, 0, put[j]);  // the scalar path's rounding
+      CHECK(load(v, 0, j) == load(one.view(), 0, 0));
+    }
+    CHECK(load(v, 0, 8) == neighbour);  // the next chunk untouched
+  }
+}
+
+TEST_CASE("cell_grid_for: rows on y up to 65,535, columns on x, within the block budget") {
+  const dim3 a = cell_grid_for(10, 1000, 256, 4224);
+  CHECK(a.y == 10);
+  CHECK(a.x == 4);
+  const dim3 b = cell_grid_for(100000, 7168, 256, 4224);
+  CHECK(b.y == 65535);
+  CHECK(b.x == 1);
+  const dim3 c = cell_grid_for(1, std::int64_t{1} << 40, 256, 4224);
+  CHECK(c.y == 1);
+  CHECK(c.x == 4224);
+  const dim3 d = cell_grid_for(0, 0, 256, 4224);
+  CHECK(d.x == 1);
+  CHECK(d.y == 1);
+}
+
+// Runs an element-wise op on every shape, dtype mix, grid and path (vec where allowed, and the
+// element path always), against `ref` applied to a copy element by element.
+using Views = std::vector<Mat>;
+void check_elementwise(const char* op, std::vector<DType> dtypes,
+                       const std::function<void(const GridPos&, const Views&, bool)>& work,
+                       const std::function<void(const Views&, std::int64_t, std::int64_t)>& ref,
+                       std::size_t outputs_from,
+                       const std::function<void(std::vector<HostMat>&)>& prepare = nullptr) {
+  for (const Shape& s : kShapes) {
+    std::vector<HostMat> in;
+    for (std::size_t i = 0; i < dtypes.size(); ++i) {
+      in.emplace_back(s.rows, s.cols, s.ld, s.offset, dtypes[i]);
+      in.back().randomise(10 + i);
+    }
+    if (prepare) prepare(in);
+    const bool flat = s.ld == s.cols || s.rows <= 1;
+    for (bool vec : {false, true}) {
+      Views base;
+      for (const HostMat& m : in) base.push_back(shaped(m.view(), flat));
+      bool vec_ok = true;
+      for (const Mat& m : base) vec_ok = vec_ok && vec_rows_ok(m);
+      if (vec && !vec_ok) continue;
+      const Mat& first = base[0];
+      for (const dim3 g : grids(first.rows, cell_columns(first.cols, vec))) {
+        CAPTURE(op);
+        CAPTURE(s.what);
+        CAPTURE(vec);
+        CAPTURE(g.x);
+        CAPTURE(g.y);
+        std::vector<HostMat> got, want;
+        Views got_v, want_v;
+        for (const HostMat& m : in) {
+          got.push_back(m.clone());
+          want.push_back(m.clone());
+        }
+        for (std::size_t i = 0; i < in.size(); ++i) {
+          got_v.push_back(shaped(got[i].view(), flat));
+          want_v.push_back(want[i].view());
+        }
+        run_grid(g, 64, [&](const GridPos& p) { work(p, got_v, vec); });
+        for (std::int64_t r = 0; r < s.rows; ++r)
+          for (std::int64_t c = 0; c < s.cols; ++c) ref(want_v, r, c);
+        for (std::size_t i = outputs_from; i < in.size(); ++i)
+          check_same(got[i], want[i], std::string(op) + " output " + std::to_string(i));
+      }
+    }
+  }
+}
+
+TEST_CASE("element-wise work: convert, fill, axpby, scale over every shape, path and grid") {
+  check_elementwise(
+      "convert bf16 -> f32", {DType::bf16, DType::f32},
+      [](const GridPos& g, const Views& v, bool vec) { convert_work(g, v[0], v[1], vec); },
+      [](const Views& v, std::int64_t r, std::int64_t c) { store(v[1], r, c, load(v[0], r, c)); },
+      1);
+  check_elementwise(
+      "convert f32 -> bf16", {DType::f32, DType::bf16},
+      [](const GridPos& g, const Views& v, bool vec) { convert_work(g, v[0], v[1], vec); },
+      [](const Views& v, std::int64_t r, std::int64_t c) { store(v[1], r, c, load(v[0], r, c)); },
+      1);
+  check_elementwise(
+      "fill", {DType::bf16},
+      [](const GridPos& g, const Views& v, bool vec) { fill_work(g, v[0], 0.3f, vec); },
+      [](const Views& v, std::int64_t r, std::int64_t c) { store(v[0], r, c, 0.3f); }, 0);
+  for (float beta : {0.0f, -1.5f}) {
+    check_elementwise(
+        beta == 0.0f ? "axpby beta 0" : "axpby", {DType::f32, DType::bf16},
+        [beta](const GridPos& g, const Views& v, bool vec) {
+          axpby_work(g, 0.5f, v[0], beta, v[1], vec);
+        },
+        [beta](const Views& v, std::int64_t r, std::int64_t c) {
+          store(v[1], r, c,
+                axpby_value(0.5f, load(v[0], r, c), beta, beta == 0.0f ? 0.0f : load(v[1], r, c)));
+        },
+        1);
+    check_elementwise(
+        beta == 0.0f ? "scale by 0" : "scale", {DType::bf16},
+        [beta](const GridPos& g, const Views& v, bool vec) { scale_work(g, v[0], beta, vec); },
+        [beta](const Views& v, std::int64_t r, std::int64_t c) {
+          store(v[0], r, c, beta == 0.0f ? 0.0f : beta * load(v[0], r, c));
+        },
+        0);
+  }
+}
+
+TEST_CASE("fill_random work: element (r, c) gets u(seed, stream, r * cols + c) whatever the path") {
+  check_elementwise(
+      "fill_random", {DType::bf16},
+      [](const GridPos& g, const Views& v, bool vec) {
+        fill_random_work(g, v[0], 7, 3, 0.5f, vec);
+      },
+      [](const Views& v, std::int64_t r, std::int64_t c) {
+        store(v[0], r, c, 0.5f * uniform_pm1(7, 3, static_cast<std::uint64_t>(r * v[0].cols + c)));
+      },
+      0);
+}
+
+TEST_CASE("adamw work: parameters, moments and the FP32 master, with and without it") {
+  AdamWStep step;
+  step.step = 3;
+  step.lr = 1e-2f;
+  step.weight_decay = 0.1f;
+  step.grad_scale = 0.5f;
+  const AdamWCoeffs k = adamw_coeffs(step);
+  // The second moment is non-negative, as AdamW keeps it (else its square root is NaN).
+  auto non_negative_v = [](std::vector<HostMat>& in) {
+    const Mat v = in[3].view();
+    for (std::int64_t r = 0; r < v.rows; ++r)
+      for (std::int64_t c = 0; c < v.cols; ++c) store(v, r, c, std::abs(load(v, r, c)));
+  };
+  for (bool master : {false, true}) {
+    std::vector<DType> dtypes = {DType::bf16, DType::f32, DType::f32, DType::f32};
+    if (master) dtypes.push_back(DType::f32);
+    check_elementwise(
+        master ? "adamw with master" : "adamw", dtypes,
+        [k, master](const GridPos& g, const Views& v, bool vec) {
+          adamw_work(g, k, v[0], v[1], v[2], v[3], master ? v[4] : Mat{}, vec);
+        },
+        [k, master](const Views& v, std::int64_t r, std::int64_t c) {
+          const Mat& value = master ? v[4] : v[0];
+          float p = load(value, r, c), mv = load(v[2], r, c), vv = load(v[3], r, c);
+          adamw_update(k, &p, load(v[1], r, c), &mv, &vv);
+          if (master) store(v[4], r, c, p);
+          store(v[0], r, c, p);
+          store(v[2], r, c, mv);
+          store(v[3], r, c, vv);
+        },
+        0, non_negative_v);
+  }
+}
+
+TEST_CASE("swiglu work: gate and up halves of one row, forward and backward") {
+  // f = 48 (vector path: the up half starts on a chunk) and f = 50 (element path only).
+  for (std::int64_t f : {48, 50}) {
+    for (const dim3 g : {dim3(1, 1), dim3(3, 2), cell_grid_for(13, f, 64, 4224)}) {
+      CAPTURE(f);
+      CAPTURE(g.x);
+      CAPTURE(g.y);
+      HostMat gu(13, 2 * f, 2 * f, 0, DType::bf16), dout(13, f, f, 0, DType::bf16);
+      gu.randomise(20);
+      dout.randomise(21);
+      for (bool vec : {false, true}) {
+        if (vec && (f % kVec != 0 || !vec_rows_ok(gu.view()))) continue;
+        CAPTURE(vec);
+        HostMat out(13, f, f, 0, DType::bf16), out_ref(13, f, f, 0, DType::bf16);
+        run_grid(g, 32,
+                 [&](const GridPos& p) { swiglu_forward_work(p, gu.view(), out.view(), vec); });
+        for (std::int64_t r = 0; r < 13; ++r)
+          for (std::int64_t c = 0; c < f; ++c)
+            store(out_ref.view(), r, c,
+                  swiglu_forward(load(gu.view(), r, c), load(gu.view(), r, f + c)));
+        check_same(out, out_ref, "swiglu forward");
+        HostMat dgu(13, 2 * f, 2 * f, 0, DType::bf16), dgu_ref(13, 2 * f, 2 * f, 0, DType::bf16);
+        run_grid(g, 32, [&](const GridPos& p) {
+          swiglu_backward_work(p, gu.view(), dout.view(), dgu.view(), vec);
+        });
+        for (std::int64_t r = 0; r < 13; ++r) {
+          for (std::int64_t c = 0; c < f; ++c) {
+            float dg, du;
+            swiglu_backward(load(gu.view(), r, c), load(gu.view(), r, f + c),
+                            load(dout.view(), r, c), &dg, &du);
+            store(dgu_ref.view(), r, c, dg);
+            store(dgu_ref.view(), r, f + c, du);
+          }
+        }
+        check_same(dgu, dgu_ref, "swiglu backward");
+      }
+    }
+  }
+}
+
+TEST_CASE("rope work: every pair of every head rotated once, the rest of the row untouched") {
+  const std::int64_t seq = 6, rows = 2 * seq, heads = 3, stride = 24, offset = 8, dim = 16;
+  for (const dim3 g : {dim3(1, 1), dim3(1, 5), cell_grid_for(rows, heads * dim / 2, 64, 4224)}) {
+    for (bool inverse : {false, true}) {
+      CAPTURE(g.x);
+      CAPTURE(g.y);
+      CAPTURE(inverse);
+      HostMat x(rows, heads * stride + 2, heads * stride + 5, 0, DType::bf16);
+      x.randomise(30);
+      HostMat want = x.clone();
+      run_grid(g, 32, [&](const GridPos& p) {
+        rope_work(p, x.view(), seq, heads, stride, offset, dim, 10000.0f, inverse);
+      });
+      const Mat w = want.view();
+      for (std::int64_t r = 0; r < rows; ++r) {
+        for (std::int64_t h = 0; h < heads; ++h) {
+          float seg[16];
+          for (std::int64_t i = 0; i < dim; ++i) seg[i] = load(w, r, h * stride + offset + i);
+          rope_rotate(seg, dim, r % seq, 10000.0f, inverse);
+          for (std::int64_t i = 0; i < dim; ++i) store(w, r, h * stride + offset + i, seg[i]);
+        }
+      }
+      check_same(x, want, "rope");
+    }
+  }
+}
+
+TEST_CASE("gather work: rows by index, scaled or not, bad indices reported and skipped") {
+  for (const Shape& s : kShapes) {
+    HostMat src(11, s.cols, s.ld, s.offset, DType::bf16);
+    src.randomise(40);
+    const std::vector<std::int32_t> index = {3, 0, 10, 3, 99, -1, 7};
+    const std::int64_t n = static_cast<std::int64_t>(index.size());
+    std::vector<float> scale(index.size());
+    for (std::size_t i = 0; i < scale.size(); ++i) scale[i] = 0.25f * static_cast<float>(i) - 0.5f;
+    const Mat idx{const_cast<std::int32_t*>(index.data()), n, 1, 1, DType::i32};
+    const Mat sc{scale.data(), n, 1, 1, DType::f32};
+    for (bool scaled : {false, true}) {
+      for (bool vec : {false, true}) {
+        HostMat dst(n, s.cols, s.ld, s.offset, DType::bf16);
+        if (vec && !(vec_rows_ok(src.view()) && vec_rows_ok(dst.view()))) continue;
+        for (const dim3 g : grids(n, cell_columns(s.cols, vec))) {
+          CAPTURE(s.what);
+          CAPTURE(scaled);
+          CAPTURE(vec);
+          CAPTURE(g.x);
+          CAPTURE(g.y);
+          HostMat got = dst.clone(), want = dst.clone();
+          int error = 0;
+          run_grid(g, 64, [&](const GridPos& p) {
+            gather_work(p, src.view(), idx, sc, scaled, got.view(), &error, 9, vec);
+          });
+          for (std::int64_t i = 0; i < n; ++i) {
+            const std::int32_t r = index[static_cast<std::size_t>(i)];
+            if (r < 0 || r >= 11) continue;
+            for (std::int64_t c = 0; c < s.cols; ++c) {
+              const float v = load(src.view(), r, c);
+              store(want.view(), i, c, scaled ? scale[static_cast<std::size_t>(i)] * v : v);
+            }
+          }
+          check_same(got, want, "gather");
+          CHECK(error == 9);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("probs work: causal probabilities and their gradient over a chunk of heads") {
+  const std::int64_t seq = 9, heads = 2, heads_total = 5, rows = 2 * seq;
+  const ScoreChunk ch{seq, heads, seq, 3, true};  // the second sequence, heads 3 and 4
+  std::vector<float> s(static_cast<std::size_t>(heads * seq * seq)), dp(s.size());
+  std::vector<float> d(static_cast<std::size_t>(rows * heads_total));
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    s[i] = uniform_pm1(1, 1, i);
+    dp[i] = uniform_pm1(1, 2, i);
+  }
+  for (std::size_t i = 0; i < d.size(); ++i) d[i] = uniform_pm1(1, 3, i);
+  HostMat stats(rows, heads_total, heads_total, 0, DType::f32);
+  stats.randomise(50);
+  for (bool with_dp : {false, true}) {
+    for (const dim3 g : {dim3(1, 1), dim3(2, 4), cell_grid_for(heads * seq, seq, 64, 4224)}) {
+      CAPTURE(with_dp);
+      CAPTURE(g.x);
+      CAPTURE(g.y);
+      std::vector<__nv_bfloat16> got(s.size(), __float2bfloat16_rn(kCanary));
+      run_grid(g, 4, [&](const GridPos& p) {
+        probs_work(p, ch, s.data(), with_dp ? dp.data() : nullptr, d.data(), heads_total,
+                   stats.view(), got.data());
+      });
+      std::int64_t wrong = 0;
+      for (std::int64_t h = 0; h < heads; ++h) {
+        for (std::int64_t i = 0; i < seq; ++i) {
+          for (std::int64_t j = 0; j < seq; ++j) {
+            const std::size_t e = static_cast<std::size_t>((h * seq + i) * seq + j);
+            const float lse = load(stats.view(), seq + i, 3 + h);
+            float want = 0.0f;
+            if (j <= i) {
+              want = ::expf(s[e] - lse);
+              if (with_dp)
+                want *= dp[e] - d[static_cast<std::size_t>((seq + i) * heads_total + 3 + h)];
+            }
+            if (__bfloat162float(got[e]) != __bfloat162float(__float2bfloat16_rn(want))) ++wrong;
+          }
+        }
+      }
+      CHECK(wrong == 0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace moebench::cuda
