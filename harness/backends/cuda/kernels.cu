@@ -86,14 +86,18 @@ __global__ void rmsnorm_forward_kernel(Mat x, Mat w, float eps, Mat y, Mat rstd,
 __global__ void rmsnorm_dx_kernel(Mat dy, Mat x, Mat w, Mat rstd, Mat dx, bool vec) {
   __shared__ float red[32];
   for (std::int64_t r = blockIdx.x; r < x.rows; r += gridDim.x) {
+    // The chunk of w, dy and x at column c (both passes read the three).
+    const auto load_chunk = [&](std::int64_t c, float* wv, float* dyv, float* xv) {
+      load_vec(w, 0, c, wv);
+      load_vec(dy, r, c, dyv);
+      load_vec(x, r, c, xv);
+    };
     float dot = 0.0f;
     for_each_cell(
         block_row(), 1, x.cols, vec,
         [&](std::int64_t, std::int64_t c) {
           float wv[kVec], dyv[kVec], xv[kVec];
-          load_vec(w, 0, c, wv);
-          load_vec(dy, r, c, dyv);
-          load_vec(x, r, c, xv);
+          load_chunk(c, wv, dyv, xv);
           for (int j = 0; j < kVec; ++j) dot += wv[j] * dyv[j] * xv[j];
         },
         [&](std::int64_t, std::int64_t c) {
@@ -105,9 +109,7 @@ __global__ void rmsnorm_dx_kernel(Mat dy, Mat x, Mat w, Mat rstd, Mat dx, bool v
         block_row(), 1, x.cols, vec,
         [&](std::int64_t, std::int64_t c) {
           float wv[kVec], dyv[kVec], xv[kVec];
-          load_vec(w, 0, c, wv);
-          load_vec(dy, r, c, dyv);
-          load_vec(x, r, c, xv);
+          load_chunk(c, wv, dyv, xv);
           for (int j = 0; j < kVec; ++j) dyv[j] = rmsnorm_dx(dyv[j], xv[j], wv[j], rs, mean_wdyx);
           store_vec(dx, r, c, dyv);
         },
