@@ -3,6 +3,7 @@
 #include <functional>
 
 #include "harness/core/error.hpp"
+#include "harness/core/hash.hpp"
 
 namespace moebench {
 
@@ -57,9 +58,7 @@ bool is_weight(Fp8Operand which, bool trans_a) {
 
 std::size_t Fp8WeightViewHash::operator()(const Fp8WeightView& v) const {
   std::size_t h = std::hash<const void*>()(v.data);
-  for (std::int64_t x : {v.rows, v.cols, v.ld}) {
-    h ^= static_cast<std::size_t>(x) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-  }
+  for (std::int64_t x : {v.rows, v.cols, v.ld}) hash_mix(h, static_cast<std::uint64_t>(x));
   return h ^ (v.trans ? 1u : 0u);
 }
 

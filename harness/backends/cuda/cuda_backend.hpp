@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -140,7 +141,6 @@ class GemmEngine {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
     bool use_fallback = false;  // no cuBLASLt algorithm: cublasGemmEx instead
-    std::uint32_t align_a = 0, align_b = 0, align_c = 0;  // the key's, for the heuristic
   };
 
  private:
@@ -149,8 +149,8 @@ class GemmEngine {
   void describe(const Key& key, Plan& p) const;
   // Whether cuBLASLt takes `algo` for the plan's descriptors within the workspace.
   bool accepts(const Plan& p, const cublasLtMatmulAlgo_t& algo) const;
-  // The heuristic's algorithm, or use_fallback where it has none.
-  void choose(Plan& p);
+  // The heuristic's algorithm for the key, or use_fallback where it has none.
+  void choose(const Key& key, Plan& p);
   void destroy(Plan& p);
 
   cudaStream_t stream_;
@@ -219,6 +219,14 @@ class CudaCompute final : public CudaComputeApi {
   // The grid of a kernel_work.cuh function over `rows` rows (block rows, at most 65,535, the rest
   // by striding) and `x_items` items a row (threads along x), at most 32 blocks a multiprocessor.
   dim3 cell_grid(std::int64_t rows, std::int64_t x_items, int threads) const;
+  // The launch of an element-wise kernel_work.cuh function over views of one shape: every view
+  // rewritten as one row when all are dense (an empty view counts as dense), the 16-byte path
+  // when all allow it, the grid over the first view (kernels.cu).
+  struct CellLaunch {
+    dim3 grid;
+    bool vec;
+  };
+  CellLaunch cells(std::initializer_list<Mat*> views, int threads) const;
 
  protected:
   Tensor do_alloc(std::int64_t rows, std::int64_t cols, DType dtype) override;

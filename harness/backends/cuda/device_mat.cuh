@@ -190,7 +190,7 @@ inline dim3 cell_grid_for(std::int64_t rows, std::int64_t x_items, int threads,
 // A dense view (every element in one contiguous run) as one row: the element-wise kernels then
 // split it over threads along x only.
 inline Mat as_one_row(const Mat& m) {
-  if (m.ld != m.cols && m.rows > 1) return m;
+  if (!m.contiguous()) return m;
   return Mat{m.data, m.rows == 0 ? 0 : 1, m.rows * m.cols, m.rows * m.cols, m.dtype};
 }
 

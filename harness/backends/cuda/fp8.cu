@@ -277,10 +277,9 @@ CudaCompute::Fp8Copy CudaCompute::quantise_fp8(const Mat& x, bool trans, Fp8Oper
   if (fp8_recipe_ == Fp8Recipe::tensor) {
     float* scalars = static_cast<float*>(q.amax);  // amax, then descale
     CUDA_CHECK(cudaMemsetAsync(scalars, 0, sizeof(float), stream_));
-    const Mat flat = x.ld == x.cols || x.rows <= 1 ? as_one_row(x) : x;
-    const bool vec = vec_rows_ok(flat);
-    amax_kernel<<<cell_grid(flat.rows, cell_columns(flat.cols, vec), kThreads), kThreads, 0,
-                  stream_>>>(flat, scalars, vec);
+    Mat flat = x;
+    const CellLaunch l = cells({&flat}, kThreads);
+    amax_kernel<<<l.grid, kThreads, 0, stream_>>>(flat, scalars, l.vec);
     CUDA_CHECK_LAUNCH();
     descale_kernel<<<1, 32, 0, stream_>>>(scalars, scalars + 1, 1);
     CUDA_CHECK_LAUNCH();

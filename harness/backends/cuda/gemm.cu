@@ -17,6 +17,7 @@
 
 #include "harness/backends/cuda/cuda_backend.hpp"
 #include "harness/compute/gemm_shape.hpp"
+#include "harness/core/hash.hpp"
 
 namespace moebench::cuda {
 
@@ -67,7 +68,7 @@ struct PreferenceGuard {
 
 std::size_t GemmEngine::KeyHash::operator()(const Key& k) const {
   std::size_t h = 0;
-  auto mix = [&h](std::uint64_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
+  auto mix = [&h](std::uint64_t v) { hash_mix(h, v); };
   for (std::int64_t v : {k.m, k.n, k.k, k.lda, k.ldb, k.ldc}) mix(static_cast<std::uint64_t>(v));
   mix((k.trans_a ? 1u : 0u) | (k.trans_b ? 2u : 0u) | (k.fp8 ? 4u : 0u) |
       (static_cast<unsigned>(k.c_dtype) << 3));
@@ -119,7 +120,7 @@ const GemmEngine::Plan& GemmEngine::plan(const Key& key) {
       ++algo_reuses_;
       return p;
     }
-    choose(p);
+    choose(key, p);
     if (!p.use_fallback && class_algos_.size() < kMaxPlans) class_algos_.emplace(class_key, p.algo);
   } catch (...) {
     destroy(p);
@@ -159,9 +160,6 @@ void GemmEngine::describe(const Key& key, Plan& p) const {
                                           u(key.trans_a ? key.k : key.m), key.lda));
   CUBLAS_CHECK(
       cublasLtMatrixLayoutCreate(&p.c, cuda_type(key.c_dtype), u(key.n), u(key.m), key.ldc));
-  p.align_a = key.align_a;
-  p.align_b = key.align_b;
-  p.align_c = key.align_c;
 }
 
 // A class's algorithm for this exact shape: cuBLASLt checks it (host only, no heuristic search)
@@ -173,15 +171,15 @@ bool GemmEngine::accepts(const Plan& p, const cublasLtMatmulAlgo_t& algo) const 
   return s == CUBLAS_STATUS_SUCCESS && result.workspaceSize <= workspace_bytes_;
 }
 
-void GemmEngine::choose(Plan& p) {
+void GemmEngine::choose(const Key& key, Plan& p) {
   PreferenceGuard pref;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.p));
   set_pref(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
            static_cast<std::uint64_t>(workspace_bytes_));
-  set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, p.align_b);
-  set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, p.align_a);
-  set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, p.align_c);
-  set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, p.align_c);
+  set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_b);
+  set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_a);
+  set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_c);
+  set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_c);
 
   cublasLtMatmulHeuristicResult_t result;
   std::memset(&result, 0, sizeof(result));

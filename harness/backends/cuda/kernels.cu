@@ -16,10 +16,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-bool dense(const Mat& m) {
-  return m.ld == m.cols || m.rows <= 1;
-}
-
 template <typename... M>
 bool all_vec(const M&... m) {
   return (vec_rows_ok(m) && ...);
@@ -171,53 +167,55 @@ dim3 CudaCompute::cell_grid(std::int64_t rows, std::int64_t x_items, int threads
   return cell_grid_for(rows, x_items, threads, std::int64_t{multiprocessors_} * 32);
 }
 
-// The element-wise ops on views of one shape: as one row when every view is dense, 16-byte
-// accesses when every view allows them.
+CudaCompute::CellLaunch CudaCompute::cells(std::initializer_list<Mat*> views, int threads) const {
+  bool flat = true, vec = true;
+  for (const Mat* m : views) flat = flat && m->contiguous();
+  for (Mat* m : views) {
+    if (flat) *m = as_one_row(*m);
+    vec = vec && vec_rows_ok(*m);
+  }
+  const Mat& first = **views.begin();
+  return CellLaunch{cell_grid(first.rows, cell_columns(first.cols, vec), threads), vec};
+}
+
 void CudaCompute::convert(const Mat& src_in, const Mat& dst_in) {
   if (src_in.numel() == 0) return;
-  const bool flat = dense(src_in) && dense(dst_in);
-  const Mat src = flat ? as_one_row(src_in) : src_in, dst = flat ? as_one_row(dst_in) : dst_in;
-  const bool vec = all_vec(src, dst);
-  convert_kernel<<<cell_grid(src.rows, cell_columns(src.cols, vec), kThreads), kThreads, 0,
-                   stream_>>>(src, dst, vec);
+  Mat src = src_in, dst = dst_in;
+  const CellLaunch l = cells({&src, &dst}, kThreads);
+  convert_kernel<<<l.grid, kThreads, 0, stream_>>>(src, dst, l.vec);
   CUDA_CHECK_LAUNCH();
 }
 
 void CudaCompute::scale_in_place(const Mat& y_in, float beta) {
   if (y_in.numel() == 0) return;
-  const Mat y = as_one_row(y_in);
-  const bool vec = all_vec(y);
-  scale_kernel<<<cell_grid(y.rows, cell_columns(y.cols, vec), kThreads), kThreads, 0, stream_>>>(
-      y, beta, vec);
+  Mat y = y_in;
+  const CellLaunch l = cells({&y}, kThreads);
+  scale_kernel<<<l.grid, kThreads, 0, stream_>>>(y, beta, l.vec);
   CUDA_CHECK_LAUNCH();
 }
 
 void CudaCompute::do_fill(const Mat& x_in, float value) {
   if (x_in.numel() == 0) return;
-  const Mat x = as_one_row(x_in);
-  const bool vec = all_vec(x);
-  fill_kernel<<<cell_grid(x.rows, cell_columns(x.cols, vec), kThreads), kThreads, 0, stream_>>>(
-      x, value, vec);
+  Mat x = x_in;
+  const CellLaunch l = cells({&x}, kThreads);
+  fill_kernel<<<l.grid, kThreads, 0, stream_>>>(x, value, l.vec);
   CUDA_CHECK_LAUNCH();
 }
 
 void CudaCompute::do_axpby(float alpha, const Mat& x_in, float beta, const Mat& y_in) {
   if (x_in.numel() == 0) return;
-  const bool flat = dense(x_in) && dense(y_in);
-  const Mat x = flat ? as_one_row(x_in) : x_in, y = flat ? as_one_row(y_in) : y_in;
-  const bool vec = all_vec(x, y);
-  axpby_kernel<<<cell_grid(x.rows, cell_columns(x.cols, vec), kThreads), kThreads, 0, stream_>>>(
-      alpha, x, beta, y, vec);
+  Mat x = x_in, y = y_in;
+  const CellLaunch l = cells({&x, &y}, kThreads);
+  axpby_kernel<<<l.grid, kThreads, 0, stream_>>>(alpha, x, beta, y, l.vec);
   CUDA_CHECK_LAUNCH();
 }
 
 void CudaCompute::do_fill_random(const Mat& x_in, std::uint64_t seed, std::uint64_t stream,
                                  float scale) {
   if (x_in.numel() == 0) return;
-  const Mat x = as_one_row(x_in);
-  const bool vec = all_vec(x);
-  fill_random_kernel<<<cell_grid(x.rows, cell_columns(x.cols, vec), kThreads), kThreads, 0,
-                       stream_>>>(x, seed, stream, scale, vec);
+  Mat x = x_in;
+  const CellLaunch l = cells({&x}, kThreads);
+  fill_random_kernel<<<l.grid, kThreads, 0, stream_>>>(x, seed, stream, scale, l.vec);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -277,18 +275,13 @@ void CudaCompute::do_swiglu_backward(const Mat& gate_up, const Mat& dout, const 
   CUDA_CHECK_LAUNCH();
 }
 
+// An absent master (no data) passes through cells() as an empty view.
 void CudaCompute::do_adamw(const AdamWStep& s, const Mat& param_in, const Mat& grad_in,
                            const Mat& m_in, const Mat& v_in, const Mat& master_in) {
   if (param_in.numel() == 0) return;
-  const bool has_master = master_in.data != nullptr;
-  const bool flat = dense(param_in) && dense(grad_in) && dense(m_in) && dense(v_in) &&
-                    (!has_master || dense(master_in));
-  auto shape = [&](const Mat& m) { return flat ? as_one_row(m) : m; };
-  const Mat param = shape(param_in), grad = shape(grad_in), m = shape(m_in), v = shape(v_in);
-  const Mat master = has_master ? shape(master_in) : Mat{};
-  const bool vec = all_vec(param, grad, m, v) && (!has_master || all_vec(master));
-  adamw_kernel<<<cell_grid(param.rows, cell_columns(param.cols, vec), kThreads), kThreads, 0,
-                 stream_>>>(adamw_coeffs(s), param, grad, m, v, master, vec);
+  Mat param = param_in, grad = grad_in, m = m_in, v = v_in, master = master_in;
+  const CellLaunch l = cells({&param, &grad, &m, &v, &master}, kThreads);
+  adamw_kernel<<<l.grid, kThreads, 0, stream_>>>(adamw_coeffs(s), param, grad, m, v, master, l.vec);
   CUDA_CHECK_LAUNCH();
 }
 
