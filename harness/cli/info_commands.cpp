@@ -62,6 +62,7 @@ nlohmann::ordered_json plan_json(const RunConfig& c) {
   if (rec) {
     policy.recompute_mla_up_proj = std::find(rec->recompute.begin(), rec->recompute.end(),
                                              "mla_up_proj") != rec->recompute.end();
+    policy.separate_k_v = true;
     policy.fp8_saved_inputs = true;
     policy.fp8_weight_copies = false;
   }

@@ -257,61 +257,6 @@ void Compute::rope_backward(Mat dx, std::int64_t seq_len, std::int64_t heads,
   do_rope(dx, seq_len, heads, head_stride, offset, dim, theta, true);
 }
 
-void Compute::mla_split_kv(Mat kv, Mat krope, const MlaDims& d, Mat k, Mat v) {
-  MB_CHECK(
-      d.heads > 0 && d.dn >= 0 && d.dr >= 0 && d.dv > 0,
-      "mla_split_kv: heads " << d.heads << ", dn " << d.dn << ", dr " << d.dr << ", dv " << d.dv);
-  for (const auto& [m, what] : {std::pair<const Mat*, const char*>{&kv, "mla kv"},
-                                {&krope, "mla krope"},
-                                {&k, "mla k"},
-                                {&v, "mla v"}}) {
-    check_float(*m, what);
-  }
-  check_shape(kv, kv.rows, d.kv_width(), "mla kv");
-  check_shape(krope, kv.rows, d.dr, "mla krope");
-  check_shape(k, kv.rows, d.heads * d.dq(), "mla k");
-  check_shape(v, kv.rows, d.heads * d.dv, "mla v");
-  do_mla_split_kv(kv, krope, d, k, v);
-}
-
-void Compute::mla_merge_kv_grad(Mat dk, Mat dv, const MlaDims& d, Mat dkv, Mat dkrope) {
-  MB_CHECK(d.heads > 0 && d.dn >= 0 && d.dr >= 0 && d.dv > 0,
-           "mla_merge_kv_grad: heads " << d.heads << ", dn " << d.dn << ", dr " << d.dr << ", dv "
-                                       << d.dv);
-  for (const auto& [m, what] : {std::pair<const Mat*, const char*>{&dk, "mla dk"},
-                                {&dv, "mla dv"},
-                                {&dkv, "mla dkv"},
-                                {&dkrope, "mla dkrope"}}) {
-    check_float(*m, what);
-  }
-  check_shape(dk, dk.rows, d.heads * d.dq(), "mla dk");
-  check_shape(dv, dk.rows, d.heads * d.dv, "mla dv");
-  check_shape(dkv, dk.rows, d.kv_width(), "mla dkv");
-  check_shape(dkrope, dk.rows, d.dr, "mla dkrope");
-  do_mla_merge_kv_grad(dk, dv, d, dkv, dkrope);
-}
-
-void Compute::do_mla_split_kv(const Mat& kv, const Mat& krope, const MlaDims& d, const Mat& k,
-                              const Mat& v) {
-  for (std::int64_t h = 0; h < d.heads; ++h) {
-    const std::int64_t kv0 = h * (d.dn + d.dv);
-    do_copy(kv.col_slice(kv0, d.dn), k.col_slice(h * d.dq(), d.dn));
-    do_copy(krope, k.col_slice(h * d.dq() + d.dn, d.dr));
-    do_copy(kv.col_slice(kv0 + d.dn, d.dv), v.col_slice(h * d.dv, d.dv));
-  }
-}
-
-void Compute::do_mla_merge_kv_grad(const Mat& dk, const Mat& dv, const MlaDims& d, const Mat& dkv,
-                                   const Mat& dkrope) {
-  do_zero(dkrope);
-  for (std::int64_t h = 0; h < d.heads; ++h) {
-    const std::int64_t kv0 = h * (d.dn + d.dv);
-    do_copy(dk.col_slice(h * d.dq(), d.dn), dkv.col_slice(kv0, d.dn));
-    do_axpby(1.0f, dk.col_slice(h * d.dq() + d.dn, d.dr), 1.0f, dkrope);
-    do_copy(dv.col_slice(h * d.dv, d.dv), dkv.col_slice(kv0 + d.dn, d.dv));
-  }
-}
-
 void Compute::swiglu_forward(Mat gate_up, Mat out) {
   check_float(gate_up, "swiglu gate_up");
   MB_CHECK(gate_up.cols % 2 == 0, "swiglu gate_up has odd width " << gate_up.cols);
@@ -332,49 +277,78 @@ void Compute::swiglu_backward(Mat gate_up, Mat dout, Mat dgate_up) {
 
 // ---- attention ------------------------------------------------------------------------------
 
-void Compute::check_attention(const AttentionShape& s, const Mat& q, const Mat& k, const Mat& v,
-                              const Mat& out, const Mat& stats) const {
+void Compute::check_head_cols(const HeadCols& x, std::int64_t heads, std::int64_t rows,
+                              bool may_share, const char* what) const {
+  check_float(x.m, what);
+  MB_CHECK(x.m.rows == rows, what << " has " << x.m.rows << " rows; the shape says " << rows);
+  MB_CHECK(x.head_stride >= x.width || (may_share && x.head_stride == 0),
+           what << ": a head stride of " << x.head_stride << " columns for heads " << x.width
+                << " wide; want >= the width" << (may_share ? ", or 0 (shared by the heads)" : ""));
+  const std::int64_t end = (heads - 1) * x.head_stride + x.width;
+  MB_CHECK(end <= x.m.cols, what << ": head " << heads - 1 << " ends at column " << end << " of a "
+                                 << x.m.cols << "-column matrix");
+}
+
+void Compute::check_attention(const AttentionShape& s, const AttentionOperands& in, const Mat& out,
+                              const Mat& stats) const {
   MB_CHECK(s.batch >= 0 && s.seq_len > 0 && s.heads > 0 && s.qk_dim > 0 && s.v_dim > 0,
            "attention shape: batch " << s.batch << ", seq_len " << s.seq_len << ", heads "
                                      << s.heads << ", qk_dim " << s.qk_dim << ", v_dim "
                                      << s.v_dim);
+  MB_CHECK(in.q.width == s.qk_dim && in.v.width == s.v_dim && in.k.width > 0 &&
+               in.k_rope.width >= 0 && in.k.width + in.k_rope.width == s.qk_dim,
+           "attention operands: q "
+               << in.q.width << ", k " << in.k.width << " + " << in.k_rope.width << ", v "
+               << in.v.width << " columns a head; the shape says " << s.qk_dim << " for q and k, "
+               << s.v_dim << " for v");
   const std::int64_t rows = s.batch * s.seq_len;
+  check_head_cols(in.q, s.heads, rows, false, "attention q");
+  check_head_cols(in.k, s.heads, rows, true, "attention k");
+  if (in.k_rope.width > 0) check_head_cols(in.k_rope, s.heads, rows, true, "attention k_rope");
+  check_head_cols(in.v, s.heads, rows, false, "attention v");
+  check_float(out, "attention out");
+  check_shape(out, rows, s.heads * s.v_dim, "attention out");
+  check_float(stats, "attention stats");
+  check_shape(stats, rows, s.heads, "attention stats");
+}
+
+void Compute::attention_forward(const AttentionShape& s, const AttentionOperands& in, Mat out,
+                                Mat stats) {
+  check_attention(s, in, out, stats);
+  do_attention_forward(s, in, out, stats);
+}
+
+void Compute::attention_backward(const AttentionShape& s, const AttentionOperands& in, Mat out,
+                                 Mat dout, Mat stats, const AttentionOperands& grad) {
+  check_attention(s, in, out, stats);
+  check_float(dout, "attention dout");
+  check_shape(dout, out.rows, out.cols, "attention dout");
   const struct {
-    const Mat* m;
-    std::int64_t cols;
+    const HeadCols* g;
+    const HeadCols* like;
     const char* what;
-  } mats[] = {{&q, s.heads * s.qk_dim, "attention q"},
-              {&k, s.heads * s.qk_dim, "attention k"},
-              {&v, s.heads * s.v_dim, "attention v"},
-              {&out, s.heads * s.v_dim, "attention out"},
-              {&stats, s.heads, "attention stats"}};
-  for (const auto& x : mats) {
-    check_float(*x.m, x.what);
-    check_shape(*x.m, rows, x.cols, x.what);
+  } grads[] = {{&grad.q, &in.q, "attention dq"},
+               {&grad.k, &in.k, "attention dk"},
+               {&grad.k_rope, &in.k_rope, "attention dk_rope"},
+               {&grad.v, &in.v, "attention dv"}};
+  for (const auto& x : grads) {
+    MB_CHECK(x.g->width == x.like->width && x.g->head_stride == x.like->head_stride,
+             x.what << ": " << x.g->width << " columns a head " << x.g->head_stride
+                    << " apart; its input has " << x.like->width << ", " << x.like->head_stride
+                    << " apart");
+    if (x.g->width > 0) check_head_cols(*x.g, s.heads, out.rows, true, x.what);
   }
+  do_attention_backward(s, in, out, dout, stats, grad);
 }
 
 void Compute::attention_forward(const AttentionShape& s, Mat q, Mat k, Mat v, Mat out, Mat stats) {
-  check_attention(s, q, k, v, out, stats);
-  do_attention_forward(s, q, k, v, out, stats);
+  attention_forward(s, AttentionOperands::dense(s, q, k, v), out, stats);
 }
 
 void Compute::attention_backward(const AttentionShape& s, Mat q, Mat k, Mat v, Mat out, Mat dout,
                                  Mat stats, Mat dq, Mat dk, Mat dv) {
-  check_attention(s, q, k, v, out, stats);
-  const struct {
-    const Mat* m;
-    const Mat* like;
-    const char* what;
-  } grads[] = {{&dout, &out, "attention dout"},
-               {&dq, &q, "attention dq"},
-               {&dk, &k, "attention dk"},
-               {&dv, &v, "attention dv"}};
-  for (const auto& g : grads) {
-    check_float(*g.m, g.what);
-    check_shape(*g.m, g.like->rows, g.like->cols, g.what);
-  }
-  do_attention_backward(s, q, k, v, out, dout, stats, dq, dk, dv);
+  attention_backward(s, AttentionOperands::dense(s, q, k, v), out, dout, stats,
+                     AttentionOperands::dense(s, dq, dk, dv));
 }
 
 // ---- routing and row movement ---------------------------------------------------------------

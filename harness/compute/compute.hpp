@@ -21,25 +21,15 @@
 #include <string>
 #include <vector>
 
+#include "harness/compute/attention_operands.hpp"
 #include "harness/compute/backend_kind.hpp"
 #include "harness/compute/device_info.hpp"
 #include "harness/compute/fp8_recipe.hpp"
 #include "harness/compute/gemm_shape.hpp"
 #include "harness/core/tensor.hpp"
-#include "workloads/ops/mla.hpp"
 #include "workloads/ops/params.hpp"
 
 namespace moebench {
-
-struct AttentionShape {
-  std::int64_t batch = 1;    // sequences
-  std::int64_t seq_len = 1;  // tokens per sequence; rows of q/k/v are batch * seq_len
-  std::int64_t heads = 1;
-  std::int64_t qk_dim = 1;  // per-head q and k width
-  std::int64_t v_dim = 1;   // per-head v and output width
-  float scale = 1.0f;       // softmax scale, usually 1/sqrt(qk_dim)
-  bool causal = true;
-};
 
 // One GEMM of a grouped call: C = alpha * op(A) * op(B) + beta * C.
 struct GemmProblem {
@@ -169,20 +159,17 @@ class Compute {
   void rope_backward(Mat dx, std::int64_t seq_len, std::int64_t heads, std::int64_t head_stride,
                      std::int64_t offset, std::int64_t dim, float theta);
 
-  // MLA's per-head split (workloads/ops/mla.hpp): kv (rows x heads (dn + dv)) and the shared
-  // krope (rows x dr) into k (rows x heads (dn + dr)) and v (rows x heads dv); and its gradient:
-  // dkv from dk's k_nope columns and dv, dkrope = the sum over heads of dk's rope columns (both
-  // overwritten).
-  void mla_split_kv(Mat kv, Mat krope, const MlaDims& d, Mat k, Mat v);
-  void mla_merge_kv_grad(Mat dk, Mat dv, const MlaDims& d, Mat dkv, Mat dkrope);
-
   // SwiGLU: gate_up is rows x 2f ([gate | up]); out = silu(gate) * up (rows x f).
   void swiglu_forward(Mat gate_up, Mat out);
   void swiglu_backward(Mat gate_up, Mat dout, Mat dgate_up);
 
-  // Softmax attention per sequence and head. q: rows x heads*qk_dim, k: rows x heads*qk_dim,
-  // v: rows x heads*v_dim, out: rows x heads*v_dim, stats: rows x heads (log-sum-exp, saved for
-  // backward). Gradients are overwritten.
+  // Softmax attention per sequence and head over operands by head (attention_operands.hpp):
+  // out (rows x heads*v_dim), stats (rows x heads, log-sum-exp, saved for backward). The
+  // gradients `grad` have the inputs' layout and are overwritten; a shared operand's (head stride
+  // 0) is the sum over the heads. The Mat overloads are plain attention (AttentionOperands::dense).
+  void attention_forward(const AttentionShape& s, const AttentionOperands& in, Mat out, Mat stats);
+  void attention_backward(const AttentionShape& s, const AttentionOperands& in, Mat out, Mat dout,
+                          Mat stats, const AttentionOperands& grad);
   void attention_forward(const AttentionShape& s, Mat q, Mat k, Mat v, Mat out, Mat stats);
   void attention_backward(const AttentionShape& s, Mat q, Mat k, Mat v, Mat out, Mat dout,
                           Mat stats, Mat dq, Mat dk, Mat dv);
@@ -250,19 +237,13 @@ class Compute {
   virtual void do_rope(const Mat& x, std::int64_t seq_len, std::int64_t heads,
                        std::int64_t head_stride, std::int64_t offset, std::int64_t dim, float theta,
                        bool inverse) = 0;
-  // Default: three strided copies (or an add) per head; a device backend does one pass.
-  virtual void do_mla_split_kv(const Mat& kv, const Mat& krope, const MlaDims& d, const Mat& k,
-                               const Mat& v);
-  virtual void do_mla_merge_kv_grad(const Mat& dk, const Mat& dv, const MlaDims& d, const Mat& dkv,
-                                    const Mat& dkrope);
   virtual void do_swiglu_forward(const Mat& gate_up, const Mat& out) = 0;
   virtual void do_swiglu_backward(const Mat& gate_up, const Mat& dout, const Mat& dgate_up) = 0;
-  virtual void do_attention_forward(const AttentionShape& s, const Mat& q, const Mat& k,
-                                    const Mat& v, const Mat& out, const Mat& stats) = 0;
-  virtual void do_attention_backward(const AttentionShape& s, const Mat& q, const Mat& k,
-                                     const Mat& v, const Mat& out, const Mat& dout,
-                                     const Mat& stats, const Mat& dq, const Mat& dk,
-                                     const Mat& dv) = 0;
+  virtual void do_attention_forward(const AttentionShape& s, const AttentionOperands& in,
+                                    const Mat& out, const Mat& stats) = 0;
+  virtual void do_attention_backward(const AttentionShape& s, const AttentionOperands& in,
+                                     const Mat& out, const Mat& dout, const Mat& stats,
+                                     const AttentionOperands& grad) = 0;
   virtual void do_router_forward(const RouterParams& p, const Mat& logits, const Mat& bias,
                                  std::int64_t first_token, const Mat& scores, const Mat& indices,
                                  const Mat& weights) = 0;
@@ -294,8 +275,12 @@ class Compute {
               const Mat& c, const GemmShape& shape);
   void check_rope(const Mat& x, std::int64_t seq_len, std::int64_t heads, std::int64_t head_stride,
                   std::int64_t offset, std::int64_t dim) const;
-  void check_attention(const AttentionShape& s, const Mat& q, const Mat& k, const Mat& v,
-                       const Mat& out, const Mat& stats) const;
+  // A by-head operand: float, `rows` rows, heads at least its width apart (or 0 apart where
+  // may_share), the last head inside the matrix.
+  void check_head_cols(const HeadCols& x, std::int64_t heads, std::int64_t rows, bool may_share,
+                       const char* what) const;
+  void check_attention(const AttentionShape& s, const AttentionOperands& in, const Mat& out,
+                       const Mat& stats) const;
 
   std::vector<std::chrono::steady_clock::time_point> host_marks_;
 };

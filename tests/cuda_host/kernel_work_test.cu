@@ -427,6 +427,70 @@ TEST_CASE("gather work: rows by index, scaled or not, bad indices reported and s
   }
 }
 
+// MLA-like operands by head, heads 1..3 of 5: kv per head [k_nope 6 | v 4] in rows of 52 (a
+// strided view), the rope key (3) shared by the heads.
+TEST_CASE("gather and scatter heads work: MLA's key and value packed, the gradient back") {
+  const std::int64_t rows = 7, heads = 5, dn = 6, dr = 3, dv = 4, h0 = 1, hn = 3, w = dn + dr;
+  HostMat kv(rows, heads * (dn + dv), 52, 0, DType::bf16), kr(rows, dr, dr, 0, DType::bf16);
+  kv.randomise(60);
+  kr.randomise(61);
+  const HeadCols k{kv.view(), dn + dv, dn}, rope{kr.view(), 0, dr};
+  const HeadCols v{kv.view().col_slice(dn, heads * (dn + dv) - dn), dn + dv, dv};
+  for (const dim3 g : grids(rows, hn * w)) {
+    CAPTURE(g.x);
+    CAPTURE(g.y);
+    HostMat kp(rows, hn * w, hn * w, 0, DType::bf16), vp(rows, hn * dv, hn * dv, 0, DType::bf16);
+    HostMat k_want = kp.clone(), v_want = vp.clone();
+    run_grid(g, 64, [&](const GridPos& p) { gather_heads_work(p, k, rope, h0, kp.view()); });
+    run_grid(g, 64, [&](const GridPos& p) { gather_heads_work(p, v, HeadCols{}, h0, vp.view()); });
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t hl = 0; hl < hn; ++hl) {
+        const std::int64_t kv0 = (h0 + hl) * (dn + dv);
+        for (std::int64_t j = 0; j < w; ++j) {
+          store(k_want.view(), r, hl * w + j,
+                j < dn ? load(kv.view(), r, kv0 + j) : load(kr.view(), r, j - dn));
+        }
+        for (std::int64_t j = 0; j < dv; ++j)
+          store(v_want.view(), r, hl * dv + j, load(kv.view(), r, kv0 + dn + j));
+      }
+    }
+    check_same(kp, k_want, "gather heads: key");
+    check_same(vp, v_want, "gather heads: value");
+
+    // Back: dk's k_nope columns and dv to their kv columns, the rope columns summed over the
+    // chunk's heads (FP32, head order), added to the held sum where accumulating.
+    for (bool accumulate : {false, true}) {
+      CAPTURE(accumulate);
+      HostMat dkv = kv.clone(), dkr = kr.clone();
+      HostMat kv_want = kv.clone(), kr_want = kr.clone();
+      const HeadCols dk{dkv.view(), dn + dv, dn}, drope{dkr.view(), 0, dr};
+      const HeadCols dvh{dkv.view().col_slice(dn, heads * (dn + dv) - dn), dn + dv, dv};
+      run_grid(g, 64, [&](const GridPos& p) {
+        scatter_heads_work(p, kp.view(), h0, hn, dk, drope, accumulate);
+      });
+      run_grid(g, 64, [&](const GridPos& p) {
+        scatter_heads_work(p, vp.view(), h0, hn, dvh, HeadCols{}, false);
+      });
+      for (std::int64_t r = 0; r < rows; ++r) {
+        for (std::int64_t hl = 0; hl < hn; ++hl) {
+          const std::int64_t kv0 = (h0 + hl) * (dn + dv);
+          for (std::int64_t j = 0; j < dn; ++j)
+            store(kv_want.view(), r, kv0 + j, load(kp.view(), r, hl * w + j));
+          for (std::int64_t j = 0; j < dv; ++j)
+            store(kv_want.view(), r, kv0 + dn + j, load(vp.view(), r, hl * dv + j));
+        }
+        for (std::int64_t j = 0; j < dr; ++j) {
+          float sum = accumulate ? load(kr.view(), r, j) : 0.0f;
+          for (std::int64_t hl = 0; hl < hn; ++hl) sum += load(kp.view(), r, hl * w + dn + j);
+          store(kr_want.view(), r, j, sum);
+        }
+      }
+      check_same(dkv, kv_want, "scatter heads: k_nope and v into kv");
+      check_same(dkr, kr_want, "scatter heads: the shared rope key's sum");
+    }
+  }
+}
+
 TEST_CASE("probs work: causal probabilities and their gradient over a chunk of heads") {
   const std::int64_t seq = 9, heads = 2, heads_total = 5, rows = 2 * seq;
   const ScoreChunk ch{seq, heads, seq, 3, true};  // the second sequence, heads 3 and 4

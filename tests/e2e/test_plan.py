@@ -158,9 +158,11 @@ def test_gpu_memory(ctx):
     p = plan(ctx, base)
     need = p["memory"]["moebench_max_rank_bytes"]
     gib = need / 2**30
-    fits = plan(ctx, base + ["--gpu-memory", "%.3f" % (gib * 1.01)])
+    given = "%.3f" % (gib * 1.01)
+    fits = plan(ctx, base + ["--gpu-memory", given])
     e2e.check(fits["memory"]["fits_given_gpu_memory"] is True, "%r" % fits["memory"])
-    e2e.check_close(fits["memory"]["given_gpu_memory_bytes"], gib * 1.01 * 2**30, 1e-6,
+    # The GiB given, as written on the command line (rounded to 3 decimals), in bytes.
+    e2e.check_close(fits["memory"]["given_gpu_memory_bytes"], float(given) * 2**30, 1e-9,
                     "given_gpu_memory_bytes")
     r = e2e.run_moebench(ctx, ["plan"] + base + ["--gpu-memory", "%.3f" % (gib * 0.99)], timeout=60)
     e2e.check(r.rc == 2 and "at 64 GPUs the largest rank needs an estimated" in r.stderr and

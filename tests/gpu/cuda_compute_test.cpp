@@ -453,26 +453,6 @@ TEST_CASE("rope forward and backward on heads inside a wider row") {
   check_twin(x, kOne, "rope backward");
 }
 
-// The device's one-pass split and merge against the cpu backend's per-head copies: the split
-// only moves BF16 values (exact); the merge's rope sum over 16 heads runs in FP32 on the device
-// and rounds once, the host's in FP32 too (kOne covers the device's BF16 output).
-TEST_CASE("mla split and merge: MLA's per-head layout in one pass") {
-  const MlaDims d{16, 128, 64, 128};
-  const std::int64_t rows = 70;
-  Twin kv = twin_random(rows, d.kv_width(), 190), krope = twin_random(rows, d.dr, 191);
-  Twin k = twin_random(rows, d.heads * d.dq(), 192), v = twin_random(rows, d.heads * d.dv, 193);
-  cpu().mla_split_kv(kv.cv(), krope.cv(), d, k.cv(), v.cv());
-  dev().mla_split_kv(kv.dv(), krope.dv(), d, k.dv(), v.dv());
-  check_twin(k, 0.0, "mla k");
-  check_twin(v, 0.0, "mla v");
-  Twin dk = twin_random(rows, d.heads * d.dq(), 194), dv = twin_random(rows, d.heads * d.dv, 195);
-  Twin dkv = twin_random(rows, d.kv_width(), 196), dkrope = twin_random(rows, d.dr, 197);
-  cpu().mla_merge_kv_grad(dk.cv(), dv.cv(), d, dkv.cv(), dkrope.cv());
-  dev().mla_merge_kv_grad(dk.dv(), dv.dv(), d, dkv.dv(), dkrope.dv());
-  check_twin(dkv, 0.0, "mla dkv");
-  check_twin(dkrope, kOne, "mla dkrope");
-}
-
 TEST_CASE("swiglu forward and backward") {
   Twin gu = twin_random(33, 2 * 50, 100, 3.0f);
   Twin out = twin_random(33, 50, 101);
@@ -555,6 +535,57 @@ TEST_CASE("attention split into chunks of heads gives the same result") {
   run_attention(s);
   api->set_attention_score_budget(std::size_t{1} << 30);
   api->set_attention_impl(AttentionImpl::automatic);
+}
+
+// MLA's operands in place (q, kv = per head [k_nope | v], the rope key shared by the heads)
+// against the cpu backend on the same operands (itself checked against plain attention over
+// built k and v, tests/unit/attention_operands_test.cpp). The rope key's gradient sums 16 heads'
+// BF16 products in FP32 on both paths, so kChained holds for it as for dk.
+void run_mla_attention(const AttentionShape& s, const MlaDims& d) {
+  const std::int64_t rows = s.batch * s.seq_len;
+  Twin q = twin_random(rows, d.heads * d.dq(), 210), kv = twin_random(rows, d.kv_width(), 211);
+  Twin kr = twin_random(rows, d.dr, 212), o = twin_random(rows, d.heads * d.dv, 213);
+  Twin stats = twin_random(rows, s.heads, 214, 1.0f, true);
+  cpu().attention_forward(s, AttentionOperands::mla(d, q.cv(), kv.cv(), kr.cv()), o.cv(),
+                          stats.cv());
+  dev().attention_forward(s, AttentionOperands::mla(d, q.dv(), kv.dv(), kr.dv()), o.dv(),
+                          stats.dv());
+  check_twin(o, kOne, "mla attention out");
+  check_twin(stats, 1e-4, "mla attention log-sum-exp");
+  const Vec o_dev = read(dev(), o.dv());
+  cpu().upload(o_dev.data(), o.c);
+  Twin dout = twin_random(rows, d.heads * d.dv, 215), dq = twin_random(rows, d.heads * d.dq(), 216);
+  Twin dkv = twin_random(rows, d.kv_width(), 217), dkr = twin_random(rows, d.dr, 218);
+  cpu().attention_backward(s, AttentionOperands::mla(d, q.cv(), kv.cv(), kr.cv()), o.cv(),
+                           dout.cv(), stats.cv(),
+                           AttentionOperands::mla(d, dq.cv(), dkv.cv(), dkr.cv()));
+  dev().attention_backward(s, AttentionOperands::mla(d, q.dv(), kv.dv(), kr.dv()), o.dv(),
+                           dout.dv(), stats.dv(),
+                           AttentionOperands::mla(d, dq.dv(), dkv.dv(), dkr.dv()));
+  check_twin(dq, kChained, "mla attention dq");
+  check_twin(dkv, kChained, "mla attention dkv (dk_nope and dv)");
+  check_twin(dkr, kChained, "mla attention dkrope (summed over heads)");
+}
+
+// Both implementations: the batched GEMMs read kv and krope in place (krope at batch stride 0);
+// cuDNN gets k and v gathered into packed scratch, its gradients scattered back. With a score
+// budget of one byte, one head per chunk: the rope key's gradient then sums over chunks.
+TEST_CASE("attention on MLA's operands in place, whole and one head per chunk") {
+  for (AttentionImpl impl : {AttentionImpl::gemm, AttentionImpl::cudnn}) {
+    CAPTURE(to_string(impl));
+    if (!device_takes([&] { dev().set_attention_impl(impl); })) continue;
+    const MlaDims d{16, 128, 64, 128};
+    AttentionShape s{2,   40, d.heads, d.dq(), d.dv, 1.0f / std::sqrt(192.0f),
+                     true};  // 2 x 40 tokens
+    run_mla_attention(s, d);
+    if (CudaComputeApi* api = cuda_api()) {
+      api->set_attention_score_budget(1);
+      s.causal = false;
+      run_mla_attention(s, d);
+      api->set_attention_score_budget(std::size_t{1} << 30);
+    }
+    dev().set_attention_impl(AttentionImpl::automatic);
+  }
 }
 
 // The smallest gap between two choice scores (score + bias) of a token: a near-tie lets the

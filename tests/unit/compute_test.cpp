@@ -29,7 +29,7 @@ class Counting final : public CpuCompute {
                 const Mat&) override {
     ++calls;
   }
-  void do_attention_forward(const AttentionShape&, const Mat&, const Mat&, const Mat&, const Mat&,
+  void do_attention_forward(const AttentionShape&, const AttentionOperands&, const Mat&,
                             const Mat&) override {
     ++calls;
   }

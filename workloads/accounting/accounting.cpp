@@ -277,6 +277,7 @@ std::vector<StageMemory> estimate_stage_memory(const RunConfig& c, std::size_t b
   const double heads = static_cast<double>(m.num_attention_heads);
   const double qk = static_cast<double>(m.qk_head_dim());
   const double vh = static_cast<double>(m.v_head_dim);
+  const double nope = static_cast<double>(m.qk_nope_head_dim);
   const double kv_lora = static_cast<double>(m.kv_lora_rank);
   const double k = static_cast<double>(m.num_experts_per_tok);
   const double moe_ffn = static_cast<double>(m.moe_intermediate_size);
@@ -293,9 +294,10 @@ std::vector<StageMemory> estimate_stage_memory(const RunConfig& c, std::size_t b
   // `f32` 4-byte values (norm rstd, softmax
   // log-sum-exp, router scores, indices and weights).
   // Attention: block input (h, el) and its normed copy (h, in); with q_lora the latent (el) and its
-  // normed copy (in); q, k, v and the attention output (2 heads x qk + 2 heads x v, in); the kv
-  // latent with the rope key (kv_lora + rope, el) and the normed latent (kv_lora, in); rstd per
-  // norm, lse per head.
+  // normed copy (in); q (heads x qk), the kv up-projection (heads x (nope + v)) that attention
+  // reads k_nope and v from, and the attention output (heads x v), all in; with separate_k_v, k
+  // and v instead of the kv up-projection (heads x qk + heads x v); the kv latent with the rope
+  // key (kv_lora + rope, el) and the normed latent (kv_lora, in); rstd per norm, lse per head.
   // MLP: input (h, el) and normed copy (h, in), rstd. Dense: gate and up (2 ffn, el), activation
   // (ffn, in). MoE: k dispatched rows (k h, in), per expert row gate/up (2 k moe_ffn, el) and
   // activation (k moe_ffn, in), k expert outputs (k h, el), the shared experts' likewise; router
@@ -305,8 +307,9 @@ std::vector<StageMemory> estimate_stage_memory(const RunConfig& c, std::size_t b
   if (w.attention) {
     const double q_lora = m.q_lora_rank ? static_cast<double>(*m.q_lora_rank) : 0.0;
     el_attn = h + q_lora + kv_lora + static_cast<double>(m.qk_rope_head_dim);
-    in_attn = h + q_lora + kv_lora + 2 * heads * qk + 2 * heads * vh;
-    if (policy.recompute_mla_up_proj) in_attn -= 2 * heads * qk + heads * vh;  // q, k, v
+    const double kv_up = policy.separate_k_v ? heads * (qk + vh) : heads * (nope + vh);
+    in_attn = h + q_lora + kv_lora + heads * qk + kv_up + heads * vh;
+    if (policy.recompute_mla_up_proj) in_attn -= heads * qk + kv_up;  // q, k and v
     f32_attn = 1 + (m.q_lora_rank ? 1 : 0) + 1 + heads;
   }
   const double el_mlp = h, in_mlp = h, f32_mlp = 1;

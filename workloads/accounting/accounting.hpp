@@ -107,6 +107,10 @@ struct ActivationPolicy {
   // Megatron's recompute of MLA's up-projections: q, k and v are recomputed in the backward from
   // the latents, which are kept anyway.
   bool recompute_mla_up_proj = false;
+  // Core attention's k and v kept as tensors of their own, per head [k_nope | rope key] and v
+  // (Transformer Engine's saved inputs); moebench's step reads them in place from the kv
+  // up-projection and the shared rope key, which it keeps instead.
+  bool separate_k_v = false;
   // With --precision fp8, the inputs of GEMMs and of core attention kept in FP8 (1 byte), as
   // Transformer Engine keeps its quantised copies; moebench's step keeps them in storage
   // precision.

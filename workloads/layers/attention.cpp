@@ -84,14 +84,12 @@ void MlaAttention::forward(LayerContext& ctx, int layer, Mat x, Mat x1) {
   Mat kv = ensure_rows(c, kv_, d.n, d.heads * (d.dn + d.dv));
   c.linear_gemm(false, false, 1.0f, ckvn, p.param(layer, ParamKind::wkv_b), 0.0f, kv);
 
-  // Per head: k = [k_nope | shared k_rope], v from the kv up-projection (one pass).
-  Mat k = ensure_rows(c, k_, d.n, d.heads * d.dq);
-  Mat v = ensure_rows(c, v_, d.n, d.heads * d.dv);
-  c.mla_split_kv(kv, krope, mla_dims(d), k, v);
-
+  // Attention reads each head's k_nope and v in place from kv and the rope key every head
+  // shares from krope (no per-head copies).
   Mat o = ensure_rows(c, o_, d.n, d.heads * d.dv);
   Mat stats = ensure_rows(c, stats_, d.n, d.heads, DType::f32);
-  c.attention_forward(attention_shape(ctx, d), q, k, v, o, stats);
+  c.attention_forward(attention_shape(ctx, d), AttentionOperands::mla(mla_dims(d), q, kv, krope), o,
+                      stats);
 
   c.copy(x, x1);
   c.linear_gemm(false, false, 1.0f, o, p.param(layer, ParamKind::wo), 1.0f, x1);
@@ -114,18 +112,16 @@ void MlaAttention::backward(LayerContext& ctx, int layer, Mat dx1, Mat dx) {
   c.linear_gemm(true, false, 1.0f, o_.view().row_slice(0, d.n), dx1, 1.0f,
                 p.grad(layer, ParamKind::wo));
 
+  // The gradients land in the kv up-projection's layout; dkrope sums the heads' rope keys.
   Mat dq = ensure_rows(c, dq_, d.n, d.heads * d.dq);
-  Mat dk = ensure_rows(c, dk_, d.n, d.heads * d.dq);
-  Mat dv = ensure_rows(c, dv_, d.n, d.heads * d.dv);
-  c.attention_backward(attention_shape(ctx, d), q_.view().row_slice(0, d.n),
-                       k_.view().row_slice(0, d.n), v_.view().row_slice(0, d.n),
-                       o_.view().row_slice(0, d.n), d_o, stats_.view().row_slice(0, d.n), dq, dk,
-                       dv);
-
-  // Back through the per-head split: k_nope and v into dkv; the shared rope key sums over heads.
   Mat dkv = ensure_rows(c, dkv_, d.n, d.heads * (d.dn + d.dv));
   Mat dkrope = ensure_rows(c, dkrope_, d.n, d.dr);
-  c.mla_merge_kv_grad(dk, dv, mla_dims(d), dkv, dkrope);
+  c.attention_backward(
+      attention_shape(ctx, d),
+      AttentionOperands::mla(mla_dims(d), q_.view().row_slice(0, d.n), kv_.view().row_slice(0, d.n),
+                             krope_.view().row_slice(0, d.n)),
+      o_.view().row_slice(0, d.n), d_o, stats_.view().row_slice(0, d.n),
+      AttentionOperands::mla(mla_dims(d), dq, dkv, dkrope));
   c.rope_backward(dkrope, seq, 1, d.dr, 0, d.dr, theta);
   c.rope_backward(dq, seq, d.heads, d.dq, d.dn, d.dr, theta);
 

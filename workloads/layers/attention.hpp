@@ -18,10 +18,10 @@ class MlaAttention {
 
  private:
   Mat x_;  // the layer input (owned by the caller, alive until backward)
-  Tensor xn_, rstd_, cq_, cqn_, rstd_q_, q_, ckv_full_, ckv_, ckvn_, rstd_kv_, krope_, kv_, k_, v_,
-      o_, stats_;
+  Tensor xn_, rstd_, cq_, cqn_, rstd_q_, q_, ckv_full_, ckv_, ckvn_, rstd_kv_, krope_, kv_, o_,
+      stats_;
   // backward scratch
-  Tensor do_, dq_, dk_, dv_, dkv_, dkrope_, dckvn_, dckv_, dckv_full_, dxn_, dcqn_, dcq_, dtmp_;
+  Tensor do_, dq_, dkv_, dkrope_, dckvn_, dckv_, dckv_full_, dxn_, dcqn_, dcq_, dtmp_;
 };
 
 }  // namespace moebench

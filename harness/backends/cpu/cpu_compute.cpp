@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "harness/compute/gemm_shape.hpp"
 #include "workloads/ops/elementwise.hpp"
@@ -358,22 +359,37 @@ float* CpuCompute::scratch(std::size_t floats) {
   return scratch_.data();
 }
 
-// Attention runs per (sequence, head) on the callers' strided views: S = scale Q K^T in one
-// seq x seq buffer, softmax in place (its log-sum-exp saved), O = P V. Backward recomputes P
-// from the saved log-sum-exp, as the fused GPU kernels do.
+// Attention runs per (sequence, head) on the operands in place (attention_operands.hpp): S =
+// scale (Q_k K^T + Q_rope K_rope^T) in one seq x seq buffer, softmax in place (its log-sum-exp
+// saved), O = P V. Backward recomputes P from the saved log-sum-exp, as the fused GPU kernels do;
+// a shared operand's gradient sums the heads' products.
 namespace {
 
 // The interface checked the shapes; every dimension and ld handed to CBLAS below fits its int
 // (so plain casts are safe there).
-void check_blas_range(const AttentionShape& s, std::initializer_list<const Mat*> mats) {
-  for (const Mat* m : mats) blas_int(m->ld, "attention ld");
+void check_blas_range(const AttentionShape& s, std::initializer_list<const HeadCols*> ops) {
+  for (const HeadCols* x : ops) blas_int(x->m.ld, "attention ld");
   blas_int(s.seq_len * s.seq_len, "seq_len^2");
 }
 
-// The first element of (sequence b, head h) in a q/k/v-shaped matrix of head width `width`.
-float* head_ptr(const Mat& m, const AttentionShape& s, std::int64_t b, std::int64_t h,
-                std::int64_t width) {
-  return m.as<float>() + b * s.seq_len * m.ld + h * width;
+// Row-major C = alpha op(A) op(B) + beta C over raw pointers (dimensions checked above).
+void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
+           const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
+           std::int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
+              static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
+              c, static_cast<int>(ldc));
+}
+
+// Head h of sequence b of an operand, from column `col` of the head, and its leading dimension.
+struct HeadView {
+  float* p;
+  std::int64_t ld;
+};
+HeadView head(const HeadCols& x, const AttentionShape& s, std::int64_t b, std::int64_t h,
+              std::int64_t col = 0) {
+  return {x.m.as<float>() + b * s.seq_len * x.m.ld + h * x.head_stride + col, x.m.ld};
 }
 
 // Visible keys of query row i.
@@ -381,25 +397,29 @@ std::int64_t visible(const AttentionShape& s, std::int64_t i) {
   return s.causal ? i + 1 : s.seq_len;
 }
 
-// p (seq x seq) = scale Q K^T for one head.
-void head_scores(const AttentionShape& s, const Mat& q, const Mat& k, std::int64_t b,
+// p (seq x seq) = scale (Q_k K^T + Q_rope K_rope^T) for one head.
+void head_scores(const AttentionShape& s, const AttentionOperands& in, std::int64_t b,
                  std::int64_t h, float* p) {
-  const int t = blas_int(s.seq_len, "seq_len");
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, t, blas_int(s.qk_dim, "qk_dim"), s.scale,
-              head_ptr(q, s, b, h, s.qk_dim), blas_int(q.ld, "ld"), head_ptr(k, s, b, h, s.qk_dim),
-              blas_int(k.ld, "ld"), 0.0f, p, t);
+  const std::int64_t t = s.seq_len;
+  const HeadView q = head(in.q, s, b, h), k = head(in.k, s, b, h);
+  sgemm(false, true, t, t, in.k.width, s.scale, q.p, q.ld, k.p, k.ld, 0.0f, p, t);
+  if (in.k_rope.width > 0) {
+    const HeadView qr = head(in.q, s, b, h, in.k.width), kr = head(in.k_rope, s, b, h);
+    sgemm(false, true, t, t, in.k_rope.width, s.scale, qr.p, qr.ld, kr.p, kr.ld, 1.0f, p, t);
+  }
 }
 
 }  // namespace
 
-void CpuCompute::do_attention_forward(const AttentionShape& s, const Mat& q, const Mat& k,
-                                      const Mat& v, const Mat& out, const Mat& stats) {
-  check_blas_range(s, {&q, &k, &v, &out});
+void CpuCompute::do_attention_forward(const AttentionShape& s, const AttentionOperands& in,
+                                      const Mat& out, const Mat& stats) {
+  const HeadCols o{out, s.v_dim, s.v_dim};
+  check_blas_range(s, {&in.q, &in.k, &in.k_rope, &in.v, &o});
   const std::int64_t t = s.seq_len;
   float* p = scratch(static_cast<std::size_t>(t * t));
   for (std::int64_t b = 0; b < s.batch; ++b) {
     for (std::int64_t h = 0; h < s.heads; ++h) {
-      head_scores(s, q, k, b, h, p);
+      head_scores(s, in, b, h, p);
       for (std::int64_t i = 0; i < t; ++i) {
         float* pr = p + i * t;
         const std::int64_t n = visible(s, i);
@@ -412,33 +432,25 @@ void CpuCompute::do_attention_forward(const AttentionShape& s, const Mat& q, con
         std::fill(pr + n, pr + t, 0.0f);
         row_f32(stats, b * t + i)[h] = lse;
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(t),
-                  static_cast<int>(s.v_dim), static_cast<int>(t), 1.0f, p, static_cast<int>(t),
-                  head_ptr(v, s, b, h, s.v_dim), static_cast<int>(v.ld), 0.0f,
-                  head_ptr(out, s, b, h, s.v_dim), static_cast<int>(out.ld));
+      const HeadView v = head(in.v, s, b, h), oh = head(o, s, b, h);
+      sgemm(false, false, t, s.v_dim, t, 1.0f, p, t, v.p, v.ld, 0.0f, oh.p, oh.ld);
     }
   }
 }
 
-void CpuCompute::do_attention_backward(const AttentionShape& s, const Mat& q, const Mat& k,
-                                       const Mat& v, const Mat& out, const Mat& dout,
-                                       const Mat& stats, const Mat& dq, const Mat& dk,
-                                       const Mat& dv) {
-  check_blas_range(s, {&q, &k, &v, &out, &dout, &dq, &dk, &dv});
+void CpuCompute::do_attention_backward(const AttentionShape& s, const AttentionOperands& in,
+                                       const Mat& out, const Mat& dout, const Mat& stats,
+                                       const AttentionOperands& grad) {
+  const HeadCols o{out, s.v_dim, s.v_dim}, d_o{dout, s.v_dim, s.v_dim};
+  check_blas_range(
+      s, {&in.q, &in.k, &in.k_rope, &in.v, &o, &d_o, &grad.q, &grad.k, &grad.k_rope, &grad.v});
   const std::int64_t t = s.seq_len;
-  const int ti = static_cast<int>(t);
-  const int qk = static_cast<int>(s.qk_dim);
-  const int vd = static_cast<int>(s.v_dim);
   float* p = scratch(static_cast<std::size_t>(2 * t * t));
   float* dp = p + t * t;
   for (std::int64_t b = 0; b < s.batch; ++b) {
     for (std::int64_t h = 0; h < s.heads; ++h) {
-      const float* qp = head_ptr(q, s, b, h, s.qk_dim);
-      const float* kp = head_ptr(k, s, b, h, s.qk_dim);
-      const float* vp = head_ptr(v, s, b, h, s.v_dim);
-      const float* op = head_ptr(out, s, b, h, s.v_dim);
-      const float* dop = head_ptr(dout, s, b, h, s.v_dim);
-      head_scores(s, q, k, b, h, p);
+      const HeadView v = head(in.v, s, b, h), oh = head(o, s, b, h), doh = head(d_o, s, b, h);
+      head_scores(s, in, b, h, p);
       for (std::int64_t i = 0; i < t; ++i) {
         float* pr = p + i * t;
         const std::int64_t n = visible(s, i);
@@ -447,28 +459,31 @@ void CpuCompute::do_attention_backward(const AttentionShape& s, const Mat& q, co
         std::fill(pr + n, pr + t, 0.0f);
       }
       // dV = P^T dO, dP = dO V^T.
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ti, vd, ti, 1.0f, p, ti, dop,
-                  static_cast<int>(dout.ld), 0.0f, head_ptr(dv, s, b, h, s.v_dim),
-                  static_cast<int>(dv.ld));
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ti, ti, vd, 1.0f, dop,
-                  static_cast<int>(dout.ld), vp, static_cast<int>(v.ld), 0.0f, dp, ti);
+      const HeadView dv = head(grad.v, s, b, h);
+      sgemm(true, false, t, s.v_dim, t, 1.0f, p, t, doh.p, doh.ld, 0.0f, dv.p, dv.ld);
+      sgemm(false, true, t, t, s.v_dim, 1.0f, doh.p, doh.ld, v.p, v.ld, 0.0f, dp, t);
       // dS = P * (dP - rowsum(dO * O)), in place of dP.
       for (std::int64_t i = 0; i < t; ++i) {
-        const float* o_row = op + i * out.ld;
-        const float* do_row = dop + i * dout.ld;
+        const float* o_row = oh.p + i * oh.ld;
+        const float* do_row = doh.p + i * doh.ld;
         float d = 0.0f;
         for (std::int64_t c = 0; c < s.v_dim; ++c) d += do_row[c] * o_row[c];
         const float* pr = p + i * t;
         float* dr = dp + i * t;
         for (std::int64_t j = 0; j < t; ++j) dr[j] = pr[j] * (dr[j] - d);
       }
-      // dQ = scale dS K, dK = scale dS^T Q.
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ti, qk, ti, s.scale, dp, ti, kp,
-                  static_cast<int>(k.ld), 0.0f, head_ptr(dq, s, b, h, s.qk_dim),
-                  static_cast<int>(dq.ld));
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ti, qk, ti, s.scale, dp, ti, qp,
-                  static_cast<int>(q.ld), 0.0f, head_ptr(dk, s, b, h, s.qk_dim),
-                  static_cast<int>(dk.ld));
+      // Per part of the key: dQ_part = scale dS K_part, dK_part = scale dS^T Q_part (summed
+      // over the heads where the part is shared).
+      std::int64_t col = 0;
+      for (const auto& [k, dk] : {std::pair{&in.k, &grad.k}, std::pair{&in.k_rope, &grad.k_rope}}) {
+        if (k->width == 0) continue;
+        const HeadView kh = head(*k, s, b, h), dkh = head(*dk, s, b, h);
+        const HeadView qh = head(in.q, s, b, h, col), dqh = head(grad.q, s, b, h, col);
+        sgemm(false, false, t, k->width, t, s.scale, dp, t, kh.p, kh.ld, 0.0f, dqh.p, dqh.ld);
+        const float beta = dk->shared() && h > 0 ? 1.0f : 0.0f;
+        sgemm(true, false, t, k->width, t, s.scale, dp, t, qh.p, qh.ld, beta, dkh.p, dkh.ld);
+        col += k->width;
+      }
     }
   }
 }

@@ -65,11 +65,11 @@ class CpuCompute : public Compute {
                std::int64_t offset, std::int64_t dim, float theta, bool inverse) override;
   void do_swiglu_forward(const Mat& gate_up, const Mat& out) override;
   void do_swiglu_backward(const Mat& gate_up, const Mat& dout, const Mat& dgate_up) override;
-  void do_attention_forward(const AttentionShape& s, const Mat& q, const Mat& k, const Mat& v,
-                            const Mat& out, const Mat& stats) override;
-  void do_attention_backward(const AttentionShape& s, const Mat& q, const Mat& k, const Mat& v,
-                             const Mat& out, const Mat& dout, const Mat& stats, const Mat& dq,
-                             const Mat& dk, const Mat& dv) override;
+  void do_attention_forward(const AttentionShape& s, const AttentionOperands& in, const Mat& out,
+                            const Mat& stats) override;
+  void do_attention_backward(const AttentionShape& s, const AttentionOperands& in, const Mat& out,
+                             const Mat& dout, const Mat& stats,
+                             const AttentionOperands& grad) override;
   void do_router_forward(const RouterParams& p, const Mat& logits, const Mat& bias,
                          std::int64_t first_token, const Mat& scores, const Mat& indices,
                          const Mat& weights) override;

@@ -1,14 +1,19 @@
-// Core attention of the cuda backend: per sequence and per chunk of heads, the scores S =
-// scale Q K^T as one strided-batched cuBLAS GEMM (BF16 in, FP32 out; a head's q/k/v are column
-// blocks of the step's row-major matrices, so consecutive heads are a fixed stride apart), a
-// fused kernel for the causal softmax (FP32, the log-sum-exp saved), then O = P V as a second
-// batched GEMM on BF16 probabilities. Backward recomputes P from the saved log-sum-exp, as the
-// cpu backend and fused kernels do. Head dims are free (192 for q/k and 128 for v in MLA).
+// Core attention of the cuda backend, over the operands by head in place (attention_operands.hpp).
 //
-// The seq x seq buffers of a chunk of heads live in scratch, the chunk sized to keep them under
-// the backend's score budget; the causal half of the GEMMs is computed and masked (a
-// flash-attention kernel, e.g. cuDNN's SDPA, would skip it: the next step if the attention phase
-// dominates).
+// cuDNN's fused SDPA runs where it is asked for and takes the shape (attention_cudnn.hpp): on
+// the operands themselves when each is one packed block per head, else a chunk of heads at a
+// time gathered into packed scratch (MLA's key is [k_nope from kv | the shared rope key]), the
+// gradients scattered back into the kv up-projection's layout.
+//
+// The batched-GEMM path reads every operand in place: per sequence and per chunk of heads, the
+// scores S = scale (Q_k K^T + Q_rope K_rope^T) as strided-batched cuBLAS GEMMs (BF16 in, FP32
+// out; a shared operand has batch stride 0, so MLA's k_nope and v are read from kv and its rope
+// key from krope without copies), a fused kernel for the causal softmax (FP32, the log-sum-exp
+// saved), then O = P V on BF16 probabilities. Backward recomputes P from the saved log-sum-exp;
+// a shared operand's gradient is each head's product (BF16, as a packed gradient would be)
+// summed in FP32 by one more GEMM against a row of ones. The seq x seq buffers of a chunk of
+// heads live in scratch, the chunk sized to keep them under the backend's score budget; the
+// causal half of the GEMMs is computed and masked.
 #include <algorithm>
 #include <climits>
 #include <initializer_list>
@@ -103,101 +108,192 @@ __global__ void rowdot_kernel(Mat dout, Mat out, std::int64_t heads, std::int64_
 
 // cuBLAS multiplies BF16 operands: the step stores q, k, v, out and their gradients so (the
 // interface checked the shapes).
-void require_bf16(std::initializer_list<std::pair<const Mat*, const char*>> mats) {
-  for (const auto& [m, what] : mats) {
-    MB_CHECK(m->dtype == DType::bf16,
-             what << " is " << dtype_name(m->dtype) << "; cuda attention multiplies bf16");
+void require_bf16(const AttentionOperands& x, const char* what) {
+  for (const HeadCols* o : {&x.q, &x.k, &x.k_rope, &x.v}) {
+    MB_CHECK(o->width == 0 || o->m.dtype == DType::bf16,
+             what << " is " << dtype_name(o->m.dtype) << "; cuda attention multiplies bf16");
   }
 }
 
-// Heads per chunk, so that the chunk's score buffers (bytes_per_score each) fit the budget.
-std::int64_t chunk_heads(const AttentionShape& s, std::size_t bytes_per_score, std::size_t budget) {
-  const std::size_t per_head = static_cast<std::size_t>(s.seq_len * s.seq_len) * bytes_per_score;
-  return std::clamp<std::int64_t>(static_cast<std::int64_t>(budget / per_head), 1, s.heads);
+// Heads per chunk, so that the chunk's buffers (bytes_per_head each) fit the budget.
+std::int64_t chunk_heads(std::int64_t heads, std::size_t bytes_per_head, std::size_t budget) {
+  return std::clamp<std::int64_t>(static_cast<std::int64_t>(budget / bytes_per_head), 1, heads);
 }
 
-// The first element of (sequence b, head h) in a per-head matrix of width `width`.
-const void* head_ptr(const Mat& m, const AttentionShape& s, std::int64_t b, std::int64_t h,
-                     std::int64_t width) {
-  return static_cast<const bf16*>(m.data) + b * s.seq_len * m.ld + h * width;
+// Heads h0, h0 + 1, ... of sequence b of an operand from column `col` of a head, as a batched
+// GEMM operand: the heads head_stride apart (0 where shared).
+Operand heads_of(const HeadCols& x, const AttentionShape& s, std::int64_t b, std::int64_t h0,
+                 std::int64_t col = 0) {
+  return {static_cast<const bf16*>(x.m.data) + b * s.seq_len * x.m.ld + h0 * x.head_stride + col,
+          CUDA_R_16BF, x.m.ld, x.head_stride};
 }
-void* head_ptr_mut(const Mat& m, const AttentionShape& s, std::int64_t b, std::int64_t h,
-                   std::int64_t width) {
-  return static_cast<bf16*>(m.data) + b * s.seq_len * m.ld + h * width;
+void* out_ptr(const Operand& o) {
+  return const_cast<void*>(o.data);
 }
 
 unsigned capped_blocks(std::int64_t n) {
   return static_cast<unsigned>(std::clamp<std::int64_t>(n, 1, std::int64_t{1} << 20));
 }
 
+// S (heads x t x t, FP32) = scale (Q_k K^T + Q_rope K_rope^T) for heads h0.. of sequence b.
+void scores(cublasHandle_t h, const AttentionShape& s, const AttentionOperands& in, std::int64_t b,
+            std::int64_t h0, std::int64_t heads, float* out) {
+  const std::int64_t t = s.seq_len;
+  batched_gemm(h, false, true, t, t, in.k.width, s.scale, heads_of(in.q, s, b, h0),
+               heads_of(in.k, s, b, h0), 0.0f, out, CUDA_R_32F, t, t * t, heads);
+  if (in.k_rope.width > 0) {
+    batched_gemm(h, false, true, t, t, in.k_rope.width, s.scale,
+                 heads_of(in.q, s, b, h0, in.k.width), heads_of(in.k_rope, s, b, h0), 1.0f, out,
+                 CUDA_R_32F, t, t * t, heads);
+  }
+}
+
 }  // namespace
 
-void CudaCompute::do_attention_forward(const AttentionShape& s, const Mat& q, const Mat& k,
-                                       const Mat& v, const Mat& out, const Mat& stats) {
-  require_bf16(
-      {{&q, "attention q"}, {&k, "attention k"}, {&v, "attention v"}, {&out, "attention out"}});
+bool CudaCompute::cudnn_attention(const AttentionShape& s, const AttentionOperands& in,
+                                  const Mat& out, const Mat& stats, const Mat* dout,
+                                  const AttentionOperands* grad) {
+  if (attention_impl_ == AttentionImpl::gemm || !cudnn_) return false;
+  if (in.packed()) {
+    if (!use_cudnn(s, in.q.m, in.k.m, in.v.m, out, stats)) return false;
+    if (grad == nullptr) {
+      cudnn_->forward(s, in.q.m, in.k.m, in.v.m, out, stats);
+    } else {
+      cudnn_->backward(s, in.q.m, in.k.m, in.v.m, out, *dout, stats, grad->q.m, grad->k.m,
+                       grad->v.m);
+    }
+    return true;
+  }
+  if (!in.q.packed()) return false;
+  // Packed k and v for a chunk of heads, and with grad their gradients; the same chunks forward
+  // and backward, so that both run the same implementation (their stats differ).
+  const std::int64_t rows = s.batch * s.seq_len, qk = s.qk_dim, vd = s.v_dim;
+  const auto per_head = static_cast<std::size_t>(rows * (qk + vd)) * 2 * sizeof(bf16);
+  const std::int64_t hc = chunk_heads(s.heads, per_head, score_budget_);
+  const auto chunk = [&](std::int64_t h0) {
+    AttentionShape c = s;
+    c.heads = std::min(hc, s.heads - h0);
+    return c;
+  };
+  const auto packed = [&](void* p, std::int64_t heads, std::int64_t d) {
+    return Mat{p, rows, heads * d, heads * d, DType::bf16};
+  };
+  const auto q_of = [&](const HeadCols& q, std::int64_t h0, std::int64_t heads) {
+    return q.m.col_slice(h0 * qk, heads * qk);
+  };
+  for (std::int64_t h0 = 0; h0 < s.heads; h0 += hc) {  // every chunk's shape, before any runs
+    const AttentionShape c = chunk(h0);
+    const Mat k{nullptr, rows, c.heads * qk, c.heads * qk, DType::bf16};
+    const Mat v{nullptr, rows, c.heads * vd, c.heads * vd, DType::bf16};
+    if (!use_cudnn(c, q_of(in.q, h0, c.heads), k, v, out.col_slice(h0 * vd, c.heads * vd),
+                   stats.col_slice(h0, c.heads))) {
+      return false;
+    }
+  }
+  const std::size_t k_bytes = Carver::round(static_cast<std::size_t>(rows * hc * qk) * 2);
+  const std::size_t v_bytes = Carver::round(static_cast<std::size_t>(rows * hc * vd) * 2);
+  Carver carve(scratch_.get((grad != nullptr ? 2 : 1) * (k_bytes + v_bytes), stream_));
+  void* kp = carve.take<bf16>(k_bytes / sizeof(bf16));
+  void* vp = carve.take<bf16>(v_bytes / sizeof(bf16));
+  void* dkp = grad != nullptr ? carve.take<bf16>(k_bytes / sizeof(bf16)) : nullptr;
+  void* dvp = grad != nullptr ? carve.take<bf16>(v_bytes / sizeof(bf16)) : nullptr;
+  for (std::int64_t h0 = 0; h0 < s.heads; h0 += hc) {
+    const AttentionShape c = chunk(h0);
+    const Mat k = packed(kp, c.heads, qk), v = packed(vp, c.heads, vd);
+    const Mat o = out.col_slice(h0 * vd, c.heads * vd), st = stats.col_slice(h0, c.heads);
+    gather_heads(in.k, in.k_rope, h0, k);
+    gather_heads(in.v, HeadCols{}, h0, v);
+    if (grad == nullptr) {
+      cudnn_->forward(c, q_of(in.q, h0, c.heads), k, v, o, st);
+      continue;
+    }
+    const Mat dk = packed(dkp, c.heads, qk), dv = packed(dvp, c.heads, vd);
+    cudnn_->backward(c, q_of(in.q, h0, c.heads), k, v, o, dout->col_slice(h0 * vd, c.heads * vd),
+                     st, q_of(grad->q, h0, c.heads), dk, dv);
+    scatter_heads(dk, h0, c.heads, grad->k, grad->k_rope, h0 > 0);
+    scatter_heads(dv, h0, c.heads, grad->v, HeadCols{}, false);
+  }
+  return true;
+}
+
+void CudaCompute::do_attention_forward(const AttentionShape& s, const AttentionOperands& in,
+                                       const Mat& out, const Mat& stats) {
+  require_bf16(in, "attention input");
+  MB_CHECK(out.dtype == DType::bf16,
+           "attention out is " << dtype_name(out.dtype) << "; cuda attention multiplies bf16");
   if (s.batch == 0) return;
-  if (use_cudnn(s, q, k, v, out, stats)) {
+  if (cudnn_attention(s, in, out, stats, nullptr, nullptr)) {
     ++cudnn_attention_calls_;
-    cudnn_->forward(s, q, k, v, out, stats);
     return;
   }
   ++gemm_attention_calls_;
   const std::int64_t t = s.seq_len;
-  const std::int64_t hc = chunk_heads(s, sizeof(float) + sizeof(bf16), score_budget_);
+  const HeadCols o{out, s.v_dim, s.v_dim};
+  const std::int64_t hc = chunk_heads(
+      s.heads, static_cast<std::size_t>(t * t) * (sizeof(float) + sizeof(bf16)), score_budget_);
   const auto n = static_cast<std::size_t>(hc * t * t);
   Carver carve(
       scratch_.get(Carver::round(n * sizeof(float)) + Carver::round(n * sizeof(bf16)), stream_));
-  auto* scores = carve.take<float>(n);
+  auto* s_buf = carve.take<float>(n);
   auto* probs = carve.take<bf16>(n);
   for (std::int64_t b = 0; b < s.batch; ++b) {
     for (std::int64_t h0 = 0; h0 < s.heads; h0 += hc) {
       const std::int64_t heads = std::min(hc, s.heads - h0);
       const Chunk ch{t, heads, b * t, h0, s.causal};
-      batched_gemm(cublas_, false, true, t, t, s.qk_dim, s.scale,
-                   {head_ptr(q, s, b, h0, s.qk_dim), CUDA_R_16BF, q.ld, s.qk_dim},
-                   {head_ptr(k, s, b, h0, s.qk_dim), CUDA_R_16BF, k.ld, s.qk_dim}, 0.0f, scores,
-                   CUDA_R_32F, t, t * t, heads);
-      softmax_forward_kernel<<<capped_blocks(heads * t), kThreads, 0, stream_>>>(ch, scores, probs,
+      scores(cublas_, s, in, b, h0, heads, s_buf);
+      softmax_forward_kernel<<<capped_blocks(heads * t), kThreads, 0, stream_>>>(ch, s_buf, probs,
                                                                                  stats);
       CUDA_CHECK_LAUNCH();
+      const Operand oh = heads_of(o, s, b, h0);
       batched_gemm(cublas_, false, false, t, s.v_dim, t, 1.0f, {probs, CUDA_R_16BF, t, t * t},
-                   {head_ptr(v, s, b, h0, s.v_dim), CUDA_R_16BF, v.ld, s.v_dim}, 0.0f,
-                   head_ptr_mut(out, s, b, h0, s.v_dim), CUDA_R_16BF, out.ld, s.v_dim, heads);
+                   heads_of(in.v, s, b, h0), 0.0f, out_ptr(oh), CUDA_R_16BF, oh.ld, oh.stride,
+                   heads);
     }
   }
 }
 
-void CudaCompute::do_attention_backward(const AttentionShape& s, const Mat& q, const Mat& k,
-                                        const Mat& v, const Mat& out, const Mat& dout,
-                                        const Mat& stats, const Mat& dq, const Mat& dk,
-                                        const Mat& dv) {
-  require_bf16({{&q, "attention q"},
-                {&k, "attention k"},
-                {&v, "attention v"},
-                {&out, "attention out"},
-                {&dout, "attention dout"},
-                {&dq, "attention dq"},
-                {&dk, "attention dk"},
-                {&dv, "attention dv"}});
-  // The forward's choice for this shape (the stats are the implementation's own).
-  if (s.batch > 0 && use_cudnn(s, q, k, v, out, stats)) {
-    cudnn_->backward(s, q, k, v, out, dout, stats, dq, dk, dv);
-    return;
-  }
-  const std::int64_t rows = s.batch * s.seq_len;
+void CudaCompute::do_attention_backward(const AttentionShape& s, const AttentionOperands& in,
+                                        const Mat& out, const Mat& dout, const Mat& stats,
+                                        const AttentionOperands& grad) {
+  require_bf16(in, "attention input");
+  require_bf16(grad, "attention gradient");
+  MB_CHECK(out.dtype == DType::bf16 && dout.dtype == DType::bf16,
+           "attention out and dout are " << dtype_name(out.dtype) << " and "
+                                         << dtype_name(dout.dtype)
+                                         << "; cuda attention multiplies bf16");
   if (s.batch == 0) return;
+  // The forward's choice for these operands (the stats are the implementation's own).
+  if (cudnn_attention(s, in, out, stats, &dout, &grad)) return;
+  const std::int64_t rows = s.batch * s.seq_len;
   const std::int64_t t = s.seq_len;
-  const std::int64_t hc = chunk_heads(s, 2 * sizeof(float) + sizeof(bf16), score_budget_);
+  const HeadCols o{out, s.v_dim, s.v_dim}, d_o{dout, s.v_dim, s.v_dim};
+  // A shared part's per-head products (BF16), then their FP32 sum per sequence.
+  std::int64_t shared_width = 0;
+  for (const HeadCols* k : {&in.k, &in.k_rope}) {
+    if (k->width > 0 && k->shared()) shared_width = std::max(shared_width, k->width);
+  }
+  const std::size_t per_head =
+      static_cast<std::size_t>(t * t) * (2 * sizeof(float) + sizeof(bf16)) +
+      static_cast<std::size_t>(t * shared_width) * sizeof(bf16);
+  const std::int64_t hc = chunk_heads(s.heads, per_head, score_budget_);
   const auto n = static_cast<std::size_t>(hc * t * t);
   const auto d_count = static_cast<std::size_t>(rows * s.heads);
+  const auto x_count = static_cast<std::size_t>(hc * t * shared_width);
+  const auto acc_count = static_cast<std::size_t>(t * s.qk_dim);
   Carver carve(scratch_.get(2 * Carver::round(n * sizeof(float)) + Carver::round(n * sizeof(bf16)) +
-                                Carver::round(d_count * sizeof(float)),
+                                Carver::round(d_count * sizeof(float)) +
+                                Carver::round(x_count * sizeof(bf16)) +
+                                Carver::round(acc_count * sizeof(float)) +
+                                Carver::round(static_cast<std::size_t>(hc) * sizeof(bf16)),
                             stream_));
-  auto* scores = carve.take<float>(n);
+  auto* s_buf = carve.take<float>(n);
   auto* dprobs = carve.take<float>(n);
   auto* probs = carve.take<bf16>(n);  // P, then dS in the same place
   auto* d = carve.take<float>(d_count);
+  auto* x = carve.take<bf16>(x_count);
+  auto* acc = carve.take<float>(acc_count);  // a shared part at its key columns x t
+  auto* ones = carve.take<bf16>(static_cast<std::size_t>(hc));
+  if (shared_width > 0) do_fill(Mat{ones, 1, hc, hc, DType::bf16}, 1.0f);
 
   rowdot_kernel<<<blocks_for(rows * s.heads * 32, kThreads), kThreads, 0, stream_>>>(
       dout, out, s.heads, s.v_dim, d);
@@ -206,32 +302,50 @@ void CudaCompute::do_attention_backward(const AttentionShape& s, const Mat& q, c
     for (std::int64_t h0 = 0; h0 < s.heads; h0 += hc) {
       const std::int64_t heads = std::min(hc, s.heads - h0);
       const Chunk ch{t, heads, b * t, h0, s.causal};
-      const Operand qh{head_ptr(q, s, b, h0, s.qk_dim), CUDA_R_16BF, q.ld, s.qk_dim};
-      const Operand kh{head_ptr(k, s, b, h0, s.qk_dim), CUDA_R_16BF, k.ld, s.qk_dim};
-      const Operand vh{head_ptr(v, s, b, h0, s.v_dim), CUDA_R_16BF, v.ld, s.v_dim};
-      const Operand doh{head_ptr(dout, s, b, h0, s.v_dim), CUDA_R_16BF, dout.ld, s.v_dim};
+      const Operand doh = heads_of(d_o, s, b, h0);
       const Operand ph{probs, CUDA_R_16BF, t, t * t};
       const dim3 probs_grid = cell_grid(heads * t, t, kThreads);
 
-      batched_gemm(cublas_, false, true, t, t, s.qk_dim, s.scale, qh, kh, 0.0f, scores, CUDA_R_32F,
-                   t, t * t, heads);
-      probs_kernel<<<probs_grid, kThreads, 0, stream_>>>(ch, scores, nullptr, nullptr, s.heads,
+      scores(cublas_, s, in, b, h0, heads, s_buf);
+      probs_kernel<<<probs_grid, kThreads, 0, stream_>>>(ch, s_buf, nullptr, nullptr, s.heads,
                                                          stats, probs);
       CUDA_CHECK_LAUNCH();
       // dV = P^T dO, dP = dO V^T.
-      batched_gemm(cublas_, true, false, t, s.v_dim, t, 1.0f, ph, doh, 0.0f,
-                   head_ptr_mut(dv, s, b, h0, s.v_dim), CUDA_R_16BF, dv.ld, s.v_dim, heads);
-      batched_gemm(cublas_, false, true, t, t, s.v_dim, 1.0f, doh, vh, 0.0f, dprobs, CUDA_R_32F, t,
-                   t * t, heads);
+      const Operand dvh = heads_of(grad.v, s, b, h0);
+      batched_gemm(cublas_, true, false, t, s.v_dim, t, 1.0f, ph, doh, 0.0f, out_ptr(dvh),
+                   CUDA_R_16BF, dvh.ld, dvh.stride, heads);
+      batched_gemm(cublas_, false, true, t, t, s.v_dim, 1.0f, doh, heads_of(in.v, s, b, h0), 0.0f,
+                   dprobs, CUDA_R_32F, t, t * t, heads);
       // dS = P * (dP - D), over P (the dV GEMM before it on the stream has read P).
-      probs_kernel<<<probs_grid, kThreads, 0, stream_>>>(ch, scores, dprobs, d, s.heads, stats,
+      probs_kernel<<<probs_grid, kThreads, 0, stream_>>>(ch, s_buf, dprobs, d, s.heads, stats,
                                                          probs);
       CUDA_CHECK_LAUNCH();
-      // dQ = scale dS K, dK = scale dS^T Q.
-      batched_gemm(cublas_, false, false, t, s.qk_dim, t, s.scale, ph, kh, 0.0f,
-                   head_ptr_mut(dq, s, b, h0, s.qk_dim), CUDA_R_16BF, dq.ld, s.qk_dim, heads);
-      batched_gemm(cublas_, true, false, t, s.qk_dim, t, s.scale, ph, qh, 0.0f,
-                   head_ptr_mut(dk, s, b, h0, s.qk_dim), CUDA_R_16BF, dk.ld, s.qk_dim, heads);
+      // Per part of the key: dQ_part = scale dS K_part, dK_part = scale dS^T Q_part.
+      std::int64_t col = 0;
+      for (const auto& [k, dk] : {std::pair{&in.k, &grad.k}, std::pair{&in.k_rope, &grad.k_rope}}) {
+        if (k->width == 0) continue;
+        const std::int64_t w = k->width;
+        const Operand dqh = heads_of(grad.q, s, b, h0, col), qh = heads_of(in.q, s, b, h0, col);
+        batched_gemm(cublas_, false, false, t, w, t, s.scale, ph, heads_of(*k, s, b, h0), 0.0f,
+                     out_ptr(dqh), CUDA_R_16BF, dqh.ld, dqh.stride, heads);
+        if (!dk->shared()) {
+          const Operand dkh = heads_of(*dk, s, b, h0);
+          batched_gemm(cublas_, true, false, t, w, t, s.scale, ph, qh, 0.0f, out_ptr(dkh),
+                       CUDA_R_16BF, dkh.ld, dkh.stride, heads);
+        } else {
+          // Each head's product, then acc (t x w) += ones (1 x heads) x X (heads x t w).
+          float* part_acc = acc + col * t;
+          batched_gemm(cublas_, true, false, t, w, t, s.scale, ph, qh, 0.0f, x, CUDA_R_16BF, w,
+                       t * w, heads);
+          batched_gemm(cublas_, false, false, 1, t * w, heads, 1.0f, {ones, CUDA_R_16BF, heads, 0},
+                       {x, CUDA_R_16BF, t * w, 0}, h0 > 0 ? 1.0f : 0.0f, part_acc, CUDA_R_32F,
+                       t * w, 0, 1);
+          if (h0 + heads == s.heads) {
+            convert(Mat{part_acc, t, w, w, DType::f32}, dk->m.row_slice(b * t, t).col_slice(0, w));
+          }
+        }
+        col += w;
+      }
     }
   }
 }

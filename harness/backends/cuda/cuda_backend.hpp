@@ -254,18 +254,14 @@ class CudaCompute final : public CudaComputeApi {
                            const Mat& dx, const Mat& dweight) override;
   void do_rope(const Mat& x, std::int64_t seq_len, std::int64_t heads, std::int64_t head_stride,
                std::int64_t offset, std::int64_t dim, float theta, bool inverse) override;
-  // One pass each over the rows (kernels.cu), instead of three copies per head.
-  void do_mla_split_kv(const Mat& kv, const Mat& krope, const MlaDims& d, const Mat& k,
-                       const Mat& v) override;
-  void do_mla_merge_kv_grad(const Mat& dk, const Mat& dv, const MlaDims& d, const Mat& dkv,
-                            const Mat& dkrope) override;
   void do_swiglu_forward(const Mat& gate_up, const Mat& out) override;
   void do_swiglu_backward(const Mat& gate_up, const Mat& dout, const Mat& dgate_up) override;
-  void do_attention_forward(const AttentionShape& s, const Mat& q, const Mat& k, const Mat& v,
-                            const Mat& out, const Mat& stats) override;
-  void do_attention_backward(const AttentionShape& s, const Mat& q, const Mat& k, const Mat& v,
-                             const Mat& out, const Mat& dout, const Mat& stats, const Mat& dq,
-                             const Mat& dk, const Mat& dv) override;
+  // cuDNN's SDPA, or batched cuBLAS GEMMs over the operands in place (attention.cu).
+  void do_attention_forward(const AttentionShape& s, const AttentionOperands& in, const Mat& out,
+                            const Mat& stats) override;
+  void do_attention_backward(const AttentionShape& s, const AttentionOperands& in, const Mat& out,
+                             const Mat& dout, const Mat& stats,
+                             const AttentionOperands& grad) override;
   void do_router_forward(const RouterParams& p, const Mat& logits, const Mat& bias,
                          std::int64_t first_token, const Mat& scores, const Mat& indices,
                          const Mat& weights) override;
@@ -305,6 +301,17 @@ class CudaCompute final : public CudaComputeApi {
   // --attention-impl cudnn where it does not).
   bool use_cudnn(const AttentionShape& s, const Mat& q, const Mat& k, const Mat& v, const Mat& out,
                  const Mat& stats);
+  // Attention through cuDNN where use_cudnn says so for every call it takes: packed operands in
+  // place; others a chunk of heads at a time, k and v gathered into packed scratch and (with
+  // grad) the gradients scattered back. Forward without dout and grad. False: nothing ran, the
+  // batched-GEMM path is the one to run (attention.cu).
+  bool cudnn_attention(const AttentionShape& s, const AttentionOperands& in, const Mat& out,
+                       const Mat& stats, const Mat* dout, const AttentionOperands* grad);
+  // Heads [h0, ...) of [a | b] into packed, and back (a shared part summed over the heads, added
+  // to where accumulate) (attention_heads.cu, kernel_work.cuh).
+  void gather_heads(const HeadCols& a, const HeadCols& b, std::int64_t h0, const Mat& packed);
+  void scatter_heads(const Mat& packed, std::int64_t h0, std::int64_t heads, const HeadCols& a,
+                     const HeadCols& b, bool accumulate);
   std::int64_t cudnn_attention_calls_ = 0, gemm_attention_calls_ = 0;
   // The FP8 GEMM's quantised operands and per-tensor scalars (amax, descale), apart from
   // scratch_ because gemm() may use that one for the same call's BF16 fallback.

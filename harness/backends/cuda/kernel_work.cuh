@@ -11,6 +11,7 @@
 #pragma once
 
 #include "harness/backends/cuda/device_mat.cuh"
+#include "harness/compute/attention_operands.hpp"
 #include "workloads/ops/elementwise.hpp"
 #include "workloads/ops/random.hpp"
 
@@ -227,6 +228,58 @@ MB_CUDA_HD void gather_work(const GridPos& g, const Mat& src, const Mat& index, 
           const float v = load(src, s, c);
           store(dst, i, c, scaled ? k * v : v);
         });
+  }
+}
+
+// ---- Attention's operands by head (attention_operands.hpp), for cuDNN's packed views ---------
+// Heads [h0, h0 + packed.cols / w) of the key [a | b] (w = a.width + b.width; for v, b empty)
+// into packed, head after head. Rows on y; along x the packed row's columns, split into head and
+// column in 32 bits (a row holds far fewer than 2^31 columns; the caller checks).
+MB_CUDA_HD void gather_heads_work(const GridPos& g, const HeadCols& a, const HeadCols& b,
+                                  std::int64_t h0, const Mat& packed) {
+  const auto w = static_cast<std::uint32_t>(a.width + b.width);
+  const auto cols = static_cast<std::uint32_t>(packed.cols);
+  for (std::int64_t r = g.y; r < packed.rows; r += g.ny) {
+    for (std::int64_t e = g.x; e < cols; e += g.nx) {
+      const std::uint32_t hl = static_cast<std::uint32_t>(e) / w;
+      const std::uint32_t j = static_cast<std::uint32_t>(e) - hl * w;
+      const KeyColumn src = key_column(a.head_stride, a.width, b.head_stride, h0 + hl, j);
+      store(packed, r, e, load(src.second ? b.m : a.m, r, src.col));
+    }
+  }
+}
+
+// The way back, for the gradient: packed (heads [h0, h0 + heads), w columns each) into [a | b].
+// A per-head part takes its heads' columns; a shared part (head stride 0) the sum over the heads,
+// in FP32 and in head order, added to what it holds where `accumulate` (a later range of heads).
+// Along x: the packed columns (a shared part's skipped), then the shared parts' columns.
+MB_CUDA_HD void scatter_heads_work(const GridPos& g, const Mat& packed, std::int64_t h0,
+                                   std::int64_t heads, const HeadCols& a, const HeadCols& b,
+                                   bool accumulate) {
+  const auto w = static_cast<std::uint32_t>(a.width + b.width);
+  const auto per_head = static_cast<std::uint32_t>(heads) * w;
+  const auto a_shared = static_cast<std::uint32_t>(a.shared() ? a.width : 0);
+  const auto b_shared = static_cast<std::uint32_t>(b.shared() ? b.width : 0);
+  for (std::int64_t r = g.y; r < packed.rows; r += g.ny) {
+    for (std::int64_t e = g.x; e < per_head + a_shared + b_shared; e += g.nx) {
+      if (e < per_head) {
+        const std::uint32_t hl = static_cast<std::uint32_t>(e) / w;
+        const std::uint32_t j = static_cast<std::uint32_t>(e) - hl * w;
+        const HeadCols& part = j < a.width ? a : b;
+        if (part.shared()) continue;
+        const KeyColumn dst = key_column(a.head_stride, a.width, b.head_stride, h0 + hl, j);
+        store(part.m, r, dst.col, load(packed, r, e));
+        continue;
+      }
+      const std::uint32_t k = static_cast<std::uint32_t>(e) - per_head;
+      const bool in_a = k < a_shared;
+      const HeadCols& part = in_a ? a : b;
+      const std::uint32_t j = in_a ? k : k - a_shared;       // the part's column
+      const std::uint32_t key_col = in_a ? j : a.width + j;  // its column in the key
+      float sum = accumulate ? load(part.m, r, j) : 0.0f;
+      for (std::uint32_t hl = 0; hl < heads; ++hl) sum += load(packed, r, hl * w + key_col);
+      store(part.m, r, j, sum);
+    }
   }
 }
 

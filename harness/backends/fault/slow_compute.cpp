@@ -115,28 +115,20 @@ class SlowCompute final : public Compute {
       }
     });
   }
-  void do_mla_split_kv(const Mat& kv, const Mat& krope, const MlaDims& d, const Mat& k,
-                       const Mat& v) override {
-    slowed([&] { inner_->mla_split_kv(kv, krope, d, k, v); });
-  }
-  void do_mla_merge_kv_grad(const Mat& dk, const Mat& dv, const MlaDims& d, const Mat& dkv,
-                            const Mat& dkrope) override {
-    slowed([&] { inner_->mla_merge_kv_grad(dk, dv, d, dkv, dkrope); });
-  }
   void do_swiglu_forward(const Mat& gate_up, const Mat& out) override {
     slowed([&] { inner_->swiglu_forward(gate_up, out); });
   }
   void do_swiglu_backward(const Mat& gate_up, const Mat& dout, const Mat& dgate_up) override {
     slowed([&] { inner_->swiglu_backward(gate_up, dout, dgate_up); });
   }
-  void do_attention_forward(const AttentionShape& s, const Mat& q, const Mat& k, const Mat& v,
-                            const Mat& out, const Mat& stats) override {
-    slowed([&] { inner_->attention_forward(s, q, k, v, out, stats); });
+  void do_attention_forward(const AttentionShape& s, const AttentionOperands& in, const Mat& out,
+                            const Mat& stats) override {
+    slowed([&] { inner_->attention_forward(s, in, out, stats); });
   }
-  void do_attention_backward(const AttentionShape& s, const Mat& q, const Mat& k, const Mat& v,
-                             const Mat& out, const Mat& dout, const Mat& stats, const Mat& dq,
-                             const Mat& dk, const Mat& dv) override {
-    slowed([&] { inner_->attention_backward(s, q, k, v, out, dout, stats, dq, dk, dv); });
+  void do_attention_backward(const AttentionShape& s, const AttentionOperands& in, const Mat& out,
+                             const Mat& dout, const Mat& stats,
+                             const AttentionOperands& grad) override {
+    slowed([&] { inner_->attention_backward(s, in, out, dout, stats, grad); });
   }
   void do_router_forward(const RouterParams& p, const Mat& logits, const Mat& bias,
                          std::int64_t first_token, const Mat& scores, const Mat& indices,
