@@ -103,6 +103,12 @@ double ExpertGemmResult::time_s() const {
 double ExpertGemmResult::flop_rate() const {
   return rate(flops(), time_s());
 }
+double AttentionCaseResult::flop_rate() const {
+  return rate(flops, time_s.median);
+}
+double AttentionCaseResult::forward_flop_rate() const {
+  return rate(flops / 3.0, forward_time_s.median);
+}
 double LayerStackResult::forward_backward_flop_rate() const {
   return rate(accounting.flops_per_step, forward_backward_time_s.median);
 }
@@ -200,6 +206,36 @@ nlohmann::ordered_json make_bench_report(const BenchRecord& r) {
   } else {
     res["expert_gemms_grouped"] = nullptr;
   }
+  nlohmann::ordered_json attention = nlohmann::ordered_json::array();
+  const AttentionCaseResult* fastest = nullptr;
+  for (const AttentionCaseResult& a : r.attention) {
+    attention.push_back({{"implementation", a.impl},
+                         {"path", a.path},
+                         {"batch", a.batch},
+                         {"seq_len", a.seq_len},
+                         {"heads", a.heads},
+                         {"qk_dim", a.qk_dim},
+                         {"v_dim", a.v_dim},
+                         {"flops", a.flops},
+                         {"forward_time_s", to_json(a.forward_time_s)},
+                         {"time_s", to_json(a.time_s)},
+                         {"forward_tflops", a.forward_flop_rate() / 1e12},
+                         {"tflops", a.flop_rate() / 1e12},
+                         {"fraction_of_peak", of_peak(a.flop_rate(), r.peak)}});
+    if (!fastest || a.time_s.median < fastest->time_s.median) fastest = &a;
+  }
+  nlohmann::ordered_json unavailable = nlohmann::ordered_json::array();
+  for (const AttentionUnavailable& u : r.attention_unavailable) {
+    unavailable.push_back({{"implementation", u.impl}, {"why", u.why}});
+  }
+  res["core_attention"] = {
+      {"operands",
+       "one layer's MLA operands in place: q, the kv up-projection (per head k_nope "
+       "and v), the rope key shared by the heads"},
+      {"cases", attention},
+      {"unavailable", unavailable},
+      {"fastest",
+       fastest ? nlohmann::ordered_json(fastest->impl) : nlohmann::ordered_json(nullptr)}};
   nlohmann::ordered_json stacks = nlohmann::ordered_json::array();
   for (const LayerStackResult& s : r.stacks) stacks.push_back(stack_json(s, r.peak));
   res["layer_stacks"] = stacks;
@@ -275,6 +311,27 @@ std::string format_bench_table(const BenchRecord& r) {
     experts_table(*r.experts_grouped, "grouped GEMM");
     os << "# faster: " << (r.experts_grouped->time_s() < r.experts.time_s() ? "grouped" : "loop")
        << " (--grouped-gemm)\n#\n";
+  }
+
+  if (!r.attention.empty() || !r.attention_unavailable.empty()) {
+    std::snprintf(line, sizeof line, "# %-14s %7s %6s %5s %9s %9s %12s %9s %8s\n", "core attention",
+                  "batch", "seq", "heads", "fwd(ms)", "TFLOP/s", "fwd+bwd(ms)", "TFLOP/s",
+                  "of peak");
+    os << line;
+    for (const AttentionCaseResult& a : r.attention) {
+      std::snprintf(line, sizeof line, "  %-14s %7lld %6lld %5lld %9.3f %9.4g %12.3f %9.4g %8s\n",
+                    a.impl.c_str(), static_cast<long long>(a.batch),
+                    static_cast<long long>(a.seq_len), static_cast<long long>(a.heads),
+                    a.forward_time_s.median * 1e3, a.forward_flop_rate() / 1e12,
+                    a.time_s.median * 1e3, a.flop_rate() / 1e12,
+                    percent_of_peak(a.flop_rate(), r.peak).c_str());
+      os << line;
+    }
+    for (const AttentionUnavailable& u : r.attention_unavailable) {
+      os << "  " << u.impl << ": not run: " << u.why << "\n";
+    }
+    os << "# one layer's MLA operands in place (q, kv, the shared rope key); TFLOP/s in Megatron's "
+          "causal accounting\n#\n";
   }
 
   std::snprintf(line, sizeof line, "# %-7s %10s %8s %8s %12s %8s %8s %10s\n", "layers", "step(ms)",

@@ -66,6 +66,25 @@ struct ExpertGemmResult {
   double flop_rate() const;  // flops / time
 };
 
+// Core attention of one layer on the step's MLA operands (q, the kv up-projection, the shared
+// rope key, read in place) through one --attention-impl, forward and forward + backward.
+struct AttentionCaseResult {
+  std::string impl;  // "gemm" or "cudnn"
+  std::string path;  // the backend's words for what ran (attention_path, after the case)
+  std::int64_t batch = 0, seq_len = 0, heads = 0, qk_dim = 0, v_dim = 0;
+  double flops = 0;                  // forward + backward, Megatron's causal count
+  Stats forward_time_s;              // per call
+  Stats time_s;                      // forward + backward, per pair of calls
+  double flop_rate() const;          // flops / time_s median
+  double forward_flop_rate() const;  // flops / 3 / forward median (forward is a third)
+};
+
+// An implementation the probe could not run, and why (the backend's or cuDNN's message).
+struct AttentionUnavailable {
+  std::string impl;
+  std::string why;
+};
+
 struct LayerStackResult {
   RunConfig config;  // the emulated rank's configuration
   StackAccounting accounting;
@@ -90,6 +109,8 @@ struct BenchRecord {
   // The same cases as one cuBLAS grouped GEMM each (--grouped-gemm grouped), where the backend
   // has it and the precision is not fp8.
   std::optional<ExpertGemmResult> experts_grouped;
+  std::vector<AttentionCaseResult> attention;  // gemm, and cudnn on a device that has it
+  std::vector<AttentionUnavailable> attention_unavailable;
   std::optional<Fp8GemmCounts> fp8_counts;  // --precision fp8, over the whole probe
   std::vector<LayerStackResult> stacks;     // one per --layers value
 };

@@ -2,6 +2,7 @@
 // GEMM rate (the roofline reference), the experts' grouped GEMMs of one EP rank at their real
 // shapes, and the training step of one EP rank's layers (harness/bench/bench.hpp says how one
 // process reproduces that rank's work), then prints a table and writes `--out` JSON.
+#include <cmath>
 #include <ctime>
 #include <iostream>
 
@@ -18,6 +19,7 @@
 #include "harness/device/device_records.hpp"
 #include "harness/measure/summary.hpp"
 #include "harness/output/atomic_file.hpp"
+#include "workloads/accounting/accounting.hpp"
 #include "workloads/step/training_step.hpp"
 
 namespace moebench {
@@ -61,6 +63,7 @@ struct BenchPlan {
   ModelConfig model;
   ExpertShare share;
   std::int64_t gemm_n = 0;
+  std::int64_t seq_len = 0;
   Precision precision = Precision::fp32;  // --precision resolved against the backend, once
   Fp8Recipe fp8_recipe = Fp8Recipe::tensor;
   std::vector<RunConfig> stacks;
@@ -85,6 +88,7 @@ BenchPlan plan_bench(const BenchOptions& b) {
     if (info.name == preset_name) seq = info.default_seq_len;
   }
   seq = b.seq_len.value_or(seq);
+  p.seq_len = seq;
   const int ep = b.ep.value_or(default_bench_ep(p.model));
   p.share = expert_share(p.model, ep, seq);
   p.gemm_n = b.gemm_n.value_or(cpu ? 1024 : 8192);
@@ -175,6 +179,55 @@ GemmCaseResult measure_grouped(Compute& c, const GroupedGemmCase& g, int warmup,
   r.time_s = time_calls(c, warmup, iterations,
                         [&] { c.linear_grouped_gemm(g.trans_a, g.trans_b, 1.0f, problems, 0.0f); });
   c.set_grouped_gemm_impl(GroupedGemmImpl::loop);
+  return r;
+}
+
+// Core attention of one layer, one sequence, on the MLA operands the step hands over (q, the kv
+// up-projection, the shared rope key), through `impl`: UsageError where the backend has no such
+// implementation or cuDNN refuses the shape (the caller records why). Leaves the backend's
+// implementation at auto.
+AttentionCaseResult measure_attention(Compute& c, const ModelConfig& m, std::int64_t seq,
+                                      AttentionImpl impl, int warmup, int iterations) {
+  const MlaDims d{m.num_attention_heads, m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim};
+  const AttentionShape s{
+      1, seq, d.heads, d.dq(), d.dv, 1.0f / std::sqrt(static_cast<float>(d.dq())), true};
+  const double elements =
+      static_cast<double>(seq) *
+      static_cast<double>(2 * d.heads * d.dq() + 2 * d.kv_width() + 2 * d.dr + 2 * d.heads * d.dv);
+  check_fits(elements * static_cast<double>(dtype_size(c.activation_dtype())) +
+                 4.0 * static_cast<double>(seq * d.heads) + static_cast<double>(c.reserved_bytes()),
+             c, "core attention over " + std::to_string(seq) + " tokens");
+  c.set_attention_impl(impl);
+  Tensor q = c.alloc(seq, d.heads * d.dq()), kv = c.alloc(seq, d.kv_width()),
+         kr = c.alloc(seq, d.dr), out = c.alloc(seq, d.heads * d.dv),
+         stats = c.alloc(seq, d.heads, DType::f32), dout = c.alloc(seq, d.heads * d.dv),
+         dq = c.alloc(seq, d.heads * d.dq()), dkv = c.alloc(seq, d.kv_width()),
+         dkr = c.alloc(seq, d.dr);
+  std::uint64_t stream = 1;
+  for (const Tensor* t : {&q, &kv, &kr, &dout}) c.fill_random(*t, 13, stream++, 1.0f);
+  const AttentionOperands in = AttentionOperands::mla(d, q, kv, kr);
+  const AttentionOperands grad = AttentionOperands::mla(d, dq, dkv, dkr);
+  AttentionCaseResult r;
+  r.impl = to_string(impl);
+  r.batch = s.batch;
+  r.seq_len = seq;
+  r.heads = d.heads;
+  r.qk_dim = d.dq();
+  r.v_dim = d.dv;
+  r.flops = core_attention_flops_per_token(m, seq) * static_cast<double>(seq);
+  try {
+    r.forward_time_s =
+        time_calls(c, warmup, iterations, [&] { c.attention_forward(s, in, out, stats); });
+    r.time_s = time_calls(c, warmup, iterations, [&] {
+      c.attention_forward(s, in, out, stats);
+      c.attention_backward(s, in, out, dout, stats, grad);
+    });
+  } catch (...) {
+    c.set_attention_impl(AttentionImpl::automatic);
+    throw;
+  }
+  r.path = c.attention_path();
+  c.set_attention_impl(AttentionImpl::automatic);
   return r;
 }
 
@@ -314,6 +367,19 @@ int bench_command(const CliOptions& o) {
       g.cases.push_back(measure_grouped(c, e, b.warmup, b.iterations, GroupedGemmImpl::grouped));
     }
     r.experts_grouped = std::move(g);
+  }
+  // Core attention through each implementation the backend may have: gemm everywhere, cudnn on
+  // a device (refused where the binary has no cuDNN or cuDNN has no plan for the shape).
+  std::vector<AttentionImpl> attention_impls = {AttentionImpl::gemm};
+  if (c.device_info()) attention_impls.push_back(AttentionImpl::cudnn);
+  for (AttentionImpl impl : attention_impls) {
+    progress(std::string("core attention (") + to_string(impl) + ")");
+    try {
+      r.attention.push_back(
+          measure_attention(c, plan.model, plan.seq_len, impl, b.warmup, b.iterations));
+    } catch (const UsageError& e) {
+      r.attention_unavailable.push_back({to_string(impl), e.what()});
+    }
   }
   for (const RunConfig& config : plan.stacks) {
     progress(std::to_string(config.workload.layers) + "-layer training step");

@@ -146,6 +146,15 @@ def bench_summary(doc):
         "expert_gemm_tflops": experts["tflops"],
         "expert_gemm_ratio_to_dense": experts["ratio_to_dense"],
         "expert_gemm_cases": {c["name"]: c["tflops"] for c in experts["cases"]},
+        "core_attention": {
+            c["implementation"]: {"forward_ms": c["forward_time_s"]["median"] * 1e3,
+                                  "forward_backward_ms": c["time_s"]["median"] * 1e3,
+                                  "tflops": c["tflops"], "fraction_of_peak": c["fraction_of_peak"],
+                                  "path": c["path"]}
+            for c in (res.get("core_attention") or {}).get("cases", [])},
+        "core_attention_unavailable": {
+            u["implementation"]: u["why"]
+            for u in (res.get("core_attention") or {}).get("unavailable", [])},
         "layer_stacks": stacks,
         "targets": {
             "expert_gemm_ratio_ge_0.85": experts["ratio_to_dense"] >= EXPERT_GEMM_TARGET_RATIO,
@@ -281,6 +290,11 @@ def print_bench(name, bench):
         print("#   %s on %s (%s): dense %.4g TFLOP/s, expert GEMMs %.4g TFLOP/s = %.3f of dense"
               % (name, bench["device"] or "cpu", bench["precision"], bench["dense_gemm_tflops"],
                  bench["expert_gemm_tflops"], bench["expert_gemm_ratio_to_dense"]))
+        for impl, a in (bench.get("core_attention") or {}).items():
+            print("#   %s core attention (%s): forward %.3f ms, forward+backward %.3f ms, %.4g "
+                  "TFLOP/s" % (name, impl, a["forward_ms"], a["forward_backward_ms"], a["tflops"]))
+        for impl, why in (bench.get("core_attention_unavailable") or {}).items():
+            print("#   %s core attention (%s): not run: %s" % (name, impl, why))
         for s in bench["layer_stacks"]:
             frac = s["fraction_of_peak"]
             print("#   bench %d layer(s): step %.3f ms, %.4g TFLOP/s%s" % (

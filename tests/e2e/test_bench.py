@@ -94,6 +94,23 @@ def test_writes_the_figures(ctx):
     e2e.check(ex["target_ratio"] == 0.85 and ex["meets_target"] == (ex["ratio_to_dense"] >= 0.85),
               "target")
 
+    # Core attention of one layer on the MLA operands: the gemm implementation only on the cpu
+    # backend (cudnn is tried on a device), Megatron's causal count for one 128-token sequence.
+    att = res["core_attention"]
+    e2e.check([a["implementation"] for a in att["cases"]] == ["gemm"] and
+              att["unavailable"] == [] and att["fastest"] == "gemm", "attention cases: %r" % att)
+    a = att["cases"][0]
+    e2e.check((a["batch"], a["seq_len"], a["heads"], a["qk_dim"], a["v_dim"]) ==
+              (1, 128, m["num_attention_heads"], m["qk_nope_head_dim"] + m["qk_rope_head_dim"],
+               m["v_head_dim"]), "attention shape: %r" % a)
+    heads, qk, vd = a["heads"], a["qk_dim"], a["v_dim"]
+    e2e.check_close(a["flops"], 6 * (128 * heads * qk * 0.5 + 128 * heads * vd * 0.5) * 128,
+                    REL_TOL, "core attention FLOPs (forward + backward, causal)")
+    fwd, both = a["forward_time_s"]["median"], a["time_s"]["median"]
+    e2e.check(a["time_s"]["count"] == 2 and 0 < fwd < both, "forward within forward + backward")
+    e2e.check_close(a["tflops"], a["flops"] / both / 1e12, 1e-9, "attention TFLOP/s")
+    e2e.check_close(a["forward_tflops"], a["flops"] / 3 / fwd / 1e12, 1e-9, "forward TFLOP/s")
+
     stacks = res["layer_stacks"]
     e2e.check([s["layers"] for s in stacks] == [1, 2], "one stack per --layers value")
     per_layer = moe_layer_flops_per_token(m, 128) * 128
@@ -120,7 +137,7 @@ def test_prints_a_table(ctx):
     e2e.check(r.rc == 0, "bench failed", r)
     for text in ("moebench bench: backend cpu", "one EP=4 rank: 4 local experts, top-4",
                  "dense GEMM 96^3", "forward_up", "wgrad_up", "all six", "where the time goes",
-                 "peak: 0.5 TFLOP/s (--peak-tflops)", "experts"):
+                 "peak: 0.5 TFLOP/s (--peak-tflops)", "experts", "core attention"):
         e2e.check(text in r.stdout, "the table lacks %r" % text, r)
     e2e.check("of peak" in r.stdout and "%" in r.stdout, "a fraction of the given peak", r)
 
