@@ -307,6 +307,9 @@ class CudaCompute final : public CudaComputeApi {
   // batched-GEMM path is the one to run (attention.cu).
   bool cudnn_attention(const AttentionShape& s, const AttentionOperands& in, const Mat& out,
                        const Mat& stats, const Mat* dout, const AttentionOperands* grad);
+  // attention_gemm.cuh's and attention_packed.cuh's executors on this backend (attention.cu).
+  struct AttentionDevice;
+  struct CudnnDevice;
   // Heads [h0, ...) of [a | b] into packed, and back (a shared part summed over the heads, added
   // to where accumulate) (attention_heads.cu, kernel_work.cuh).
   void gather_heads(const HeadCols& a, const HeadCols& b, std::int64_t h0, const Mat& packed);

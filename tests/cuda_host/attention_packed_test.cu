@@ -1,0 +1,179 @@
+// The cuda backend's attention through a packed-operand implementation
+// (harness/backends/cuda/attention_packed.cuh) run on the CPU: its orchestration, unchanged, over
+// a host executor whose SDPA is the cpu backend's attention on the packed views (converted to
+// FP32, the outputs rounded to BF16 as cuDNN writes them) and whose gather and scatter are the
+// kernels' own per-thread work over an emulated grid. Compared with the cpu backend on MLA's
+// operands in place, this checks without a GPU the views the cuDNN path hands over: q, the
+// output, the statistics and the output's gradient sliced per chunk of heads, k and v gathered,
+// the gradients scattered back and the rope key's gradient summed over the chunks; and that a
+// refused shape runs nothing.
+//
+// Tolerances: the outputs are rounded to BF16 once (1e-2 of the largest magnitude); the rope
+// key's gradient sums the heads' BF16-rounded parts (3e-2); the statistics are FP32 from the
+// same values in another order of summation (1e-5).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "harness/backends/cuda/attention_packed.cuh"
+#include "tests/cuda_host/attention_host.hpp"
+
+namespace moebench::cuda {
+namespace {
+
+using namespace host_attention;  // NOLINT: the cases' shared helpers
+
+// The executor attention_packed.cuh asks for, on host memory.
+struct HostSdpa {
+  CpuCompute& c;
+  std::size_t budget = std::size_t{1} << 30;
+  bool refuse = false;
+  std::vector<uint4> buffer;
+  int supports_calls = 0, forwards = 0, backwards = 0, gathers = 0;
+
+  // The views are cuDNN's [batch, heads, seq, d]: rows x heads d, a head's d columns together.
+  bool supports(const AttentionShape& s, const Mat& q, const Mat& k, const Mat& v, const Mat& out,
+                const Mat& stats) {
+    ++supports_calls;
+    CHECK(q.cols == s.heads * s.qk_dim);
+    CHECK(k.cols == s.heads * s.qk_dim);
+    CHECK(v.cols == s.heads * s.v_dim);
+    CHECK(out.cols == s.heads * s.v_dim);
+    CHECK(stats.cols == s.heads);
+    return !refuse;
+  }
+  Tensor to_f32(const Mat& m) {
+    Tensor t = c.alloc(m.rows, m.cols, DType::f32);
+    std::vector<float> v(static_cast<std::size_t>(m.rows * m.cols));
+    for (std::int64_t r = 0; r < m.rows; ++r)
+      for (std::int64_t col = 0; col < m.cols; ++col)
+        v[static_cast<std::size_t>(r * m.cols + col)] = load(m, r, col);
+    c.upload(v.data(), t);
+    return t;
+  }
+  void write(const Tensor& t, const Mat& dst) {  // rounded to dst's dtype
+    std::vector<float> v(static_cast<std::size_t>(t.numel()));
+    c.download(t, v.data());
+    for (std::int64_t r = 0; r < dst.rows; ++r)
+      for (std::int64_t col = 0; col < dst.cols; ++col)
+        store(dst, r, col, v[static_cast<std::size_t>(r * dst.cols + col)]);
+  }
+  void forward(const AttentionShape& s, const Mat& q, const Mat& k, const Mat& v, const Mat& out,
+               const Mat& stats) {
+    ++forwards;
+    Tensor o = c.alloc(out.rows, out.cols, DType::f32),
+           st = c.alloc(stats.rows, stats.cols, DType::f32);
+    c.attention_forward(s, to_f32(q), to_f32(k), to_f32(v), o, st);
+    write(o, out);
+    write(st, stats);
+  }
+  void backward(const AttentionShape& s, const Mat& q, const Mat& k, const Mat& v, const Mat& out,
+                const Mat& dout, const Mat& stats, const Mat& dq, const Mat& dk, const Mat& dv) {
+    ++backwards;
+    Tensor gq = c.alloc(dq.rows, dq.cols, DType::f32), gk = c.alloc(dk.rows, dk.cols, DType::f32);
+    Tensor gv = c.alloc(dv.rows, dv.cols, DType::f32);
+    c.attention_backward(s, to_f32(q), to_f32(k), to_f32(v), to_f32(out), to_f32(dout),
+                         to_f32(stats), gq, gk, gv);
+    write(gq, dq);
+    write(gk, dk);
+    write(gv, dv);
+  }
+  // The kernels' per-thread work, every thread of a small grid (striding both ways).
+  void gather(const HeadCols& a, const HeadCols& b, std::int64_t h0, const Mat& packed) {
+    ++gathers;
+    for (std::int64_t y = 0; y < 3; ++y)
+      for (std::int64_t x = 0; x < 32; ++x)
+        gather_heads_work(GridPos{x, 32, y, 3}, a, b, h0, packed);
+  }
+  void scatter(const Mat& packed, std::int64_t h0, std::int64_t heads, const HeadCols& a,
+               const HeadCols& b, bool accumulate) {
+    for (std::int64_t y = 0; y < 3; ++y)
+      for (std::int64_t x = 0; x < 32; ++x)
+        scatter_heads_work(GridPos{x, 32, y, 3}, packed, h0, heads, a, b, accumulate);
+  }
+  void* scratch(std::size_t bytes) {
+    buffer.assign((bytes + 15) / 16, uint4{0x7fc07fc0u, 0x7fc07fc0u, 0x7fc07fc0u, 0x7fc07fc0u});
+    return buffer.data();  // BF16 NaNs: what the orchestration reads must have been written
+  }
+  std::size_t score_budget() const { return budget; }
+};
+
+void run_mla(bool causal, std::size_t budget) {
+  CAPTURE(causal);
+  CAPTURE(budget);
+  CpuCompute c(1);
+  const MlaDims md = kMla;
+  const AttentionShape s = mla_shape(causal);
+  const std::int64_t rows = s.batch * s.seq_len, qc = md.heads * md.dq(), vc = md.heads * md.dv;
+  Pair q = pair(c, rows, qc, 1), kv = pair(c, rows, md.kv_width(), 2), kr = pair(c, rows, md.dr, 3);
+  Pair o = pair(c, rows, vc, 4), dout = pair(c, rows, vc, 5), dq = pair(c, rows, qc, 6);
+  Pair dkv = pair(c, rows, md.kv_width(), 7), dkr = pair(c, rows, md.dr, 8);
+  std::vector<float> stats_host(static_cast<std::size_t>(rows * md.heads));
+  const Mat stats{stats_host.data(), rows, md.heads, md.heads, DType::f32};
+  Tensor stats_ref = c.alloc(rows, md.heads, DType::f32);
+
+  HostSdpa p{c, budget};
+  const AttentionOperands in = AttentionOperands::mla(md, q.dv(), kv.dv(), kr.dv());
+  REQUIRE(packed_attention(p, s, in, o.dv(), stats, nullptr, nullptr));
+  c.attention_forward(s, AttentionOperands::mla(md, q.cv(), kv.cv(), kr.cv()), o.cv(), stats_ref);
+  check_close(o.dv(), c, o.ref, 1e-2, "out");
+  check_close(stats, c, stats_ref, 1e-5, "log-sum-exp");
+  const int chunks = budget < 1000 ? static_cast<int>(md.heads) : 1;
+  CHECK(p.supports_calls == chunks);  // every chunk's shape asked first
+  CHECK(p.forwards == chunks);
+  CHECK(p.gathers == 2 * chunks);  // k and v
+
+  std::vector<float> o_host(static_cast<std::size_t>(rows * vc));
+  for (std::size_t i = 0; i < o_host.size(); ++i) o_host[i] = __bfloat162float(o.dev[i]);
+  c.upload(o_host.data(), o.ref);
+  const Mat d_o = dout.dv();
+  const AttentionOperands grad = AttentionOperands::mla(md, dq.dv(), dkv.dv(), dkr.dv());
+  REQUIRE(packed_attention(p, s, in, o.dv(), stats, &d_o, &grad));
+  c.attention_backward(s, AttentionOperands::mla(md, q.cv(), kv.cv(), kr.cv()), o.cv(), dout.cv(),
+                       stats_ref, AttentionOperands::mla(md, dq.cv(), dkv.cv(), dkr.cv()));
+  CHECK(p.backwards == chunks);
+  check_close(dq.dv(), c, dq.ref, 1e-2, "dq");
+  check_close(dkv.dv(), c, dkv.ref, 1e-2, "dkv (dk_nope and dv)");
+  check_close(dkr.dv(), c, dkr.ref, 3e-2, "dkrope (the heads' sum over the chunks)");
+}
+
+TEST_CASE(
+    "packed attention on the host: MLA's k and v gathered per chunk of heads, the "
+    "gradients scattered back") {
+  for (bool causal : {true, false}) {
+    run_mla(causal, std::size_t{1} << 30);
+    run_mla(causal, 1);  // one head per chunk
+  }
+}
+
+TEST_CASE("packed attention on the host: packed operands in place; a refused shape runs nothing") {
+  CpuCompute c(1);
+  const AttentionShape s{1, 5, 3, 4, 4, 0.5f, true};
+  Pair q = pair(c, 5, 12, 1), k = pair(c, 5, 12, 2), v = pair(c, 5, 12, 3), o = pair(c, 5, 12, 4);
+  std::vector<float> st(15, std::numeric_limits<float>::quiet_NaN());
+  const Mat stats{st.data(), 5, 3, 3, DType::f32};
+  HostSdpa p{c};
+  REQUIRE(packed_attention(p, s, AttentionOperands::dense(s, q.dv(), k.dv(), v.dv()), o.dv(), stats,
+                           nullptr, nullptr));
+  CHECK(p.gathers == 0);  // read in place
+  CHECK(p.forwards == 1);
+
+  const MlaDims md{3, 2, 2, 4};
+  Pair kv = pair(c, 5, md.kv_width(), 5), kr = pair(c, 5, md.dr, 6);
+  const std::vector<bf16> before = o.dev;
+  HostSdpa refusing{c};
+  refusing.refuse = true;
+  CHECK_FALSE(packed_attention(refusing, s, AttentionOperands::mla(md, q.dv(), kv.dv(), kr.dv()),
+                               o.dv(), stats, nullptr, nullptr));
+  CHECK(refusing.forwards == 0);
+  CHECK(refusing.gathers == 0);
+  CHECK(std::equal(before.begin(), before.end(), o.dev.begin(),
+                   [](bf16 a, bf16 b) { return __bfloat162float(a) == __bfloat162float(b); }));
+}
+
+}  // namespace
+}  // namespace moebench::cuda
