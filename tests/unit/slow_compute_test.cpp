@@ -1,11 +1,13 @@
 // The slow-compute decorator: the same results as the backend it wraps, everything forwarded, and
-// every operation at least `factor` times as long (a sleep never ends early, so the slowed run's
-// time is at least factor x the operations' own; compared within one run, with a wide margin).
+// every operation at least `factor` times as long. The wrapped backend's GEMM first sleeps a
+// known time; a sleep never ends early, so each slowed GEMM takes at least factor x that, a lower
+// bound that no load on a shared machine can break (an upper bound would be a timing test).
 #include "harness/backends/fault/slow_compute.hpp"
 
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <thread>
 #include <vector>
 
 #include "harness/backends/cpu/cpu_compute.hpp"
@@ -29,18 +31,33 @@ std::pair<double, float> gemms(Compute& c) {
   return {took.count(), first};
 }
 
+// The cpu backend with a GEMM that takes at least kGemmSleep.
+constexpr std::chrono::milliseconds kGemmSleep{2};
+class SleepyGemm final : public CpuCompute {
+ public:
+  SleepyGemm() : CpuCompute(1) {}
+
+ protected:
+  void do_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b, float beta,
+               const Mat& c) override {
+    std::this_thread::sleep_for(kGemmSleep);
+    CpuCompute::do_gemm(trans_a, trans_b, alpha, a, b, beta, c);
+  }
+};
+
 TEST_CASE("slow compute: same results, forwarded queries, and at least factor x the time") {
   CpuCompute plain(1);
-  std::unique_ptr<Compute> slow = make_slow_compute(std::make_unique<CpuCompute>(1), 4.0);
+  std::unique_ptr<Compute> slow = make_slow_compute(std::make_unique<SleepyGemm>(), 4.0);
   CHECK(slow->kind() == plain.kind());
   CHECK(slow->gemm_path() == plain.gemm_path());
   CHECK(slow->memory_is_host());
-  gemms(plain);  // warm
   const auto [plain_s, plain_value] = gemms(plain);
   const auto [slow_s, slow_value] = gemms(*slow);
   CHECK(slow_value == plain_value);  // the same arithmetic, exactly
-  // 4x expected; 2x leaves room for a plain run slowed by this shared machine.
-  CHECK(slow_s > 2.0 * plain_s);
+  // 20 GEMMs of at least 2 ms each, each followed by a wait of 3x its own time: >= 160 ms. Without
+  // the waits the run would take about 40 ms.
+  const double floor_s = 20 * 4.0 * std::chrono::duration<double>(kGemmSleep).count();
+  CHECK(slow_s >= floor_s);
 }
 
 TEST_CASE("slow compute: the factor must exceed 1") {
