@@ -184,8 +184,8 @@ GemmCaseResult measure_grouped(Compute& c, const GroupedGemmCase& g, int warmup,
 
 // Core attention of one layer, one sequence, on the MLA operands the step hands over (q, the kv
 // up-projection, the shared rope key), through `impl`: UsageError where the backend has no such
-// implementation or cuDNN refuses the shape (the caller records why). Leaves the backend's
-// implementation at auto.
+// implementation or cuDNN refuses the shape (the caller records why and sets the implementation
+// back to auto).
 AttentionCaseResult measure_attention(Compute& c, const ModelConfig& m, std::int64_t seq,
                                       AttentionImpl impl, int warmup, int iterations) {
   const MlaDims d{m.num_attention_heads, m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim};
@@ -215,19 +215,13 @@ AttentionCaseResult measure_attention(Compute& c, const ModelConfig& m, std::int
   r.qk_dim = d.dq();
   r.v_dim = d.dv;
   r.flops = core_attention_flops_per_token(m, seq) * static_cast<double>(seq);
-  try {
-    r.forward_time_s =
-        time_calls(c, warmup, iterations, [&] { c.attention_forward(s, in, out, stats); });
-    r.time_s = time_calls(c, warmup, iterations, [&] {
-      c.attention_forward(s, in, out, stats);
-      c.attention_backward(s, in, out, dout, stats, grad);
-    });
-  } catch (...) {
-    c.set_attention_impl(AttentionImpl::automatic);
-    throw;
-  }
+  r.forward_time_s =
+      time_calls(c, warmup, iterations, [&] { c.attention_forward(s, in, out, stats); });
+  r.time_s = time_calls(c, warmup, iterations, [&] {
+    c.attention_forward(s, in, out, stats);
+    c.attention_backward(s, in, out, dout, stats, grad);
+  });
   r.path = c.attention_path();
-  c.set_attention_impl(AttentionImpl::automatic);
   return r;
 }
 
@@ -380,6 +374,7 @@ int bench_command(const CliOptions& o) {
     } catch (const UsageError& e) {
       r.attention_unavailable.push_back({to_string(impl), e.what()});
     }
+    c.set_attention_impl(AttentionImpl::automatic);  // the layer stacks run auto
   }
   for (const RunConfig& config : plan.stacks) {
     progress(std::to_string(config.workload.layers) + "-layer training step");

@@ -20,6 +20,7 @@
 #include "harness/backends/cpu/cpu_compute.hpp"
 #include "harness/backends/cuda/attention_gemm.cuh"
 #include "tests/cuda_host/attention_host.hpp"
+#include "tests/cuda_host/emulated_grid.hpp"
 
 namespace moebench::cuda {
 namespace {
@@ -42,7 +43,7 @@ void put(void* p, cudaDataType_t type, long long i, float v) {
 // The executor attention_gemm.cuh asks for, on host memory.
 struct HostAttention {
   std::size_t budget = std::size_t{1} << 30;
-  std::vector<uint4> buffer;
+  HostScratch scratch_buffer;
   int gemms = 0;
 
   // cuBLAS: C_i = alpha op(A_i) op(B_i) + beta C_i, column-major, element (r, c) of X at
@@ -93,9 +94,8 @@ struct HostAttention {
   // The kernel's own per-thread work, every thread of a small grid (striding both ways).
   void probs(const ScoreChunk& ch, const float* s, const float* dp, const float* d,
              std::int64_t heads_total, const Mat& stats, bf16* out) {
-    for (std::int64_t y = 0; y < 3; ++y)
-      for (std::int64_t x = 0; x < 64; ++x)
-        probs_work(GridPos{x, 64, y, 3}, ch, s, dp, d, heads_total, stats, out);
+    run_grid(dim3(1, 3), 64,
+             [&](const GridPos& p) { probs_work(p, ch, s, dp, d, heads_total, stats, out); });
   }
   void rowdot(const Mat& dout, const Mat& out, std::int64_t heads, std::int64_t v_dim, float* d) {
     for (std::int64_t r = 0; r < dout.rows; ++r) {
@@ -117,10 +117,7 @@ struct HostAttention {
     for (std::int64_t r = 0; r < src.rows; ++r)
       for (std::int64_t c = 0; c < src.cols; ++c) store(dst, r, c, load(src, r, c));
   }
-  void* scratch(std::size_t bytes) {
-    buffer.assign((bytes + 15) / 16, uint4{0x7fc00000u, 0x7fc00000u, 0x7fc00000u, 0x7fc00000u});
-    return buffer.data();  // NaN-filled: what the orchestration reads must have been written
-  }
+  void* scratch(std::size_t bytes) { return scratch_buffer.get(bytes); }
   std::size_t score_budget() const { return budget; }
 };
 

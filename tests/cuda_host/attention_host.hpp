@@ -25,6 +25,16 @@ inline AttentionShape mla_shape(bool causal) {
   return AttentionShape{2, 7, kMla.heads, kMla.dq(), kMla.dv, 1.0f / std::sqrt(12.0f), causal};
 }
 
+// The executors' scratch: every call a fresh buffer of BF16 NaNs (NaNs as FP32 too), so what the
+// orchestration reads it must have written.
+struct HostScratch {
+  std::vector<uint4> buffer;
+  void* get(std::size_t bytes) {
+    buffer.assign((bytes + 15) / 16, uint4{0x7fc07fc0u, 0x7fc07fc0u, 0x7fc07fc0u, 0x7fc07fc0u});
+    return buffer.data();
+  }
+};
+
 // A host matrix twice: BF16 for the executor, the same values in FP32 for the cpu backend.
 struct Pair {
   std::vector<bf16> dev;

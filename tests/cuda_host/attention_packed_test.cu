@@ -21,6 +21,7 @@
 
 #include "harness/backends/cuda/attention_packed.cuh"
 #include "tests/cuda_host/attention_host.hpp"
+#include "tests/cuda_host/emulated_grid.hpp"
 
 namespace moebench::cuda {
 namespace {
@@ -32,7 +33,7 @@ struct HostSdpa {
   CpuCompute& c;
   std::size_t budget = std::size_t{1} << 30;
   bool refuse = false;
-  std::vector<uint4> buffer;
+  HostScratch scratch_buffer;
   int supports_calls = 0, forwards = 0, backwards = 0, gathers = 0;
 
   // The views are cuDNN's [batch, heads, seq, d]: rows x heads d, a head's d columns together.
@@ -85,20 +86,14 @@ struct HostSdpa {
   // The kernels' per-thread work, every thread of a small grid (striding both ways).
   void gather(const HeadCols& a, const HeadCols& b, std::int64_t h0, const Mat& packed) {
     ++gathers;
-    for (std::int64_t y = 0; y < 3; ++y)
-      for (std::int64_t x = 0; x < 32; ++x)
-        gather_heads_work(GridPos{x, 32, y, 3}, a, b, h0, packed);
+    run_grid(dim3(1, 3), 32, [&](const GridPos& p) { gather_heads_work(p, a, b, h0, packed); });
   }
   void scatter(const Mat& packed, std::int64_t h0, std::int64_t heads, const HeadCols& a,
                const HeadCols& b, bool accumulate) {
-    for (std::int64_t y = 0; y < 3; ++y)
-      for (std::int64_t x = 0; x < 32; ++x)
-        scatter_heads_work(GridPos{x, 32, y, 3}, packed, h0, heads, a, b, accumulate);
+    run_grid(dim3(1, 3), 32,
+             [&](const GridPos& p) { scatter_heads_work(p, packed, h0, heads, a, b, accumulate); });
   }
-  void* scratch(std::size_t bytes) {
-    buffer.assign((bytes + 15) / 16, uint4{0x7fc07fc0u, 0x7fc07fc0u, 0x7fc07fc0u, 0x7fc07fc0u});
-    return buffer.data();  // BF16 NaNs: what the orchestration reads must have been written
-  }
+  void* scratch(std::size_t bytes) { return scratch_buffer.get(bytes); }
   std::size_t score_budget() const { return budget; }
 };
 

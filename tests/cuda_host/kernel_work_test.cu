@@ -22,6 +22,7 @@
 
 #include "harness/backends/cuda/device_mat.cuh"
 #include "harness/backends/cuda/kernel_work.cuh"
+#include "tests/cuda_host/emulated_grid.hpp"
 #include "workloads/ops/elementwise.hpp"
 #include "workloads/ops/random.hpp"
 
@@ -107,13 +108,6 @@ void check_same(const HostMat& got, const HostMat& want, const std::string& what
             << (first >= 0 ? want.raw(first) : 0.0f)
             << ", inside the view: " << (first >= 0 && got.in_view(first)) << ")");
   CHECK(wrong == 0);
-}
-
-// Runs work(GridPos) for every thread of a grid of `grid` blocks of `threads` threads.
-void run_grid(dim3 grid, int threads, const std::function<void(const GridPos&)>& work) {
-  const std::int64_t nx = static_cast<std::int64_t>(grid.x) * threads;
-  for (std::int64_t y = 0; y < grid.y; ++y)
-    for (std::int64_t x = 0; x < nx; ++x) work(GridPos{x, nx, y, grid.y});
 }
 
 // The grids each case runs on: as the backend sizes them for a large device, and one far smaller

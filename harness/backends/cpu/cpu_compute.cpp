@@ -389,7 +389,7 @@ struct HeadView {
 };
 HeadView head(const HeadCols& x, const AttentionShape& s, std::int64_t b, std::int64_t h,
               std::int64_t col = 0) {
-  return {x.m.as<float>() + b * s.seq_len * x.m.ld + h * x.head_stride + col, x.m.ld};
+  return {x.head(h).as<float>() + b * s.seq_len * x.m.ld + col, x.m.ld};
 }
 
 // Visible keys of query row i.

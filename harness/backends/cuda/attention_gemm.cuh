@@ -25,22 +25,16 @@
 #include <cublas_api.h>
 
 #include <algorithm>
-#include <climits>
 #include <cstdint>
 #include <utility>
 
 #include "harness/backends/cuda/cuda_backend.hpp"  // Carver
+#include "harness/backends/cuda/cuda_check.hpp"    // cublas_int
 #include "harness/backends/cuda/device_mat.cuh"
 #include "harness/backends/cuda/kernel_work.cuh"
 #include "harness/compute/attention_operands.hpp"
-#include "harness/core/error.hpp"
 
 namespace moebench::cuda {
-
-inline int attention_int(std::int64_t v, const char* what) {
-  MB_CHECK(v >= 0 && v <= INT_MAX, what << " = " << v << " exceeds the cuBLAS integer range");
-  return static_cast<int>(v);
-}
 
 // A row-major batched operand: the matrices `stride` elements apart (0: one matrix for all).
 struct Operand {
@@ -79,24 +73,24 @@ inline GemmCall row_major_batched(bool trans_a, bool trans_b, std::int64_t m, st
                                   std::int64_t stride_c, std::int64_t batch) {
   return GemmCall{trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                   trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                  attention_int(n, "attention N"),
-                  attention_int(m, "attention M"),
-                  attention_int(k, "attention K"),
+                  cublas_int(n, "attention N"),
+                  cublas_int(m, "attention M"),
+                  cublas_int(k, "attention K"),
                   alpha,
                   b.data,
                   b.type,
-                  attention_int(b.ld, "attention ldb"),
+                  cublas_int(b.ld, "attention ldb"),
                   b.stride,
                   a.data,
                   a.type,
-                  attention_int(a.ld, "attention lda"),
+                  cublas_int(a.ld, "attention lda"),
                   a.stride,
                   beta,
                   c,
                   c_type,
-                  attention_int(ldc, "attention ldc"),
+                  cublas_int(ldc, "attention ldc"),
                   stride_c,
-                  attention_int(batch, "attention batch")};
+                  cublas_int(batch, "attention batch")};
 }
 
 // Heads per chunk, so that the chunk's buffers (bytes_per_head each) fit the budget.
@@ -109,8 +103,7 @@ inline std::int64_t chunk_heads(std::int64_t heads, std::size_t bytes_per_head,
 // GEMM operand: the heads head_stride apart (0 where shared).
 inline Operand heads_of(const HeadCols& x, const AttentionShape& s, std::int64_t b, std::int64_t h0,
                         std::int64_t col = 0) {
-  return {static_cast<const __nv_bfloat16*>(x.m.data) + b * s.seq_len * x.m.ld +
-              h0 * x.head_stride + col,
+  return {static_cast<const __nv_bfloat16*>(x.head(h0).data) + b * s.seq_len * x.m.ld + col,
           CUDA_R_16BF, x.m.ld, x.head_stride};
 }
 inline void* out_ptr(const Operand& o) {

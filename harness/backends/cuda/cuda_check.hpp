@@ -7,6 +7,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <climits>
+#include <cstdint>
 #include <sstream>
 #include <string>
 
@@ -43,6 +45,17 @@ inline std::string device_suffix() {
 }
 
 }  // namespace moebench::cuda_detail
+
+namespace moebench::cuda {
+
+// A dimension, leading dimension or count for cuBLAS's int arguments: RuntimeError naming it
+// where it does not fit.
+inline int cublas_int(std::int64_t v, const char* what) {
+  MB_CHECK(v >= 0 && v <= INT_MAX, what << " = " << v << " exceeds the cuBLAS integer range");
+  return static_cast<int>(v);
+}
+
+}  // namespace moebench::cuda
 
 #define CUDA_CHECK(call)                                                                     \
   do {                                                                                       \

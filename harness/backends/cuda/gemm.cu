@@ -12,7 +12,6 @@
 // Grouped GEMMs (the experts): --grouped-gemm loop runs one cuBLASLt call per problem, in order
 // on the stream, exactly the dense path the roofline reference measures; grouped runs one
 // cublasGemmGroupedBatchedEx (below), where cuBLAS picks the kernels itself.
-#include <climits>
 #include <cstring>
 
 #include "harness/backends/cuda/cuda_backend.hpp"
@@ -39,11 +38,6 @@ std::uint32_t alignment_of(const Mat& m) {
 
 cudaDataType_t cuda_type(DType t) {
   return t == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F;
-}
-
-int as_int(std::int64_t v, const char* what) {
-  MB_CHECK(v >= 0 && v <= INT_MAX, what << " = " << v << " exceeds the cuBLAS integer range");
-  return static_cast<int>(v);
 }
 
 template <typename T>
@@ -217,11 +211,12 @@ void GemmEngine::run(bool trans_a, bool trans_b, float alpha, const Mat& a, cons
   key.fp8 = false;
   const Plan& p = plan(key);
   if (p.use_fallback) {
-    CUBLAS_CHECK(cublasGemmEx(
-        fallback_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-        as_int(key.n, "gemm N"), as_int(key.m, "gemm M"), as_int(key.k, "gemm K"), &alpha, b.data,
-        CUDA_R_16BF, as_int(b.ld, "ldb"), a.data, CUDA_R_16BF, as_int(a.ld, "lda"), &beta, c.data,
-        cuda_type(c.dtype), as_int(c.ld, "ldc"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    CUBLAS_CHECK(cublasGemmEx(fallback_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                              trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, cublas_int(key.n, "gemm N"),
+                              cublas_int(key.m, "gemm M"), cublas_int(key.k, "gemm K"), &alpha,
+                              b.data, CUDA_R_16BF, cublas_int(b.ld, "ldb"), a.data, CUDA_R_16BF,
+                              cublas_int(a.ld, "lda"), &beta, c.data, cuda_type(c.dtype),
+                              cublas_int(c.ld, "ldc"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return;
   }
   CUBLAS_CHECK(cublasLtMatmul(lt_, p.desc, &alpha, b.data, p.a, a.data, p.b, &beta, c.data, p.c,
@@ -333,12 +328,12 @@ void CudaCompute::do_grouped_gemm(bool trans_a, bool trans_b, float alpha,
   for (std::size_t i = 0; i < count; ++i) {
     const GemmProblem& g = *run[i];
     const auto [m, n, k] = gemm_shape(trans_a, trans_b, g.a, g.b, g.c);
-    ms[i] = as_int(n, "grouped gemm N");
-    ns[i] = as_int(m, "grouped gemm M");
-    ks[i] = as_int(k, "grouped gemm K");
-    lda[i] = as_int(g.b.ld, "ldb");
-    ldb[i] = as_int(g.a.ld, "lda");
-    ldc[i] = as_int(g.c.ld, "ldc");
+    ms[i] = cublas_int(n, "grouped gemm N");
+    ns[i] = cublas_int(m, "grouped gemm M");
+    ks[i] = cublas_int(k, "grouped gemm K");
+    lda[i] = cublas_int(g.b.ld, "ldb");
+    ldb[i] = cublas_int(g.a.ld, "lda");
+    ldc[i] = cublas_int(g.c.ld, "ldc");
     pointers[i] = g.b.data;
     pointers[count + i] = g.a.data;
     pointers[2 * count + i] = g.c.data;
