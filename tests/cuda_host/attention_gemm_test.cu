@@ -1,8 +1,8 @@
 // The cuda backend's batched-GEMM attention (harness/backends/cuda/attention_gemm.cuh) run on the
 // CPU: its orchestration, unchanged, over a host executor that carries out each
 // cublasGemmStridedBatchedEx call by the column-major contract cuBLAS documents (and refuses the
-// leading dimensions cuBLAS would refuse), the softmax and dot products as the kernels compute
-// them and the probabilities through the kernels' own probs_work. Compared with the cpu
+// leading dimensions cuBLAS would refuse), and the softmax, the dot products and the
+// probabilities through the kernels' own work (row_work.cuh, probs_work). Compared with the cpu
 // backend's attention on the same BF16-rounded values, this checks without a GPU what a GPU test
 // would: the row-major to column-major translation, every operand's pointer, leading dimension
 // and batch stride, the head chunks, and the shared rope key's reduction over heads and chunks.
@@ -19,6 +19,7 @@
 
 #include "harness/backends/cpu/cpu_compute.hpp"
 #include "harness/backends/cuda/attention_gemm.cuh"
+#include "harness/backends/cuda/row_work.cuh"
 #include "tests/cuda_host/attention_host.hpp"
 #include "tests/cuda_host/emulated_grid.hpp"
 
@@ -77,35 +78,27 @@ struct HostAttention {
       }
     }
   }
-  // softmax_forward_kernel's arithmetic, one score row at a time.
+  // The kernels' row work (row_work.cuh) and probs_work, over an emulated block (and warp), 16
+  // bytes at a time where the rows allow, as attention.cu decides.
   void softmax(const ScoreChunk& ch, const float* s, bf16* p, const Mat& stats) {
-    for (std::int64_t blk = 0; blk < ch.heads * ch.seq; ++blk) {
-      const std::int64_t i = blk % ch.seq, n = ch.causal ? i + 1 : ch.seq;
-      const float* sr = s + blk * ch.seq;
-      float mx = -INFINITY, sum = 0.0f;
-      for (std::int64_t j = 0; j < n; ++j) mx = std::fmax(mx, sr[j]);
-      for (std::int64_t j = 0; j < n; ++j) sum += ::expf(sr[j] - mx);
-      const float lse = mx + ::logf(sum);
-      for (std::int64_t j = 0; j < ch.seq; ++j)
-        p[blk * ch.seq + j] = __float2bfloat16_rn(j < n ? ::expf(sr[j] - lse) : 0.0f);
-      store(stats, ch.row0 + i, ch.head0 + blk / ch.seq, lse);
-    }
+    const Mat sm = ch.rows(s, DType::f32), pm = ch.rows(p, DType::bf16);
+    HostTeam block{64};
+    for (std::int64_t blk = 0; blk < ch.heads * ch.seq; ++blk)
+      softmax_row(block, ch, sm, pm, stats, blk, vec_rows_ok(sm) && vec_rows_ok(pm));
   }
-  // The kernel's own per-thread work, every thread of a small grid (striding both ways).
   void probs(const ScoreChunk& ch, const float* s, const float* dp, const float* d,
              std::int64_t heads_total, const Mat& stats, bf16* out) {
+    const bool vec = vec_rows_ok(ch.rows(s, DType::f32)) &&
+                     (dp == nullptr || vec_rows_ok(ch.rows(dp, DType::f32))) &&
+                     vec_rows_ok(ch.rows(out, DType::bf16));
     run_grid(dim3(1, 3), 64,
-             [&](const GridPos& p) { probs_work(p, ch, s, dp, d, heads_total, stats, out); });
+             [&](const GridPos& p) { probs_work(p, ch, s, dp, d, heads_total, stats, out, vec); });
   }
   void rowdot(const Mat& dout, const Mat& out, std::int64_t heads, std::int64_t v_dim, float* d) {
-    for (std::int64_t r = 0; r < dout.rows; ++r) {
-      for (std::int64_t h = 0; h < heads; ++h) {
-        float acc = 0.0f;
-        for (std::int64_t c = 0; c < v_dim; ++c)
-          acc += load(dout, r, h * v_dim + c) * load(out, r, h * v_dim + c);
-        d[r * heads + h] = acc;
-      }
-    }
+    const bool vec = v_dim % kVec == 0 && vec_rows_ok(dout) && vec_rows_ok(out);
+    HostTeam warp{32};
+    for (std::int64_t w = 0; w < dout.rows * heads; ++w)
+      rowdot_row(warp, dout, out, heads, v_dim, w, d, vec);
   }
   void fill(const Mat& x, float value) {
     for (std::int64_t r = 0; r < x.rows; ++r)

@@ -23,92 +23,12 @@
 #include "harness/backends/cuda/device_mat.cuh"
 #include "harness/backends/cuda/kernel_work.cuh"
 #include "tests/cuda_host/emulated_grid.hpp"
+#include "tests/cuda_host/host_mat.hpp"
 #include "workloads/ops/elementwise.hpp"
 #include "workloads/ops/random.hpp"
 
 namespace moebench::cuda {
 namespace {
-
-constexpr float kCanary = -12345.0f;  // BF16-exact
-
-// Host memory for a rows x ld matrix of `dtype`, 16-byte aligned, with a margin of canaries
-// before and after; view() is the rows x cols view at column `offset` (offset 1 breaks the
-// 16-byte alignment of BF16 and FP32 rows alike).
-class HostMat {
- public:
-  HostMat(std::int64_t rows, std::int64_t cols, std::int64_t ld, std::int64_t offset, DType dtype)
-      : rows_(rows), cols_(cols), ld_(ld), offset_(offset), dtype_(dtype) {
-    const std::size_t bytes = static_cast<std::size_t>(total()) * dtype_size(dtype);
-    storage_ = std::make_unique<uint4[]>((bytes + 15) / 16);
-    for (std::int64_t i = 0; i < total(); ++i) set_raw(i, kCanary);
-  }
-  Mat view() const {
-    return Mat{static_cast<char*>(base()) + (kMargin + offset_) * dtype_size(dtype_), rows_, cols_,
-               ld_, dtype_};
-  }
-  // Every element of the allocation, in memory order (view elements and canaries).
-  std::int64_t total() const { return 2 * kMargin + rows_ * ld_ + offset_; }
-  float raw(std::int64_t i) const {
-    if (dtype_ == DType::bf16) {
-      std::uint16_t h;
-      std::memcpy(&h, static_cast<const char*>(base()) + 2 * i, 2);
-      return bits_to_float(static_cast<std::uint32_t>(h) << 16);
-    }
-    float f;
-    std::memcpy(&f, static_cast<const char*>(base()) + 4 * i, 4);
-    return f;
-  }
-  void set_raw(std::int64_t i, float v) {
-    if (dtype_ == DType::bf16) {
-      const std::uint16_t h = static_cast<std::uint16_t>(pack_bf16x2(v, 0.0f) & 0xffffu);
-      std::memcpy(static_cast<char*>(base()) + 2 * i, &h, 2);
-    } else {
-      std::memcpy(static_cast<char*>(base()) + 4 * i, &v, 4);
-    }
-  }
-  // Whether element i of the allocation lies inside the view.
-  bool in_view(std::int64_t i) const {
-    const std::int64_t j = i - kMargin - offset_;
-    if (j < 0 || j >= rows_ * ld_) return false;
-    return j % ld_ < cols_;
-  }
-  // Fills the view with seeded values in [-2, 2), rounded to the dtype.
-  void randomise(std::uint64_t stream) {
-    const Mat v = view();
-    for (std::int64_t r = 0; r < rows_; ++r)
-      for (std::int64_t c = 0; c < cols_; ++c)
-        store(v, r, c, 2.0f * uniform_pm1(5, stream, static_cast<std::uint64_t>(r * cols_ + c)));
-  }
-  HostMat clone() const {
-    HostMat m(rows_, cols_, ld_, offset_, dtype_);
-    std::memcpy(m.base(), base(), static_cast<std::size_t>(total()) * dtype_size(dtype_));
-    return m;
-  }
-
- private:
-  static constexpr std::int64_t kMargin = 24;
-  void* base() const { return storage_.get(); }
-  std::int64_t rows_, cols_, ld_, offset_;
-  DType dtype_;
-  std::unique_ptr<uint4[]> storage_;
-};
-
-// got and want element for element, canaries included.
-void check_same(const HostMat& got, const HostMat& want, const std::string& what) {
-  std::int64_t wrong = 0, first = -1;
-  for (std::int64_t i = 0; i < got.total(); ++i) {
-    const float g = got.raw(i), w = want.raw(i);
-    if (!(g == w || (g != g && w != w))) {
-      ++wrong;
-      if (first < 0) first = i;
-    }
-  }
-  INFO(what << ": " << wrong << " elements differ; first at " << first << " (got "
-            << (first >= 0 ? got.raw(first) : 0.0f) << ", want "
-            << (first >= 0 ? want.raw(first) : 0.0f)
-            << ", inside the view: " << (first >= 0 && got.in_view(first)) << ")");
-  CHECK(wrong == 0);
-}
 
 // The grids each case runs on: as the backend sizes them for a large device, and one far smaller
 // than the work (every thread strides over several rows and columns).
@@ -486,44 +406,55 @@ TEST_CASE("gather and scatter heads work: MLA's key and value packed, the gradie
 }
 
 TEST_CASE("probs work: causal probabilities and their gradient over a chunk of heads") {
-  const std::int64_t seq = 9, heads = 2, heads_total = 5, rows = 2 * seq;
-  const ScoreChunk ch{seq, heads, seq, 3, true};  // the second sequence, heads 3 and 4
-  std::vector<float> s(static_cast<std::size_t>(heads * seq * seq)), dp(s.size());
-  std::vector<float> d(static_cast<std::size_t>(rows * heads_total));
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    s[i] = uniform_pm1(1, 1, i);
-    dp[i] = uniform_pm1(1, 2, i);
-  }
-  for (std::size_t i = 0; i < d.size(); ++i) d[i] = uniform_pm1(1, 3, i);
-  HostMat stats(rows, heads_total, heads_total, 0, DType::f32);
-  stats.randomise(50);
-  for (bool with_dp : {false, true}) {
-    for (const dim3 g : {dim3(1, 1), dim3(2, 4), cell_grid_for(heads * seq, seq, 64, 4224)}) {
-      CAPTURE(with_dp);
-      CAPTURE(g.x);
-      CAPTURE(g.y);
-      std::vector<__nv_bfloat16> got(s.size(), __float2bfloat16_rn(kCanary));
-      run_grid(g, 4, [&](const GridPos& p) {
-        probs_work(p, ch, s.data(), with_dp ? dp.data() : nullptr, d.data(), heads_total,
-                   stats.view(), got.data());
-      });
-      std::int64_t wrong = 0;
-      for (std::int64_t h = 0; h < heads; ++h) {
-        for (std::int64_t i = 0; i < seq; ++i) {
-          for (std::int64_t j = 0; j < seq; ++j) {
-            const std::size_t e = static_cast<std::size_t>((h * seq + i) * seq + j);
-            const float lse = load(stats.view(), seq + i, 3 + h);
-            float want = 0.0f;
-            if (j <= i) {
-              want = ::expf(s[e] - lse);
-              if (with_dp)
-                want *= dp[e] - d[static_cast<std::size_t>((seq + i) * heads_total + 3 + h)];
+  // seq 9: rows of 36 and 18 bytes, the element path only; seq 16: the 16-byte path, two chunks.
+  for (const std::int64_t seq : {9, 16}) {
+    const std::int64_t heads = 2, heads_total = 5, rows = 2 * seq;
+    const ScoreChunk ch{seq, heads, seq, 3, true};  // the second sequence, heads 3 and 4
+    HostMat s(heads * seq, seq, seq, 0, DType::f32), dp(heads * seq, seq, seq, 0, DType::f32);
+    s.randomise(1);
+    dp.randomise(2);
+    std::vector<float> d(static_cast<std::size_t>(rows * heads_total));
+    for (std::size_t i = 0; i < d.size(); ++i) d[i] = uniform_pm1(1, 3, i);
+    HostMat stats(rows, heads_total, heads_total, 0, DType::f32);
+    stats.randomise(50);
+    const float* sp = static_cast<const float*>(s.view().data);
+    const float* dpp = static_cast<const float*>(dp.view().data);
+    for (bool with_dp : {false, true}) {
+      for (bool vec : {false, true}) {
+        HostMat out(heads * seq, seq, seq, 0, DType::bf16);
+        const bool vec_ok = vec_rows_ok(s.view()) && vec_rows_ok(out.view());
+        CHECK(vec_ok == (seq % kVec == 0));
+        if (vec && !vec_ok) continue;
+        for (const dim3 g : {dim3(1, 1), dim3(2, 4),
+                             cell_grid_for(heads * seq, cell_columns(seq, vec), 64, 4224)}) {
+          CAPTURE(seq);
+          CAPTURE(with_dp);
+          CAPTURE(vec);
+          CAPTURE(g.x);
+          CAPTURE(g.y);
+          HostMat got = out.clone(), want = out.clone();
+          run_grid(g, 4, [&](const GridPos& p) {
+            probs_work(p, ch, sp, with_dp ? dpp : nullptr, d.data(), heads_total, stats.view(),
+                       static_cast<__nv_bfloat16*>(got.view().data), vec);
+          });
+          for (std::int64_t h = 0; h < heads; ++h) {
+            for (std::int64_t i = 0; i < seq; ++i) {
+              const std::int64_t blk = h * seq + i;
+              const float lse = load(stats.view(), seq + i, 3 + h);
+              const float dd = d[static_cast<std::size_t>((seq + i) * heads_total + 3 + h)];
+              for (std::int64_t j = 0; j < seq; ++j) {
+                float v = 0.0f;
+                if (j <= i) {
+                  v = ::expf(load(s.view(), blk, j) - lse);
+                  if (with_dp) v *= load(dp.view(), blk, j) - dd;
+                }
+                store(want.view(), blk, j, v);
+              }
             }
-            if (__bfloat162float(got[e]) != __bfloat162float(__float2bfloat16_rn(want))) ++wrong;
           }
+          check_same(got, want, "probs");
         }
       }
-      CHECK(wrong == 0);
     }
   }
 }

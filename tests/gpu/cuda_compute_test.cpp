@@ -758,6 +758,22 @@ TEST_CASE("element-wise and row kernels on their 16-byte and element paths") {
       cpu().gather_rows_scaled(view(x, false), idx.cv(), scale.cv(), view(y, false));
       dev().gather_rows_scaled(view(x, true), idx.dv(), scale.dv(), view(y, true));
       check_twin(y, kOne, "gather_rows_scaled");
+      // The row reductions (row_work.cuh): scatter-add, gathered dot, cross-entropy in place.
+      cpu().scatter_add_rows(view(x, false), idx.cv(), scale.cv(), view(y, false));
+      dev().scatter_add_rows(view(x, true), idx.dv(), scale.dv(), view(y, true));
+      check_twin(y, kOne, "scatter_add_rows");
+      Twin dot = twin_random(rows, 1, 311, 1.0f, true);
+      cpu().gathered_row_dot(view(x, false), idx.cv(), view(y, false), dot.cv());
+      dev().gathered_row_dot(view(x, true), idx.dv(), view(y, true), dot.dv());
+      check_twin(dot, kOne, "gathered_row_dot");
+      IVec labels(rows);
+      for (std::int64_t i = 0; i < rows; ++i)
+        labels[i] = static_cast<std::int32_t>((i * 13) % cols);
+      Twin lab = twin_index(labels), loss = twin_random(rows, 1, 312, 1.0f, true);
+      cpu().cross_entropy(view(x, false), lab.cv(), 0.5f, loss.cv());
+      dev().cross_entropy(view(x, true), lab.dv(), 0.5f, loss.dv());
+      check_twin(loss, 1e-5, "cross_entropy loss");
+      check_twin(x, kOne, "cross_entropy dlogits");
     }
   }
   // A dense tensor whose element count leaves a tail past the last chunk: fill, fill_random.

@@ -13,6 +13,7 @@
 #include "harness/backends/cuda/cuda_backend.hpp"
 #include "harness/backends/cuda/device_mat.cuh"
 #include "harness/backends/cuda/kernel_work.cuh"
+#include "harness/backends/cuda/row_work.cuh"
 
 namespace moebench::cuda {
 
@@ -22,50 +23,29 @@ constexpr int kThreads = 256;
 
 using bf16 = __nv_bfloat16;
 
-__device__ __forceinline__ std::int64_t visible_keys(const ScoreChunk& ch, std::int64_t i) {
-  return ch.causal ? i + 1 : ch.seq;
-}
-
-// P = softmax(S) over the visible keys (0 elsewhere), stats = log-sum-exp. One block per row.
-__global__ void softmax_forward_kernel(ScoreChunk ch, const float* s, bf16* p, Mat stats) {
+// P = softmax(S) over the visible keys (0 elsewhere), stats = log-sum-exp: one block per score
+// row (row_work.cuh), 16 bytes at a time where the rows allow.
+__global__ void softmax_forward_kernel(ScoreChunk ch, Mat s, Mat p, Mat stats, bool vec) {
   __shared__ float red[32];
-  for (std::int64_t blk = blockIdx.x; blk < ch.heads * ch.seq; blk += gridDim.x) {
-    const std::int64_t i = blk % ch.seq;
-    const float* sr = s + blk * ch.seq;
-    bf16* pr = p + blk * ch.seq;
-    const std::int64_t n = visible_keys(ch, i);
-    float mx = -INFINITY;
-    for (std::int64_t j = threadIdx.x; j < n; j += blockDim.x) mx = fmaxf(mx, sr[j]);
-    mx = block_max(mx, red);
-    float sum = 0.0f;
-    for (std::int64_t j = threadIdx.x; j < n; j += blockDim.x) sum += ::expf(sr[j] - mx);
-    const float lse = mx + ::logf(block_sum(sum, red));
-    for (std::int64_t j = threadIdx.x; j < ch.seq; j += blockDim.x) {
-      pr[j] = __float2bfloat16_rn(j < n ? ::expf(sr[j] - lse) : 0.0f);
-    }
-    if (threadIdx.x == 0) store(stats, ch.row0 + i, ch.head0 + blk / ch.seq, lse);
-  }
+  BlockTeam team{red};
+  for (std::int64_t blk = blockIdx.x; blk < ch.heads * ch.seq; blk += gridDim.x)
+    softmax_row(team, ch, s, p, stats, blk, vec);
 }
 
 // Backward over the chunk's scores (kernel_work.cuh): a score row per block row, keys along x.
 __global__ void probs_kernel(ScoreChunk ch, const float* s, const float* dp, const float* d,
-                             std::int64_t heads_total, Mat stats, bf16* out) {
-  probs_work(grid_pos(), ch, s, dp, d, heads_total, stats, out);
+                             std::int64_t heads_total, Mat stats, bf16* out, bool vec) {
+  probs_work(grid_pos(), ch, s, dp, d, heads_total, stats, out, vec);
 }
 
-// D[r, h] = dot(dO[r, head h], O[r, head h]), one warp per (row, head).
-__global__ void rowdot_kernel(Mat dout, Mat out, std::int64_t heads, std::int64_t v_dim, float* d) {
-  const std::int64_t lane = threadIdx.x % 32;
+// D[r, h] = dot(dO[r, head h], O[r, head h]), one warp per (row, head) (row_work.cuh).
+__global__ void rowdot_kernel(Mat dout, Mat out, std::int64_t heads, std::int64_t v_dim, float* d,
+                              bool vec) {
+  WarpTeam team;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
   for (std::int64_t w = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
        w < dout.rows * heads; w += warps) {
-    const std::int64_t r = w / heads;
-    const std::int64_t c0 = (w % heads) * v_dim;
-    float acc = 0.0f;
-    for (std::int64_t c = lane; c < v_dim; c += 32)
-      acc += load(dout, r, c0 + c) * load(out, r, c0 + c);
-    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if (lane == 0) d[w] = acc;
+    rowdot_row(team, dout, out, heads, v_dim, w, d, vec);
   }
 }
 
@@ -95,19 +75,24 @@ struct CudaCompute::AttentionDevice {
                                             g.batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
   void softmax(const ScoreChunk& ch, const float* scores, bf16* probs, const Mat& stats) {
+    const Mat s = ch.rows(scores, DType::f32), p = ch.rows(probs, DType::bf16);
     softmax_forward_kernel<<<capped_blocks(ch.heads * ch.seq), kThreads, 0, c.stream_>>>(
-        ch, scores, probs, stats);
+        ch, s, p, stats, vec_rows_ok(s) && vec_rows_ok(p));
     CUDA_CHECK_LAUNCH();
   }
   void probs(const ScoreChunk& ch, const float* scores, const float* dp, const float* d,
              std::int64_t heads_total, const Mat& stats, bf16* out) {
-    probs_kernel<<<c.cell_grid(ch.heads * ch.seq, ch.seq, kThreads), kThreads, 0, c.stream_>>>(
-        ch, scores, dp, d, heads_total, stats, out);
+    const bool vec = vec_rows_ok(ch.rows(scores, DType::f32)) &&
+                     (dp == nullptr || vec_rows_ok(ch.rows(dp, DType::f32))) &&
+                     vec_rows_ok(ch.rows(out, DType::bf16));
+    probs_kernel<<<c.cell_grid(ch.heads * ch.seq, cell_columns(ch.seq, vec), kThreads), kThreads, 0,
+                   c.stream_>>>(ch, scores, dp, d, heads_total, stats, out, vec);
     CUDA_CHECK_LAUNCH();
   }
   void rowdot(const Mat& dout, const Mat& out, std::int64_t heads, std::int64_t v_dim, float* d) {
+    const bool vec = v_dim % kVec == 0 && vec_rows_ok(dout) && vec_rows_ok(out);
     rowdot_kernel<<<c.blocks_for(dout.rows * heads * 32, kThreads), kThreads, 0, c.stream_>>>(
-        dout, out, heads, v_dim, d);
+        dout, out, heads, v_dim, d, vec);
     CUDA_CHECK_LAUNCH();
   }
   void fill(const Mat& x, float value) { c.do_fill(x, value); }

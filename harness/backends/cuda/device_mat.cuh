@@ -225,4 +225,55 @@ __device__ __forceinline__ float block_max(float v, float* shared) {
   return t;
 }
 
+// ---- Teams: the threads that share one row (row_work.cuh) ------------------------------------
+// A block's threads (blockDim.x a multiple of 32, at most 1024): member threadIdx.x. Every member
+// calls each phase; `shared` holds 32 floats for the reductions.
+struct BlockTeam {
+  float* shared;
+  __device__ GridPos place() const { return GridPos{threadIdx.x, blockDim.x, 0, 1}; }
+  template <typename F>
+  __device__ float sum(F part) {
+    return block_sum(part(place()), shared);
+  }
+  template <typename F>
+  __device__ float max(F part) {
+    return block_max(part(place()), shared);
+  }
+  template <typename F>
+  __device__ void each(F work) {
+    work(place());
+  }
+  template <typename F>
+  __device__ void one(F f) {
+    if (threadIdx.x == 0) f();
+  }
+  __device__ void sync() { __syncthreads(); }
+};
+
+// A warp's 32 lanes (the whole warp calls each phase): member threadIdx.x % 32.
+struct WarpTeam {
+  __device__ GridPos place() const { return GridPos{threadIdx.x % 32, 32, 0, 1}; }
+  template <typename F>
+  __device__ float sum(F part) {
+    float v = part(place());
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+  }
+  template <typename F>
+  __device__ float max(F part) {
+    float v = part(place());
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+  }
+  template <typename F>
+  __device__ void each(F work) {
+    work(place());
+  }
+  template <typename F>
+  __device__ void one(F f) {
+    if (threadIdx.x % 32 == 0) f();
+  }
+  __device__ void sync() { __syncwarp(); }
+};
+
 }  // namespace moebench::cuda

@@ -292,14 +292,22 @@ struct ScoreChunk {
   std::int64_t row0;   // first token row of the sequence
   std::int64_t head0;  // first head of the chunk
   bool causal;
+
+  // The chunk's heads x seq score rows of seq keys at p, as a view of dtype t.
+  MB_CUDA_HD Mat rows(const void* p, DType t) const {
+    return Mat{const_cast<void*>(p), heads * seq, seq, seq, t};
+  }
 };
 
 // Backward, over the chunk's scores: P recomputed from S and the log-sum-exp (stats); with dp
 // given, dS = P * (dP - D) instead (D = rowsum(dO * O), heads_total per token row). Score rows on
-// the grid's y (their query and head found once per row), keys along x.
+// the grid's y (their query and head found once per row), keys along x; with `vec` (S, dP and the
+// output pass vec_rows_ok) kVec keys at a time.
 MB_CUDA_HD void probs_work(const GridPos& g, const ScoreChunk& ch, const float* s, const float* dp,
                            const float* d, std::int64_t heads_total, const Mat& stats,
-                           __nv_bfloat16* out) {
+                           __nv_bfloat16* out, bool vec) {
+  const Mat sm = ch.rows(s, DType::f32), dpm = ch.rows(dp, DType::f32);
+  const Mat om = ch.rows(out, DType::bf16);
   for (std::int64_t blk = g.y; blk < ch.heads * ch.seq; blk += g.ny) {
     const std::int64_t head_in_chunk = blk / ch.seq;  // once per row
     const std::int64_t i = blk - head_in_chunk * ch.seq;
@@ -307,15 +315,23 @@ MB_CUDA_HD void probs_work(const GridPos& g, const ScoreChunk& ch, const float* 
     const std::int64_t visible = ch.causal ? i + 1 : ch.seq;
     const float lse = load(stats, ch.row0 + i, head);
     const float dd = dp != nullptr ? d[(ch.row0 + i) * heads_total + head] : 0.0f;
-    const std::int64_t base = blk * ch.seq;
-    for (std::int64_t j = g.x; j < ch.seq; j += g.nx) {
-      float v = 0.0f;
-      if (j < visible) {
-        v = ::expf(s[base + j] - lse);
-        if (dp != nullptr) v *= dp[base + j] - dd;
-      }
-      out[base + j] = __float2bfloat16_rn(v);
-    }
+    const auto value = [&](std::int64_t j, float sv, float dpv) {
+      if (j >= visible) return 0.0f;
+      const float p = ::expf(sv - lse);
+      return dp != nullptr ? p * (dpv - dd) : p;
+    };
+    for_each_cell(
+        GridPos{g.x, g.nx, 0, 1}, 1, ch.seq, vec,
+        [&](std::int64_t, std::int64_t c) {
+          float sv[kVec], dpv[kVec] = {};
+          load_vec(sm, blk, c, sv);
+          if (dp != nullptr) load_vec(dpm, blk, c, dpv);
+          for (int j = 0; j < kVec; ++j) sv[j] = value(c + j, sv[j], dpv[j]);
+          store_vec(om, blk, c, sv);
+        },
+        [&](std::int64_t, std::int64_t c) {
+          store(om, blk, c, value(c, load(sm, blk, c), dp != nullptr ? load(dpm, blk, c) : 0.0f));
+        });
   }
 }
 

@@ -2,12 +2,13 @@
 // SwiGLU and AdamW. Each element calls the same function from workloads/ops/elementwise.hpp that
 // the cpu backend's loops call. The grid-stride kernels are one-line wrappers around the
 // per-thread work in kernel_work.cuh (rows on the grid's y, columns along x, no per-element
-// division; 16-byte accesses where every view allows them); RMSNorm's row reductions are here.
+// division; 16-byte accesses where every view allows them), RMSNorm's rows around row_work.cuh's.
 #include <algorithm>
 
 #include "harness/backends/cuda/cuda_backend.hpp"
 #include "harness/backends/cuda/device_mat.cuh"
 #include "harness/backends/cuda/kernel_work.cuh"
+#include "harness/backends/cuda/row_work.cuh"
 #include "workloads/ops/elementwise.hpp"
 
 namespace moebench::cuda {
@@ -42,77 +43,19 @@ __global__ void fill_random_kernel(Mat x, std::uint64_t seed, std::uint64_t stre
   fill_random_work(grid_pos(), x, seed, stream, scale, vec);
 }
 
-// The columns of one row split over the block's threads (chunks of kVec with vec, as
-// for_each_cell splits a row over a grid).
-__device__ __forceinline__ GridPos block_row() {
-  return GridPos{threadIdx.x, blockDim.x, 0, 1};
-}
-
-// One block per row (a grid-stride loop over rows).
+// RMSNorm's row reductions (row_work.cuh): one block per row, a grid-stride loop over rows.
 __global__ void rmsnorm_forward_kernel(Mat x, Mat w, float eps, Mat y, Mat rstd, bool vec) {
   __shared__ float red[32];
-  for (std::int64_t r = blockIdx.x; r < x.rows; r += gridDim.x) {
-    float sum_sq = 0.0f;
-    for_each_cell(
-        block_row(), 1, x.cols, vec,
-        [&](std::int64_t, std::int64_t c) {
-          float v[kVec];
-          load_vec(x, r, c, v);
-          for (float e : v) sum_sq += e * e;
-        },
-        [&](std::int64_t, std::int64_t c) {
-          const float v = load(x, r, c);
-          sum_sq += v * v;
-        });
-    const float rs = rmsnorm_rstd(block_sum(sum_sq, red), x.cols, eps);
-    for_each_cell(
-        block_row(), 1, x.cols, vec,
-        [&](std::int64_t, std::int64_t c) {
-          float v[kVec], wv[kVec];
-          load_vec(x, r, c, v);
-          load_vec(w, 0, c, wv);
-          for (int j = 0; j < kVec; ++j) v[j] = v[j] * rs * wv[j];
-          store_vec(y, r, c, v);
-        },
-        [&](std::int64_t, std::int64_t c) { store(y, r, c, load(x, r, c) * rs * load(w, 0, c)); });
-    if (threadIdx.x == 0) store(rstd, r, 0, rs);
-  }
+  BlockTeam team{red};
+  for (std::int64_t r = blockIdx.x; r < x.rows; r += gridDim.x)
+    rmsnorm_forward_row(team, x, w, eps, y, rstd, r, vec);
 }
 
 __global__ void rmsnorm_dx_kernel(Mat dy, Mat x, Mat w, Mat rstd, Mat dx, bool vec) {
   __shared__ float red[32];
-  for (std::int64_t r = blockIdx.x; r < x.rows; r += gridDim.x) {
-    // The chunk of w, dy and x at column c (both passes read the three).
-    const auto load_chunk = [&](std::int64_t c, float* wv, float* dyv, float* xv) {
-      load_vec(w, 0, c, wv);
-      load_vec(dy, r, c, dyv);
-      load_vec(x, r, c, xv);
-    };
-    float dot = 0.0f;
-    for_each_cell(
-        block_row(), 1, x.cols, vec,
-        [&](std::int64_t, std::int64_t c) {
-          float wv[kVec], dyv[kVec], xv[kVec];
-          load_chunk(c, wv, dyv, xv);
-          for (int j = 0; j < kVec; ++j) dot += wv[j] * dyv[j] * xv[j];
-        },
-        [&](std::int64_t, std::int64_t c) {
-          dot += load(w, 0, c) * load(dy, r, c) * load(x, r, c);
-        });
-    const float mean_wdyx = block_sum(dot, red) / static_cast<float>(x.cols);
-    const float rs = load(rstd, r, 0);
-    for_each_cell(
-        block_row(), 1, x.cols, vec,
-        [&](std::int64_t, std::int64_t c) {
-          float wv[kVec], dyv[kVec], xv[kVec];
-          load_chunk(c, wv, dyv, xv);
-          for (int j = 0; j < kVec; ++j) dyv[j] = rmsnorm_dx(dyv[j], xv[j], wv[j], rs, mean_wdyx);
-          store_vec(dx, r, c, dyv);
-        },
-        [&](std::int64_t, std::int64_t c) {
-          store(dx, r, c, rmsnorm_dx(load(dy, r, c), load(x, r, c), load(w, 0, c), rs, mean_wdyx));
-        });
-  }
+  BlockTeam team{red};
+  for (std::int64_t r = blockIdx.x; r < x.rows; r += gridDim.x)
+    rmsnorm_dx_row(team, dy, x, w, rstd, dx, r, vec);
 }
 
 // The weight gradient sums dy * x * rstd over rows: each block row (blockIdx.y) sums a chunk of

@@ -1,6 +1,7 @@
 // Routing and row movement on the device: the router's scores and top-k (one thread per token,
 // calling the same route_token the cpu backend calls), and the gathers, scatters and dots of the
-// token permutation. A bad index is skipped and reported through the backend's error word
+// token permutation (kernel_work.cuh's and row_work.cuh's work, 16 bytes at a time where the rows
+// allow). A bad index is skipped and reported through the backend's error word
 // (checked at the next synchronisation), since checking it on the host would need a copy back.
 #include <cub/device/device_radix_sort.cuh>
 
@@ -10,6 +11,7 @@
 #include "harness/backends/cuda/cuda_backend.hpp"
 #include "harness/backends/cuda/device_mat.cuh"
 #include "harness/backends/cuda/kernel_work.cuh"
+#include "harness/backends/cuda/row_work.cuh"
 #include "workloads/ops/route.hpp"
 
 namespace moebench::cuda {
@@ -51,21 +53,13 @@ __global__ void gather_kernel(Mat src, Mat index, Mat scale, bool scaled, Mat ds
   gather_work(grid_pos(), src, index, scale, scaled, dst, error, code, vec);
 }
 
-// out[i] = dot(a[index[i]], b[i]), one warp per row.
-__global__ void gathered_dot_kernel(Mat a, Mat index, Mat b, Mat out, int* error) {
-  const std::int64_t lane = threadIdx.x % 32;
+// out[i] = dot(a[index[i]], b[i]), one warp per row (row_work.cuh).
+__global__ void gathered_dot_kernel(Mat a, Mat index, Mat b, Mat out, int* error, bool vec) {
+  WarpTeam team;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
   for (std::int64_t i = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
        i < b.rows; i += warps) {
-    const std::int32_t s = load_i32(index, i, 0);
-    if (s < 0 || s >= a.rows) {
-      if (lane == 0) *error = kBadDotIndex;
-      continue;  // uniform over the warp
-    }
-    float dot = 0.0f;
-    for (std::int64_t c = lane; c < a.cols; c += 32) dot += load(a, s, c) * load(b, i, c);
-    for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-    if (lane == 0) store(out, i, 0, dot);
+    gathered_dot_row(team, a, index, b, out, i, error, kBadDotIndex, vec);
   }
 }
 
@@ -94,19 +88,10 @@ __global__ void segment_bounds_kernel(const unsigned* keys, std::int64_t n, std:
 }
 
 __global__ void scatter_rows_kernel(Mat src, Mat scale, bool scaled, const int* order,
-                                    const int* start, const int* end, Mat dst) {
-  for (std::int64_t d = blockIdx.x; d < dst.rows; d += gridDim.x) {
-    const int first = start[d], last = end[d];
-    if (first == last) continue;  // no source row goes here (uniform over the block)
-    for (std::int64_t c = threadIdx.x; c < dst.cols; c += blockDim.x) {
-      float acc = 0.0f;
-      for (int p = first; p < last; ++p) {
-        const int i = order[p];
-        acc += (scaled ? load(scale, i, 0) : 1.0f) * load(src, i, c);
-      }
-      store(dst, d, c, load(dst, d, c) + acc);
-    }
-  }
+                                    const int* start, const int* end, Mat dst, bool vec) {
+  BlockTeam team{nullptr};  // no reductions
+  for (std::int64_t d = blockIdx.x; d < dst.rows; d += gridDim.x)
+    scatter_row(team, src, scale, scaled, order, start[d], end[d], dst, d, vec);
 }
 
 }  // namespace
@@ -154,8 +139,8 @@ void CudaCompute::do_gather_rows_scaled(const Mat& src, const Mat& index, const 
 void CudaCompute::do_gathered_row_dot(const Mat& a, const Mat& index, const Mat& b,
                                       const Mat& out) {
   if (b.rows == 0) return;
-  gathered_dot_kernel<<<blocks_for(b.rows * 32, kThreads), kThreads, 0, stream_>>>(a, index, b, out,
-                                                                                   error_device_);
+  gathered_dot_kernel<<<blocks_for(b.rows * 32, kThreads), kThreads, 0, stream_>>>(
+      a, index, b, out, error_device_, vec_rows_ok(a) && vec_rows_ok(b));
   CUDA_CHECK_LAUNCH();
 }
 
@@ -206,7 +191,7 @@ void CudaCompute::do_scatter_add_rows(const Mat& src, const Mat& index, const Ma
   CUDA_CHECK_LAUNCH();
   const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(dst.rows, 65535));
   scatter_rows_kernel<<<blocks, kThreads, 0, stream_>>>(src, scale, scaled, order_out, start, end,
-                                                        dst);
+                                                        dst, vec_rows_ok(src) && vec_rows_ok(dst));
   CUDA_CHECK_LAUNCH();
 }
 
