@@ -17,6 +17,13 @@ namespace moebench::cuda {
 
 constexpr float kCanary = -12345.0f;  // BF16-exact
 
+// A view's shape for the cases: rows x cols in rows of ld elements, starting `offset` elements
+// into its allocation.
+struct ViewShape {
+  std::int64_t rows, cols, ld, offset;
+  const char* what;
+};
+
 // Host memory for a rows x ld matrix of `dtype`, 16-byte aligned, with a margin of canaries
 // before and after; view() is the rows x cols view at column `offset` (offset 1 breaks the
 // 16-byte alignment of BF16 and FP32 rows alike).

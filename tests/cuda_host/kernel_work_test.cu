@@ -36,14 +36,9 @@ std::vector<dim3> grids(std::int64_t rows, std::int64_t x_items) {
   return {cell_grid_for(rows, x_items, 64, 132 * 32), dim3(2, 3)};
 }
 
-struct Shape {
-  std::int64_t rows, cols, ld, offset;
-  const char* what;
-};
-
 // Dense and 16-byte aligned (the vector path, with and without a tail), strided with an aligned
 // pitch, strided with an odd pitch, and one element off alignment.
-const Shape kShapes[] = {
+const ViewShape kShapes[] = {
     {1, 1003, 1003, 0, "one row of 1003 (125 chunks and a tail of 3)"},
     {37, 64, 64, 0, "37 x 64 dense"},
     {9, 61, 72, 0, "9 x 61 in rows of 72 (aligned pitch, tail of 5)"},
@@ -110,7 +105,7 @@ void check_elementwise(const char* op, std::vector<DType> dtypes,
                        const std::function<void(const Views&, std::int64_t, std::int64_t)>& ref,
                        std::size_t outputs_from,
                        const std::function<void(std::vector<HostMat>&)>& prepare = nullptr) {
-  for (const Shape& s : kShapes) {
+  for (const ViewShape& s : kShapes) {
     std::vector<HostMat> in;
     for (std::size_t i = 0; i < dtypes.size(); ++i) {
       in.emplace_back(s.rows, s.cols, s.ld, s.offset, dtypes[i]);
@@ -301,7 +296,7 @@ TEST_CASE("rope work: every pair of every head rotated once, the rest of the row
 }
 
 TEST_CASE("gather work: rows by index, scaled or not, bad indices reported and skipped") {
-  for (const Shape& s : kShapes) {
+  for (const ViewShape& s : kShapes) {
     HostMat src(11, s.cols, s.ld, s.offset, DType::bf16);
     src.randomise(40);
     const std::vector<std::int32_t> index = {3, 0, 10, 3, 99, -1, 7};

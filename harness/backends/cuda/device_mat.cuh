@@ -225,7 +225,13 @@ __device__ __forceinline__ float block_max(float v, float* shared) {
   return t;
 }
 
-// ---- Teams: the threads that share one row (row_work.cuh) ------------------------------------
+// ---- Teams: the threads that share one row (row_work.cuh) or tile (fp8_work.cuh) ------------
+// A team's work is a template instantiated with a device team (device-only members) in the
+// kernels and with the tests' host team on the host: each instantiation only runs where its team
+// does, so nvcc's check of calls across execution spaces is switched off for these templates (as
+// CUB does) by putting MB_TEAM_WORK before them.
+#define MB_TEAM_WORK _Pragma("nv_exec_check_disable")
+
 // A block's threads (blockDim.x a multiple of 32, at most 1024): member threadIdx.x. Every member
 // calls each phase; `shared` holds 32 floats for the reductions.
 struct BlockTeam {

@@ -29,12 +29,15 @@
 // and its scales stay in a device allocation of their own until begin_step(), shared by every
 // micro-batch's forward (B as stored) and data gradient (B transposed: a second copy).
 //
-// Not yet verified on a GPU: the block-scaled paths were written from cuBLASLt's documentation
-// and are tested against the cpu backend's emulation by tests/gpu/cuda_compute_test.cpp.
+// The kernels' work is fp8_work.cuh's, run on the CPU by tests/cuda_host (the copies' layout,
+// padding and scale placement). Not yet verified on a GPU: the block-scaled paths were written
+// from cuBLASLt's documentation and are tested against the cpu backend's emulation by
+// tests/gpu/cuda_compute_test.cpp.
 #include <cuda_fp8.h>
 
 #include "harness/backends/cuda/cuda_backend.hpp"
 #include "harness/backends/cuda/device_mat.cuh"
+#include "harness/backends/cuda/fp8_work.cuh"
 #include "harness/compute/gemm_shape.hpp"
 #include "workloads/ops/fp8.hpp"
 
@@ -45,28 +48,13 @@ namespace moebench::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kTile = 32;     // the transposing quantise kernel's tile
-constexpr int kTileRows = 8;  // its threads per tile column
 constexpr std::int64_t kKAlign = 16;
-
-__device__ __forceinline__ __nv_fp8_storage_t to_e4m3(float v) {
-  return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
-}
 
 // Largest |x| into *amax (zeroed before); non-negative floats order as their bit patterns do, so
 // an integer atomicMax on the bits is a float max. fmaxf drops NaN, as amax scaling would anyway.
 __global__ void amax_kernel(Mat x, float* amax, bool vec) {
   __shared__ float shared[32];
-  float m = 0.0f;
-  for_each_cell(
-      grid_pos(), x.rows, x.cols, vec,
-      [&](std::int64_t r, std::int64_t c) {
-        float v[kVec];
-        load_vec(x, r, c, v);
-        for (float e : v) m = fmaxf(m, fabsf(e));
-      },
-      [&](std::int64_t r, std::int64_t c) { m = fmaxf(m, fabsf(load(x, r, c))); });
-  m = block_max(m, shared);
+  const float m = block_max(amax_part(grid_pos(), x, vec), shared);
   if (threadIdx.x == 0) atomicMax(reinterpret_cast<int*>(amax), __float_as_int(m));
 }
 
@@ -77,80 +65,29 @@ __global__ void descale_kernel(const float* amax, float* descale, int n) {
   }
 }
 
-// dst (x.rows x ld, row-major) = E4M3(x * scale), columns [x.cols, ld) zero; rows on the grid's
-// y, columns along x.
 __global__ void quantize_kernel(Mat x, const float* amax, __nv_fp8_storage_t* dst,
                                 std::int64_t ld) {
-  const float scale = fp8_scale(*amax);
-  const auto one = [&](std::int64_t r, std::int64_t c) {
-    dst[r * ld + c] = to_e4m3(c < x.cols ? fp8_quantize(load(x, r, c), scale) : 0.0f);
-  };
-  for_each_cell(grid_pos(), x.rows, ld, false, one, one);
+  quantize_work(grid_pos(), x, fp8_scale(*amax), dst, ld);
 }
 
-// dst (x.cols x ld, row-major) = E4M3(x^T * scale), columns [x.rows, ld) zero. One 32 x 32 tile
-// per block through shared memory, so reads and writes both run along rows.
+// One tile per block (fp8_work.cuh), blockDim (kTransposeTile, kTransposeRows).
 __global__ void quantize_transpose_kernel(Mat x, const float* amax, __nv_fp8_storage_t* dst,
                                           std::int64_t ld) {
-  __shared__ float tile[kTile][kTile + 1];
+  __shared__ TransposeTile tile;
   const float scale = fp8_scale(*amax);
-  const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * kTile;  // rows of x
-  const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * kTile;  // columns of x
-  for (int j = threadIdx.y; j < kTile; j += kTileRows) {
-    const std::int64_t r = r0 + j, c = c0 + threadIdx.x;
-    tile[j][threadIdx.x] = r < x.rows && c < x.cols ? fp8_quantize(load(x, r, c), scale) : 0.0f;
-  }
+  const GridPos t{threadIdx.x, kTransposeTile, threadIdx.y, kTransposeRows};
+  quantize_transpose_load(t, blockIdx.x, blockIdx.y, x, scale, tile);
   __syncthreads();
-  for (int j = threadIdx.y; j < kTile; j += kTileRows) {
-    const std::int64_t out_row = c0 + j, out_col = r0 + threadIdx.x;
-    if (out_row < x.cols && out_col < ld)
-      dst[out_row * ld + out_col] = to_e4m3(tile[threadIdx.x][j]);
-  }
+  quantize_transpose_store(t, blockIdx.x, blockIdx.y, x, tile, dst, ld);
 }
 
-// Where a tile's scale goes (cuBLASLt's layouts, workloads/ops/fp8.hpp).
-enum ScaleLayout : int { kVec128 = 0, kBlk128 = 1, kMx = 2 };
-
-// One block per tile of op(X) in GEMM coordinates, `outer` rows by K: the tile's amax, its scale
-// (fp8_tile_scale), the quantised values into dst (outer x kp, K-major; columns k..kp zero) and
-// the descale at the tile's place in `scales`. Tiles cover kp, so the zero padding is in the last
-// K-tile (zeros do not change an amax).
+// One block per tile (fp8_work.cuh).
 __global__ void quantize_tile_kernel(Mat x, bool outer_is_row, std::int64_t outer, std::int64_t k,
                                      std::int64_t kp, Fp8Tile tile, int layout,
                                      __nv_fp8_storage_t* dst, void* scales) {
   __shared__ float shared[32];
-  const std::int64_t tiles_k = (kp + tile.k - 1) / tile.k;
-  const std::int64_t t = blockIdx.x;
-  const std::int64_t to = t / tiles_k, tk = t - to * tiles_k;
-  const std::int64_t o0 = to * tile.outer, k0 = tk * tile.k;
-  // At most 128 x 128 elements a tile: 32-bit indices inside it.
-  const int on = static_cast<int>(min(tile.outer, outer - o0));
-  const int kn = static_cast<int>(min(tile.k, kp - k0));
-  const int n = on * kn;
-  auto value = [&](int i) {
-    const std::int64_t o = o0 + i / kn, kk = k0 + i % kn;
-    if (kk >= k) return 0.0f;
-    return outer_is_row ? load(x, o, kk) : load(x, kk, o);
-  };
-  float m = 0.0f;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, fabsf(value(i)));
-  m = block_max(m, shared);
-  const float scale = fp8_tile_scale(m, tile);
-  for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    const std::int64_t o = o0 + i / kn, kk = k0 + i % kn;
-    dst[o * kp + kk] = to_e4m3(fp8_quantize(value(i), scale));
-  }
-  if (threadIdx.x == 0) {
-    const float descale = fp8_descale(scale);
-    if (layout == kMx) {
-      static_cast<std::uint8_t*>(scales)[mx_scale_offset(o0, tk, tiles_k)] =
-          e8m0_from_descale(descale);
-    } else if (layout == kBlk128) {
-      static_cast<float*>(scales)[blk128_scale_offset(to, tk, tiles_k)] = descale;
-    } else {
-      static_cast<float*>(scales)[vec128_scale_offset(o0, tk, outer)] = descale;
-    }
-  }
+  BlockTeam team{shared};
+  quantize_tile(team, x, outer_is_row, outer, k, kp, tile, layout, dst, scales, blockIdx.x);
 }
 
 std::int64_t round_up(std::int64_t v, std::int64_t to) {
@@ -284,10 +221,11 @@ CudaCompute::Fp8Copy CudaCompute::quantise_fp8(const Mat& x, bool trans, Fp8Oper
     descale_kernel<<<1, 32, 0, stream_>>>(scalars, scalars + 1, 1);
     CUDA_CHECK_LAUNCH();
     if (!outer_is_row) {
-      const dim3 grid(static_cast<unsigned>((x.cols + kTile - 1) / kTile),
-                      static_cast<unsigned>((kp + kTile - 1) / kTile));
+      const dim3 grid(static_cast<unsigned>((x.cols + kTransposeTile - 1) / kTransposeTile),
+                      static_cast<unsigned>((kp + kTransposeTile - 1) / kTransposeTile));
       MB_CHECK(grid.y <= 65535, "fp8 gemm: k " << kp << " exceeds the transpose grid");
-      quantize_transpose_kernel<<<grid, dim3(kTile, kTileRows), 0, stream_>>>(x, scalars, dst, kp);
+      quantize_transpose_kernel<<<grid, dim3(kTransposeTile, kTransposeRows), 0, stream_>>>(
+          x, scalars, dst, kp);
     } else {
       quantize_kernel<<<cell_grid(x.rows, kp, kThreads), kThreads, 0, stream_>>>(x, scalars, dst,
                                                                                  kp);

@@ -22,11 +22,6 @@
 #include "harness/backends/cuda/kernel_work.cuh"
 #include "workloads/ops/elementwise.hpp"
 
-// A row function is instantiated with a device team (device-only members) in the kernels and with
-// the tests' host team on the host: each instantiation only runs where its team does, so nvcc's
-// check of calls across execution spaces is switched off for these templates (as CUB does).
-#define MB_TEAM_WORK _Pragma("nv_exec_check_disable")
-
 namespace moebench::cuda {
 
 // ---- A member's part of a row ------------------------------------------------------------------
