@@ -145,7 +145,7 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("packed attention on the host: packed operands in place, and a refused shape runs nothing") {
+TEST_CASE("packed attention on the host: packed operands in place, a refused shape runs nothing") {
   CpuCompute c(1);
   const AttentionShape s{1, 5, 3, 4, 4, 0.5f, true};
   Pair q = pair(c, 5, 12, 1), k = pair(c, 5, 12, 2), v = pair(c, 5, 12, 3), o = pair(c, 5, 12, 4);

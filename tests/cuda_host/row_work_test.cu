@@ -66,7 +66,7 @@ void put_row(const Mat& m, std::int64_t r, const std::vector<float>& v) {
   for (std::int64_t c = 0; c < m.cols; ++c) store(m, r, c, v[static_cast<std::size_t>(c)]);
 }
 
-TEST_CASE("gathered dot rows: out[i] = dot(a[index[i]], b[i]), a bad index reported and out[i] left") {
+TEST_CASE("gathered dot rows: out[i] = dot(a[index[i]], b[i]), a bad index reported, out[i] left") {
   for (const RowShape& s : kRows) {
     HostMat a(11, s.cols, s.ld, s.offset, DType::bf16), b(6, s.cols, s.ld, s.offset, DType::bf16);
     a.integers(1, 6);

@@ -21,8 +21,7 @@ MB_CUDA_HD __nv_fp8_storage_t to_e4m3(float v) {
   return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
 }
 
-// ---- Per tensor (--fp8-recipe tensor)
-// ------------------------------------------------------------
+// ---- Per tensor (--fp8-recipe tensor) -----------------------------------------------------------
 
 // The largest |x| over the thread's cells (0 for none); the kernel reduces the threads' parts
 // (a block max, then an atomic max across blocks).

@@ -73,8 +73,7 @@ MB_CUDA_HD float dot_part(const GridPos& t, const Mat& a, std::int64_t ra, std::
   return dot;
 }
 
-// ---- Rows
-// ----------------------------------------------------------------------------------------
+// ---- Rows ------------------------------------------------------------------------------------
 
 // RMSNorm of row r: y = x * rstd * w, rstd saved.
 MB_TEAM_WORK
