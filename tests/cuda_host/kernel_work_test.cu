@@ -12,6 +12,7 @@
 // a wrong, lost, repeated or misplaced element.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -225,6 +226,45 @@ TEST_CASE("adamw work: parameters, moments and the FP32 master, with and without
           store(v[3], r, c, vv);
         },
         0, non_negative_v);
+  }
+}
+
+TEST_CASE(
+    "rmsnorm weight-gradient work: chunks of rows summed in order, then the chunks, into dw") {
+  // 150 rows: two whole chunks of 64 and a partial one; 70 columns in rows of 72.
+  const std::int64_t rows = 150, cols = 70;
+  const std::int64_t chunks = (rows + kRmsnormRowsPerChunk - 1) / kRmsnormRowsPerChunk;
+  HostMat dy(rows, cols, 72, 0, DType::bf16), x(rows, cols, 72, 0, DType::bf16);
+  HostMat rstd(rows, 1, 1, 0, DType::f32), dw(1, cols, cols, 0, DType::f32);
+  dy.randomise(80);
+  x.randomise(81);
+  rstd.randomise(82);
+  dw.randomise(83);
+  // The definition, in the same FP32 order: per chunk its rows in order, then the chunks in order.
+  HostMat want = dw.clone();
+  for (std::int64_t c = 0; c < cols; ++c) {
+    float total = 0.0f;
+    for (std::int64_t ch = 0; ch < chunks; ++ch) {
+      float acc = 0.0f;
+      for (std::int64_t r = ch * kRmsnormRowsPerChunk;
+           r < std::min(rows, (ch + 1) * kRmsnormRowsPerChunk); ++r)
+        acc += load(dy.view(), r, c) * load(x.view(), r, c) * load(rstd.view(), r, 0);
+      total += acc;
+    }
+    store(want.view(), 0, c, load(want.view(), 0, c) + total);
+  }
+  for (const dim3 g : {cell_grid_for(chunks, cols, 64, 4224), dim3(1, 2)}) {
+    CAPTURE(g.x);
+    CAPTURE(g.y);
+    std::vector<float> partial(static_cast<std::size_t>(chunks * cols), NAN);
+    HostMat got = dw.clone();
+    run_grid(g, 64, [&](const GridPos& p) {
+      rmsnorm_dw_partial_work(p, dy.view(), x.view(), rstd.view(), partial.data());
+    });
+    run_grid(dim3(1, 1), 32, [&](const GridPos& p) {
+      rmsnorm_dw_finish_work(p, partial.data(), chunks, got.view());
+    });
+    check_same(got, want, "rmsnorm dw");
   }
 }
 

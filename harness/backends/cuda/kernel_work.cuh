@@ -127,6 +127,37 @@ MB_CUDA_HD void adamw_work(const GridPos& g, const AdamWCoeffs& k, const Mat& pa
       });
 }
 
+// ---- RMSNorm's weight gradient: dw += the sum over rows of dy * x * rstd ----------------------
+// Deterministic in two passes: chunk y of kRmsnormRowsPerChunk rows sums its rows in order into
+// partial[y][c] (chunks on the grid's y, columns along x); then dw[c] += the chunks' partials in
+// chunk order (columns along x).
+constexpr std::int64_t kRmsnormRowsPerChunk = 64;
+
+MB_CUDA_HD void rmsnorm_dw_partial_work(const GridPos& g, const Mat& dy, const Mat& x,
+                                        const Mat& rstd, float* partial) {
+  const std::int64_t chunks = (x.rows + kRmsnormRowsPerChunk - 1) / kRmsnormRowsPerChunk;
+  for (std::int64_t ch = g.y; ch < chunks; ch += g.ny) {
+    const std::int64_t first = ch * kRmsnormRowsPerChunk;
+    const std::int64_t last =
+        first + kRmsnormRowsPerChunk < x.rows ? first + kRmsnormRowsPerChunk : x.rows;
+    for (std::int64_t c = g.x; c < x.cols; c += g.nx) {
+      float acc = 0.0f;
+      for (std::int64_t r = first; r < last; ++r)
+        acc += load(dy, r, c) * load(x, r, c) * load(rstd, r, 0);
+      partial[ch * x.cols + c] = acc;
+    }
+  }
+}
+
+MB_CUDA_HD void rmsnorm_dw_finish_work(const GridPos& g, const float* partial, std::int64_t chunks,
+                                       const Mat& dw) {
+  for (std::int64_t c = g.x; c < dw.cols; c += g.nx) {
+    float acc = 0.0f;
+    for (std::int64_t k = 0; k < chunks; ++k) acc += partial[k * dw.cols + c];
+    store(dw, 0, c, load(dw, 0, c) + acc);
+  }
+}
+
 // ---- SwiGLU: gate_up is rows x 2f ([gate | up]), out and dout rows x f ------------------------
 // vec needs f a multiple of kVec, so that the up half's chunks start on 16 bytes too.
 

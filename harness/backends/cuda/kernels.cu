@@ -58,27 +58,13 @@ __global__ void rmsnorm_dx_kernel(Mat dy, Mat x, Mat w, Mat rstd, Mat dx, bool v
     rmsnorm_dx_row(team, dy, x, w, rstd, dx, r, vec);
 }
 
-// The weight gradient sums dy * x * rstd over rows: each block row (blockIdx.y) sums a chunk of
-// rows into partial[chunk][c], and a second kernel adds the chunks in order (deterministic).
-constexpr std::int64_t kRowsPerChunk = 64;
-
+// The weight gradient (kernel_work.cuh): chunks of rows on the grid's y, columns along x.
 __global__ void rmsnorm_dw_partial_kernel(Mat dy, Mat x, Mat rstd, float* partial) {
-  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= x.cols) return;
-  const std::int64_t first = static_cast<std::int64_t>(blockIdx.y) * kRowsPerChunk;
-  const std::int64_t last = first + kRowsPerChunk < x.rows ? first + kRowsPerChunk : x.rows;
-  float acc = 0.0f;
-  for (std::int64_t r = first; r < last; ++r)
-    acc += load(dy, r, c) * load(x, r, c) * load(rstd, r, 0);
-  partial[blockIdx.y * x.cols + c] = acc;
+  rmsnorm_dw_partial_work(grid_pos(), dy, x, rstd, partial);
 }
 
 __global__ void rmsnorm_dw_finish_kernel(const float* partial, std::int64_t chunks, Mat dw) {
-  MB_GRID_LOOP(c, dw.cols) {
-    float acc = 0.0f;
-    for (std::int64_t k = 0; k < chunks; ++k) acc += partial[k * dw.cols + c];
-    store(dw, 0, c, load(dw, 0, c) + acc);
-  }
+  rmsnorm_dw_finish_work(grid_pos(), partial, chunks, dw);
 }
 
 __global__ void rope_kernel(Mat x, std::int64_t seq_len, std::int64_t heads,
@@ -175,13 +161,11 @@ void CudaCompute::do_rmsnorm_backward(const Mat& dy, const Mat& x, const Mat& we
                                       const Mat& rstd, const Mat& dx, const Mat& dweight) {
   if (x.rows == 0 || x.cols == 0) return;
   // The weight gradient first: it reads dy, which may be the same memory as dx.
-  const std::int64_t chunks = (x.rows + kRowsPerChunk - 1) / kRowsPerChunk;
-  MB_CHECK(chunks <= 65535, "rmsnorm backward of " << x.rows << " rows");
+  const std::int64_t chunks = (x.rows + kRmsnormRowsPerChunk - 1) / kRmsnormRowsPerChunk;
   auto* partial = static_cast<float*>(
       scratch_.get(static_cast<std::size_t>(chunks * x.cols) * sizeof(float), stream_));
-  const dim3 grid(static_cast<unsigned>((x.cols + kThreads - 1) / kThreads),
-                  static_cast<unsigned>(chunks));
-  rmsnorm_dw_partial_kernel<<<grid, kThreads, 0, stream_>>>(dy, x, rstd, partial);
+  rmsnorm_dw_partial_kernel<<<cell_grid(chunks, x.cols, kThreads), kThreads, 0, stream_>>>(
+      dy, x, rstd, partial);
   CUDA_CHECK_LAUNCH();
   rmsnorm_dw_finish_kernel<<<blocks_for(x.cols, kThreads), kThreads, 0, stream_>>>(partial, chunks,
                                                                                    dweight);
