@@ -19,10 +19,12 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/backends/cuda/device_mat.cuh"
 #include "harness/backends/cuda/kernel_work.cuh"
+#include "harness/backends/cuda/row_work.cuh"
 #include "tests/cuda_host/emulated_grid.hpp"
 #include "tests/cuda_host/host_mat.hpp"
 #include "workloads/ops/elementwise.hpp"
@@ -371,6 +373,72 @@ TEST_CASE("gather work: rows by index, scaled or not, bad indices reported and s
           check_same(got, want, "gather");
           CHECK(error == 9);
         }
+      }
+    }
+  }
+}
+
+// The whole of rows.cu's scatter_add_rows on the host: keys and ranges by the kernels' work, the
+// radix sort as a stable sort by key (what cub's stable radix sort gives), the rows by
+// row_work.cuh's scatter_row. 23 source rows into 6: destinations with several sources, one with
+// none, and indices past either end (reported, never applied).
+TEST_CASE(
+    "scatter_add_rows work: keys, stable sort, each destination's range, its sum added once") {
+  const std::int64_t n = 23, dst_rows = 6;
+  std::vector<std::int32_t> index(n);
+  for (std::int64_t i = 0; i < n; ++i) index[i] = static_cast<std::int32_t>((i * 5 + 3) % 8);
+  index[9] = -1;
+  for (std::int32_t& d : index)
+    if (d == 4) d = 2;  // destination 4 gets nothing
+  const Mat idx{index.data(), n, 1, 1, DType::i32};
+  for (const ViewShape& s : kShapes) {
+    HostMat src(n, s.cols, s.ld, s.offset, DType::bf16),
+        dst(dst_rows, s.cols, s.ld, s.offset, DType::bf16);
+    src.randomise(90);
+    dst.randomise(91);
+    // The definition: per destination, its sources in ascending order summed in FP32, added once.
+    HostMat want = dst.clone();
+    for (std::int64_t d = 0; d < dst_rows; ++d) {
+      if (d == 4) continue;
+      for (std::int64_t c = 0; c < s.cols; ++c) {
+        float acc = 0.0f;
+        for (std::int64_t i = 0; i < n; ++i)
+          if (index[static_cast<std::size_t>(i)] == d) acc += load(src.view(), i, c);
+        store(want.view(), d, c, load(want.view(), d, c) + acc);
+      }
+    }
+    const bool vec_ok = vec_rows_ok(src.view()) && vec_rows_ok(dst.view());
+    for (bool vec : {false, true}) {
+      if (vec && !vec_ok) continue;
+      for (const dim3 g : {dim3(1, 1), dim3(3, 1)}) {
+        CAPTURE(s.what);
+        CAPTURE(vec);
+        CAPTURE(g.x);
+        std::vector<unsigned> keys(n, 0xdeadu);
+        std::vector<int> order(n, -7), start(dst_rows, 0), end(dst_rows, 0);
+        int error = 0;
+        run_grid(g, 4, [&](const GridPos& p) {
+          scatter_keys_work(p, idx, dst_rows, keys.data(), order.data(), &error, 2);
+        });
+        CHECK(error == 2);
+        std::vector<std::pair<unsigned, int>> sorted(n);
+        for (std::int64_t i = 0; i < n; ++i) sorted[i] = {keys[i], order[i]};
+        std::stable_sort(sorted.begin(), sorted.end(),
+                         [](const auto& a, const auto& b) { return a.first < b.first; });
+        for (std::int64_t i = 0; i < n; ++i) {
+          keys[i] = sorted[i].first;
+          order[i] = sorted[i].second;
+        }
+        run_grid(g, 4, [&](const GridPos& p) {
+          segment_bounds_work(p, keys.data(), n, dst_rows, start.data(), end.data());
+        });
+        CHECK(start[4] == end[4]);
+        HostMat got = dst.clone();
+        HostTeam team{64};
+        for (std::int64_t d = 0; d < dst_rows; ++d)
+          scatter_row(team, src.view(), Mat{}, false, order.data(), start[d], end[d], got.view(), d,
+                      vec);
+        check_same(got, want, "scatter_add_rows");
       }
     }
   }

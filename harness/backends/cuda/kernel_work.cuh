@@ -262,6 +262,37 @@ MB_CUDA_HD void gather_work(const GridPos& g, const Mat& src, const Mat& index, 
   }
 }
 
+// ---- scatter_add_rows, deterministically (rows.cu) ---------------------------------------------
+// The source rows are sorted by destination (a stable radix sort of keys, carrying each row's
+// position: each destination's sources stay in ascending order, the cpu backend's order), the
+// sorted keys give each destination's range [start, end) of positions, and row_work.cuh's
+// scatter_row adds each destination's sum once.
+
+// keys[i] = index[i] and order[i] = i over the grid's x; a bad index gets the key dst_rows (sorted
+// last, never applied) and is reported in *error.
+MB_CUDA_HD void scatter_keys_work(const GridPos& g, const Mat& index, std::int64_t dst_rows,
+                                  unsigned* keys, int* order, int* error, int code) {
+  for (std::int64_t i = g.x; i < index.rows; i += g.nx) {
+    const std::int32_t d = load_i32(index, i, 0);
+    const bool ok = d >= 0 && d < dst_rows;
+    if (!ok) *error = code;
+    keys[i] = ok ? static_cast<unsigned>(d) : static_cast<unsigned>(dst_rows);
+    order[i] = static_cast<int>(i);
+  }
+}
+
+// From the n sorted keys: start[k] and end[k] for every destination k present (the rest keep the
+// zeros the caller wrote: an empty range).
+MB_CUDA_HD void segment_bounds_work(const GridPos& g, const unsigned* keys, std::int64_t n,
+                                    std::int64_t dst_rows, int* start, int* end) {
+  for (std::int64_t p = g.x; p < n; p += g.nx) {
+    const unsigned k = keys[p];
+    if (k >= dst_rows) continue;
+    if (p == 0 || keys[p - 1] != k) start[k] = static_cast<int>(p);
+    if (p == n - 1 || keys[p + 1] != k) end[k] = static_cast<int>(p + 1);
+  }
+}
+
 // ---- Attention's operands by head (attention_operands.hpp), for cuDNN's packed views ---------
 // Heads [h0, h0 + packed.cols / w) of the key [a | b] (w = a.width + b.width; for v, b empty)
 // into packed, head after head. Rows on y; along x the packed row's columns, split into head and

@@ -63,28 +63,16 @@ __global__ void gathered_dot_kernel(Mat a, Mat index, Mat b, Mat out, int* error
   }
 }
 
-// scatter_add, deterministically: the source rows are sorted by destination (a stable radix
-// sort keeps each destination's sources in ascending order, the cpu backend's order), then one
-// block per destination row sums its sources in FP32 and adds the sum once.
+// scatter_add, deterministically (kernel_work.cuh, row_work.cuh): keys, a stable radix sort, the
+// destinations' ranges, then one block per destination row.
 __global__ void scatter_keys_kernel(Mat index, std::int64_t dst_rows, unsigned* keys, int* order,
                                     int* error) {
-  MB_GRID_LOOP(i, index.rows) {
-    const std::int32_t d = load_i32(index, i, 0);
-    const bool ok = d >= 0 && d < dst_rows;
-    if (!ok) *error = kBadScatterIndex;
-    keys[i] = ok ? static_cast<unsigned>(d) : static_cast<unsigned>(dst_rows);  // never applied
-    order[i] = static_cast<int>(i);
-  }
+  scatter_keys_work(grid_pos(), index, dst_rows, keys, order, error, kBadScatterIndex);
 }
 
 __global__ void segment_bounds_kernel(const unsigned* keys, std::int64_t n, std::int64_t dst_rows,
                                       int* start, int* end) {
-  MB_GRID_LOOP(p, n) {
-    const unsigned k = keys[p];
-    if (k >= dst_rows) continue;
-    if (p == 0 || keys[p - 1] != k) start[k] = static_cast<int>(p);
-    if (p == n - 1 || keys[p + 1] != k) end[k] = static_cast<int>(p + 1);
-  }
+  segment_bounds_work(grid_pos(), keys, n, dst_rows, start, end);
 }
 
 __global__ void scatter_rows_kernel(Mat src, Mat scale, bool scaled, const int* order,
