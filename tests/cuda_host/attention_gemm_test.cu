@@ -88,14 +88,12 @@ struct HostAttention {
   }
   void probs(const ScoreChunk& ch, const float* s, const float* dp, const float* d,
              std::int64_t heads_total, const Mat& stats, bf16* out) {
-    const bool vec = vec_rows_ok(ch.rows(s, DType::f32)) &&
-                     (dp == nullptr || vec_rows_ok(ch.rows(dp, DType::f32))) &&
-                     vec_rows_ok(ch.rows(out, DType::bf16));
+    const bool vec = probs_vec(ch, s, dp, out);
     run_grid(dim3(1, 3), 64,
              [&](const GridPos& p) { probs_work(p, ch, s, dp, d, heads_total, stats, out, vec); });
   }
   void rowdot(const Mat& dout, const Mat& out, std::int64_t heads, std::int64_t v_dim, float* d) {
-    const bool vec = v_dim % kVec == 0 && vec_rows_ok(dout) && vec_rows_ok(out);
+    const bool vec = rowdot_vec(dout, out, v_dim);
     HostTeam warp{32};
     for (std::int64_t w = 0; w < dout.rows * heads; ++w)
       rowdot_row(warp, dout, out, heads, v_dim, w, d, vec);
@@ -121,17 +119,15 @@ void run_case(bool mla, bool causal, std::size_t budget) {
   CAPTURE(causal);
   CAPTURE(budget);
   CpuCompute c(1);
-  const MlaDims md = kMla;
-  const AttentionShape s = mla_shape(causal);
-  const std::int64_t rows = s.batch * s.seq_len, qc = md.heads * md.dq(), vc = md.heads * md.dv;
+  const auto [md, s, rows, qc, vc] = mla_case(causal);
   const std::int64_t kc = mla ? md.kv_width() : qc;  // kv, or k
   Pair q = pair(c, rows, qc, 1), k = pair(c, rows, kc, 2), kr = pair(c, rows, md.dr, 3);
   Pair v = pair(c, rows, vc, 4), dout = pair(c, rows, vc, 5);
   Pair o = pair(c, rows, vc, 6), dq = pair(c, rows, qc, 7), dk = pair(c, rows, kc, 8);
   Pair dkr = pair(c, rows, md.dr, 9), dv = pair(c, rows, vc, 10);
-  std::vector<float> stats_dev(static_cast<std::size_t>(rows * md.heads));
-  const Mat stats{stats_dev.data(), rows, md.heads, md.heads, DType::f32};
-  Tensor stats_ref = c.alloc(rows, md.heads, DType::f32);
+  Stats st = stats_pair(c, rows, md.heads);
+  const Mat stats = st.dv();
+  const Tensor& stats_ref = st.ref;
   const auto operands = [&](Mat qm, Mat km, Mat krm, Mat vm) {
     return mla ? AttentionOperands::mla(md, qm, km, krm) : AttentionOperands::dense(s, qm, km, vm);
   };
@@ -147,9 +143,7 @@ void run_case(bool mla, bool causal, std::size_t budget) {
   CHECK(x.gemms == s.batch * chunks * (mla ? 3 : 2));
 
   // Backward from the same (host) output on both sides.
-  std::vector<float> o_host(static_cast<std::size_t>(rows * vc));
-  for (std::size_t i = 0; i < o_host.size(); ++i) o_host[i] = __bfloat162float(o.dev[i]);
-  c.upload(o_host.data(), o.ref);
+  o.sync_ref(c);
   gemm_attention_backward(x, s, operands(q.dv(), k.dv(), kr.dv(), v.dv()), o.dv(), dout.dv(), stats,
                           operands(dq.dv(), dk.dv(), dkr.dv(), dv.dv()));
   c.attention_backward(s, operands(q.cv(), k.cv(), kr.cv(), v.cv()), o.cv(), dout.cv(), stats_ref,

@@ -21,8 +21,15 @@ using bf16 = __nv_bfloat16;
 
 // The cases' MLA: 5 heads, k_nope 8, rope 4, v 6; 2 sequences of 7 tokens.
 constexpr MlaDims kMla{5, 8, 4, 6};
-inline AttentionShape mla_shape(bool causal) {
-  return AttentionShape{2, 7, kMla.heads, kMla.dq(), kMla.dv, 1.0f / std::sqrt(12.0f), causal};
+// A case's sizes: the dims, the shape, token rows and the widths of q (and k) and of v.
+struct MlaCase {
+  MlaDims md;
+  AttentionShape s;
+  std::int64_t rows, qc, vc;
+};
+inline MlaCase mla_case(bool causal) {
+  const AttentionShape s{2, 7, kMla.heads, kMla.dq(), kMla.dv, 1.0f / std::sqrt(12.0f), causal};
+  return MlaCase{kMla, s, s.batch * s.seq_len, kMla.heads * kMla.dq(), kMla.heads * kMla.dv};
 }
 
 // The executors' scratch: every call a fresh buffer of BF16 NaNs (NaNs as FP32 too), so what the
@@ -42,18 +49,34 @@ struct Pair {
   std::int64_t rows, cols;
   Mat dv() { return Mat{dev.data(), rows, cols, cols, DType::bf16}; }
   Mat cv() const { return ref.view(); }
+  // The cpu backend's copy set to the executor's values (so both sides go on from the same ones).
+  void sync_ref(CpuCompute& c) {
+    std::vector<float> v(dev.size());
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = __bfloat162float(dev[i]);
+    c.upload(v.data(), ref);
+  }
 };
 
 inline Pair pair(CpuCompute& c, std::int64_t rows, std::int64_t cols, std::uint64_t stream) {
   Pair p{std::vector<bf16>(static_cast<std::size_t>(rows * cols)), c.alloc(rows, cols, DType::f32),
          rows, cols};
-  std::vector<float> v(p.dev.size());
-  for (std::size_t i = 0; i < v.size(); ++i) {
+  for (std::size_t i = 0; i < p.dev.size(); ++i)
     p.dev[i] = __float2bfloat16_rn(uniform_pm1(31, stream, i));
-    v[i] = __bfloat162float(p.dev[i]);
-  }
-  c.upload(v.data(), p.ref);
+  p.sync_ref(c);
   return p;
+}
+
+// The log-sum-exp statistics (rows x heads, FP32) twice: on the host for the executor, a tensor
+// for the cpu backend.
+struct Stats {
+  std::vector<float> dev;
+  Tensor ref;
+  Mat dv() { return Mat{dev.data(), ref.rows(), ref.cols(), ref.cols(), DType::f32}; }
+};
+
+inline Stats stats_pair(CpuCompute& c, std::int64_t rows, std::int64_t heads) {
+  return Stats{std::vector<float>(static_cast<std::size_t>(rows * heads)),
+               c.alloc(rows, heads, DType::f32)};
 }
 
 // got (BF16 or FP32 on the host) against the cpu backend's FP32, within tol of the largest

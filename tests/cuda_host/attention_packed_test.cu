@@ -101,15 +101,13 @@ void run_mla(bool causal, std::size_t budget) {
   CAPTURE(causal);
   CAPTURE(budget);
   CpuCompute c(1);
-  const MlaDims md = kMla;
-  const AttentionShape s = mla_shape(causal);
-  const std::int64_t rows = s.batch * s.seq_len, qc = md.heads * md.dq(), vc = md.heads * md.dv;
+  const auto [md, s, rows, qc, vc] = mla_case(causal);
   Pair q = pair(c, rows, qc, 1), kv = pair(c, rows, md.kv_width(), 2), kr = pair(c, rows, md.dr, 3);
   Pair o = pair(c, rows, vc, 4), dout = pair(c, rows, vc, 5), dq = pair(c, rows, qc, 6);
   Pair dkv = pair(c, rows, md.kv_width(), 7), dkr = pair(c, rows, md.dr, 8);
-  std::vector<float> stats_host(static_cast<std::size_t>(rows * md.heads));
-  const Mat stats{stats_host.data(), rows, md.heads, md.heads, DType::f32};
-  Tensor stats_ref = c.alloc(rows, md.heads, DType::f32);
+  Stats st = stats_pair(c, rows, md.heads);
+  const Mat stats = st.dv();
+  const Tensor& stats_ref = st.ref;
 
   HostSdpa p{c, budget};
   const AttentionOperands in = AttentionOperands::mla(md, q.dv(), kv.dv(), kr.dv());
@@ -122,9 +120,7 @@ void run_mla(bool causal, std::size_t budget) {
   CHECK(p.forwards == chunks);
   CHECK(p.gathers == 2 * chunks);  // k and v
 
-  std::vector<float> o_host(static_cast<std::size_t>(rows * vc));
-  for (std::size_t i = 0; i < o_host.size(); ++i) o_host[i] = __bfloat162float(o.dev[i]);
-  c.upload(o_host.data(), o.ref);
+  o.sync_ref(c);  // backward from the same output on both sides
   const Mat d_o = dout.dv();
   const AttentionOperands grad = AttentionOperands::mla(md, dq.dv(), dkv.dv(), dkr.dv());
   REQUIRE(packed_attention(p, s, in, o.dv(), stats, &d_o, &grad));

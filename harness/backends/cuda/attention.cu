@@ -82,15 +82,13 @@ struct CudaCompute::AttentionDevice {
   }
   void probs(const ScoreChunk& ch, const float* scores, const float* dp, const float* d,
              std::int64_t heads_total, const Mat& stats, bf16* out) {
-    const bool vec = vec_rows_ok(ch.rows(scores, DType::f32)) &&
-                     (dp == nullptr || vec_rows_ok(ch.rows(dp, DType::f32))) &&
-                     vec_rows_ok(ch.rows(out, DType::bf16));
+    const bool vec = probs_vec(ch, scores, dp, out);
     probs_kernel<<<c.cell_grid(ch.heads * ch.seq, cell_columns(ch.seq, vec), kThreads), kThreads, 0,
                    c.stream_>>>(ch, scores, dp, d, heads_total, stats, out, vec);
     CUDA_CHECK_LAUNCH();
   }
   void rowdot(const Mat& dout, const Mat& out, std::int64_t heads, std::int64_t v_dim, float* d) {
-    const bool vec = v_dim % kVec == 0 && vec_rows_ok(dout) && vec_rows_ok(out);
+    const bool vec = rowdot_vec(dout, out, v_dim);
     rowdot_kernel<<<c.blocks_for(dout.rows * heads * 32, kThreads), kThreads, 0, c.stream_>>>(
         dout, out, heads, v_dim, d, vec);
     CUDA_CHECK_LAUNCH();

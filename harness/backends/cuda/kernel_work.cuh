@@ -361,6 +361,14 @@ struct ScoreChunk {
   }
 };
 
+// Whether probs_work may take kVec keys at a time over these buffers (dp may be absent).
+inline bool probs_vec(const ScoreChunk& ch, const float* s, const float* dp,
+                      const __nv_bfloat16* out) {
+  return vec_rows_ok(ch.rows(s, DType::f32)) &&
+         (dp == nullptr || vec_rows_ok(ch.rows(dp, DType::f32))) &&
+         vec_rows_ok(ch.rows(out, DType::bf16));
+}
+
 // Backward, over the chunk's scores: P recomputed from S and the log-sum-exp (stats); with dp
 // given, dS = P * (dP - D) instead (D = rowsum(dO * O), heads_total per token row). Score rows on
 // the grid's y (their query and head found once per row), keys along x; with `vec` (S, dP and the

@@ -205,8 +205,13 @@ MB_CUDA_HD void softmax_row(Team& team, const ScoreChunk& ch, const Mat& s, cons
   team.one([&] { store(stats, ch.row0 + i, ch.head0 + head_in_chunk, lse); });
 }
 
-// D[w] = dot(dO[r, head h], O[r, head h]) for w = r * heads + h (v_dim columns a head; vec needs
-// v_dim a multiple of kVec).
+// Whether rowdot_row may take kVec columns at a time: each head's columns start on a chunk.
+inline bool rowdot_vec(const Mat& dout, const Mat& out, std::int64_t v_dim) {
+  return v_dim % kVec == 0 && vec_rows_ok(dout) && vec_rows_ok(out);
+}
+
+// D[w] = dot(dO[r, head h], O[r, head h]) for w = r * heads + h (v_dim columns a head; vec as
+// rowdot_vec says).
 MB_TEAM_WORK
 template <typename Team>
 MB_CUDA_HD void rowdot_row(Team& team, const Mat& dout, const Mat& out, std::int64_t heads,
