@@ -1,5 +1,8 @@
 """User mistakes end with exit code 2, one clear line on stderr (from rank 0 only), no hang, and
-no report (nor a temporary file of one) left behind."""
+no report (nor a temporary file of one) left behind: `run`'s and `plan`'s flags, model configs,
+report files, and the diagnostics' input (--inject fault specs, the health flags, `linkcheck`'s
+flags). The diagnostics' own tests (test_faults, test_health, test_linkcheck) judge elapsed time
+and run alone; these do not, so they live here."""
 
 import json
 import os
@@ -22,7 +25,7 @@ def expect_usage_error(ctx, run_args, keywords, np=None, out_dir=None):
     with tempfile.TemporaryDirectory() as tmp:
         out_dir = out_dir or tmp
         args = list(run_args)
-        if args and args[0] == "run" and "--out" not in args:
+        if args and args[0] in ("run", "linkcheck") and "--out" not in args:
             args += ["--out", os.path.join(out_dir, "r.json")]
         r = e2e.run_moebench(ctx, args, np=np, timeout=TIMEOUT)
         e2e.check(not r.timed_out, "moebench hung on a usage error", r)
@@ -105,6 +108,43 @@ MPI_CASES = [  # (name, args, keywords, np)
     # Refused by the backend after MPI is up: every rank agrees before anything is written.
     ("attention_impl_cudnn_on_cpu", ["run"] + TINY + ["--attention-impl", "cudnn"],
      ["--attention-impl cudnn", "valid: auto or gemm"], 2),
+]
+
+# The diagnostics' input: fault specs (--inject), the health flags, and linkcheck's flags.
+INJECT = ["run"] + TINY + ["--inject"]
+LINKCHECK = ["linkcheck", "--quiet"]
+DIAGNOSTICS_CASES = [  # (name, args, keywords, np)
+    ("inject_delay_without_seconds", INJECT + ["delay:rank=0"], ["seconds=T is required"], 2),
+    ("inject_delay_negative", INJECT + ["delay:rank=0,seconds=-1"],
+     ["seconds must be a number in (0, 1e6]"], 2),
+    ("inject_delay_1e308", INJECT + ["delay:rank=0,seconds=1e308"],
+     ["seconds must be a number in (0, 1e6]"], 2),
+    ("inject_hang_with_seconds", INJECT + ["hang:rank=0,seconds=1"], ["unknown field"], 2),
+    ("inject_unknown_fault", INJECT + ["explode:rank=0"], ["unknown fault"], 2),
+    ("inject_die_without_rank", INJECT + ["die:step=1"], ["rank=R is required"], 2),
+    ("inject_corrupt_a_step", INJECT + ["corrupt:rank=0,phase=step"], ["cannot be corrupted"], 2),
+    ("inject_hang_rank_9", INJECT + ["hang:rank=9"], ["no rank 9"], 2),
+    ("inject_slow_rank_4", INJECT + ["slow:rank=4,factor=2"], ["no rank 4 in a world of 2"], 2),
+    ("inject_slowlink_in_run", INJECT + ["slowlink:a=0,b=1,factor=2"], ["moebench linkcheck"], 2),
+    ("inject_slow_factor_1", INJECT + ["slow:rank=0,factor=1"],
+     ["factor must be a number in (1, 1000]"], 2),
+    ("health_mad_negative", ["run"] + TINY + ["--health-mad", "-1"], ["--health-mad -1: must be"],
+     2),
+    ("health_min_slowdown_nan", ["run"] + TINY + ["--health-min-slowdown", "nan"],
+     ["--health-min-slowdown nan: must be"], 2),
+    ("linkcheck_level_pairs", LINKCHECK + ["--level", "pairs"], ["--level pairs: valid: rank"], 2),
+    ("linkcheck_one_rank", LINKCHECK, ["linkcheck needs 2 or more ranks"], 1),
+    ("linkcheck_inject_slow", LINKCHECK + ["--inject", "slow:rank=0,factor=2"],
+     ["linkcheck injects slowlink"], 2),
+    ("linkcheck_slowlink_rank_2", LINKCHECK + ["--inject", "slowlink:a=0,b=2,factor=2"],
+     ["no rank 2 in a world of 2"], 2),
+    ("linkcheck_domain_3_of_4", LINKCHECK + ["--nvlink-domain-size", "3"],
+     ["--nvlink-domain-size 3 does not divide"], 4),
+    ("linkcheck_iterations_0", LINKCHECK + ["--iterations", "0"], ["--iterations 0: must be"], 2),
+    ("linkcheck_small_bytes_2", LINKCHECK + ["--small-bytes", "2"], ["--small-bytes 2: must be"],
+     2),
+    ("linkcheck_out_in_missing_directory", LINKCHECK + ["--out", "/nonexistent-dir/l.json"],
+     ["/nonexistent-dir"], 2),
 ]
 
 
@@ -259,7 +299,8 @@ def test_validate_reports(ctx):
 TESTS = ([make_case(n, a, k) for n, a, k in CASES] + [test_both_preset_and_config] +
          CONFIG_TESTS + [test_out_in_missing_directory, test_out_not_a_regular_file,
                          test_memory_estimate_exceeds_machine] +
-         [make_case(n, a, k, np) for n, a, k, np in MPI_CASES] + [test_validate_reports])
+         [make_case(n, a, k, np) for n, a, k, np in MPI_CASES + DIAGNOSTICS_CASES] +
+         [test_validate_reports])
 
 if __name__ == "__main__":
     e2e.run_main(TESTS)

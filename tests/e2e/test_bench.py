@@ -107,7 +107,10 @@ def test_writes_the_figures(ctx):
     e2e.check_close(a["flops"], 6 * (128 * heads * qk * 0.5 + 128 * heads * vd * 0.5) * 128,
                     REL_TOL, "core attention FLOPs (forward + backward, causal)")
     fwd, both = a["forward_time_s"]["median"], a["time_s"]["median"]
-    e2e.check(a["time_s"]["count"] == 2 and 0 < fwd < both, "forward within forward + backward")
+    # Positive, not ordered: forward alone and forward + backward are timed in separate runs, so
+    # on a loaded machine (ctest runs tests side by side) forward's median can exceed the other's.
+    e2e.check(a["time_s"]["count"] == 2 and a["forward_time_s"]["count"] == 2 and fwd > 0 and
+              both > 0, "forward and forward + backward timed twice each: %r" % a)
     e2e.check_close(a["tflops"], a["flops"] / both / 1e12, 1e-9, "attention TFLOP/s")
     e2e.check_close(a["forward_tflops"], a["flops"] / 3 / fwd / 1e12, 1e-9, "forward TFLOP/s")
 

@@ -20,7 +20,7 @@ import moebench_e2e as e2e
 PRESET = "deepseek-v3-tiny"
 SEQ = 32
 USAGE, TIMEOUT = 2, 6
-LIMIT_S = 5  # --timeout
+LIMIT_S = 3  # --timeout
 # A rank ends within the timeout plus the time to notice and abort: the poll loop checks the
 # clock at every MPI_Test, MPI_Abort takes about a second to kill the job; on this loaded 2-core
 # machine 15 s more is ample and still far below a hang (the test's own limit is 120 s).
@@ -302,27 +302,6 @@ def test_sigterm_writes_an_interrupted_report(ctx):
         print("  SIGTERM: %d timed steps in the report" % st["steps_completed"])
 
 
-def test_bad_fault_specs(ctx):
-    cases = [
-        ("delay:rank=0", "seconds=T is required"),
-        ("delay:rank=0,seconds=-1", "seconds must be a number in (0, 1e6]"),
-        ("delay:rank=0,seconds=1e308", "seconds must be a number in (0, 1e6]"),
-        ("hang:rank=0,seconds=1", "unknown field"),
-        ("explode:rank=0", "unknown fault"),
-        ("die:step=1", "rank=R is required"),
-        ("corrupt:rank=0,phase=step", "cannot be corrupted"),
-        ("hang:rank=9", "no rank 9"),
-    ]
-    with tempfile.TemporaryDirectory() as tmp:
-        for spec, expected in cases:
-            out = os.path.join(tmp, "bad.json")
-            r = e2e.run_moebench(ctx, base(out) + ["--inject", spec], np=2, timeout=60)
-            e2e.check(r.rc == USAGE, "%s: expected exit %d" % (spec, USAGE), r)
-            e2e.check(expected in r.stderr, "%s: stderr should say %r" % (spec, expected), r)
-            e2e.check(r.stderr.count("moebench:") == 1, "%s: one line" % spec, r)
-            e2e.check(not os.path.exists(out), "%s: a report was written" % spec)
-
-
 TESTS = [
     make_hang_test(2, 1, 1, 3),
     make_hang_test(4, 2, 0, 4),
@@ -337,7 +316,6 @@ TESTS = [
     make_sigstop_test(2),
     make_sigstop_test(0),
     test_sigterm_writes_an_interrupted_report,
-    test_bad_fault_specs,
 ]
 
 if __name__ == "__main__":

@@ -25,12 +25,19 @@ def run(ctx, tmp, np, per_node, extra=(), name="r.json"):
     return res, out
 
 
+# The slowed rank's factor: at 6 its compute measures about 4x the median here (3.9 to 4.2x in
+# four runs at 8 ranks). At 4 it measured 2.3 to 3.1x, and once, in a full ctest run, nobody was
+# named: the other ranks' noise can lift the 6-robust-SD threshold above a margin that small.
+SLOW_FACTOR = 6
+
+
 def make_slow_test(np, per_node, slow_rank):
     def test(ctx):
         import tempfile
         with tempfile.TemporaryDirectory() as tmp:
             res, out = run(ctx, tmp, np, per_node,
-                           ["--inject", "slow:rank=%d,factor=4" % slow_rank, "--health-gate"])
+                           ["--inject", "slow:rank=%d,factor=%d" % (slow_rank, SLOW_FACTOR),
+                            "--health-gate"])
             e2e.check(res.rc == HEALTH, "--health-gate with a slow rank must exit 5", res)
             rep = e2e.load_report(ctx, out)
             h = rep["health"]
@@ -86,26 +93,12 @@ def test_two_ranks_per_stage_are_not_compared(ctx):
                   "the note says why: %r" % h)
 
 
-def test_bad_health_flags(ctx):
-    for args, text in (
-            (["--health-mad", "-1"], "--health-mad -1: must be"),
-            (["--health-min-slowdown", "nan"], "--health-min-slowdown nan: must be"),
-            (["--inject", "slow:rank=4,factor=2"], "no rank 4 in a world of 2"),
-            (["--inject", "slowlink:a=0,b=1,factor=2"], "moebench linkcheck"),
-            (["--inject", "slow:rank=0,factor=1"], "factor must be a number in (1, 1000]")):
-        res = e2e.run_moebench(ctx, ["run", "--preset", PRESET, "--ep", 2, "--steps", 1] + args,
-                               np=2, timeout=120)
-        e2e.check(res.rc == e2e.EXIT_USAGE and text in res.stderr,
-                  "%s: exit 2 saying %r" % (" ".join(args), text), res)
-
-
 TESTS = [
     make_slow_test(4, 2, 2),
     make_slow_test(8, 4, 5),
     make_slow_test(8, 2, 0),
     test_clean_runs_name_nobody,
     test_two_ranks_per_stage_are_not_compared,
-    test_bad_health_flags,
 ]
 
 if __name__ == "__main__":
