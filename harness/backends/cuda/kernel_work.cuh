@@ -133,9 +133,14 @@ MB_CUDA_HD void adamw_work(const GridPos& g, const AdamWCoeffs& k, const Mat& pa
 // chunk order (columns along x).
 constexpr std::int64_t kRmsnormRowsPerChunk = 64;
 
+// The chunks of `rows` rows: partial's rows, and the finish's count.
+MB_CUDA_HD std::int64_t rmsnorm_dw_chunks(std::int64_t rows) {
+  return (rows + kRmsnormRowsPerChunk - 1) / kRmsnormRowsPerChunk;
+}
+
 MB_CUDA_HD void rmsnorm_dw_partial_work(const GridPos& g, const Mat& dy, const Mat& x,
                                         const Mat& rstd, float* partial) {
-  const std::int64_t chunks = (x.rows + kRmsnormRowsPerChunk - 1) / kRmsnormRowsPerChunk;
+  const std::int64_t chunks = rmsnorm_dw_chunks(x.rows);
   for (std::int64_t ch = g.y; ch < chunks; ch += g.ny) {
     const std::int64_t first = ch * kRmsnormRowsPerChunk;
     const std::int64_t last =

@@ -161,7 +161,7 @@ void CudaCompute::do_rmsnorm_backward(const Mat& dy, const Mat& x, const Mat& we
                                       const Mat& rstd, const Mat& dx, const Mat& dweight) {
   if (x.rows == 0 || x.cols == 0) return;
   // The weight gradient first: it reads dy, which may be the same memory as dx.
-  const std::int64_t chunks = (x.rows + kRmsnormRowsPerChunk - 1) / kRmsnormRowsPerChunk;
+  const std::int64_t chunks = rmsnorm_dw_chunks(x.rows);
   auto* partial = static_cast<float*>(
       scratch_.get(static_cast<std::size_t>(chunks * x.cols) * sizeof(float), stream_));
   rmsnorm_dw_partial_kernel<<<cell_grid(chunks, x.cols, kThreads), kThreads, 0, stream_>>>(
