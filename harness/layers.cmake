@@ -183,25 +183,37 @@ moebench_module(local LAYER backends DIRS harness/backends/local DEPS comm compu
 moebench_module(fault LAYER backends DIRS harness/backends/fault DEPS comm compute)
 # What a device-stream backend keeps in flight per lane: host bookkeeping, tested without a GPU.
 moebench_module(in_flight LAYER backends DIRS harness/backends/in_flight DEPS comm)
-moebench_module(cuda LAYER backends DIRS harness/backends/cuda DEPS compute ops CUDA
+# cuDNN's flash attention (third_party/cudnn.cmake): host code, built with the cuda backend, and
+# on its own where -DMOEBENCH_CUDNN=ON (its graph checks need no GPU); cudnn_absent.cpp where the
+# build has no cuDNN.
+set(MOEBENCH_BUILD_CUDNN_MODULE OFF)
+if(MOEBENCH_HAVE_CUDA OR MOEBENCH_HAVE_CUDNN)
+  set(MOEBENCH_BUILD_CUDNN_MODULE ON)
+endif()
+if(MOEBENCH_HAVE_CUDNN)
+  # cudnn-frontend compiles some of its engines at run time with NVRTC.
+  moebench_module(cudnn LAYER backends DIRS harness/backends/cudnn DEPS compute
+                  BUILD MOEBENCH_BUILD_CUDNN_MODULE EXCLUDE "cudnn_absent[.]cpp$"
+                  LIBS ${CUDNN_LIBRARY} CUDA::cudart CUDA::nvrtc)
+  # cudnn-frontend's, cuDNN's and the toolkit's headers as system headers (their warnings are not
+  # ours).
+  target_include_directories(mb_cudnn SYSTEM PRIVATE ${CUDNN_FRONTEND_INCLUDE_DIR}
+                             ${CUDNN_INCLUDE_DIR} ${CUDAToolkit_INCLUDE_DIRS})
+  # The build's longest object, yet host code that only builds cuDNN's graphs (once per shape)
+  # and hands them their pointers: -O1 compiles it in 69 s here against 101 s at -O3.
+  set_source_files_properties(${CMAKE_SOURCE_DIR}/harness/backends/cudnn/cudnn_attention.cpp
+                              PROPERTIES COMPILE_OPTIONS -O1)
+else()
+  moebench_module(cudnn LAYER backends DIRS harness/backends/cudnn DEPS compute
+                  BUILD MOEBENCH_BUILD_CUDNN_MODULE EXCLUDE "cudnn_attention[.]cpp$")
+endif()
+moebench_module(cuda LAYER backends DIRS harness/backends/cuda DEPS compute ops cudnn CUDA
                 BUILD MOEBENCH_HAVE_CUDA LIBS CUDA::cudart CUDA::cublasLt CUDA::cublas)
 if(MOEBENCH_HAVE_CUDA)
   # One shared CUDA runtime for the whole process (the host code links CUDA::cudart too).
   set_target_properties(mb_cuda PROPERTIES CUDA_RUNTIME_LIBRARY Shared)
   # -lineinfo: source lines in profiles at no run-time cost.
   target_compile_options(mb_cuda PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:-lineinfo;-Xcompiler=-Wall>")
-  if(MOEBENCH_HAVE_CUDNN)
-    # attention_cudnn.cpp: cudnn-frontend's headers as system headers (their warnings are not ours).
-    target_compile_definitions(mb_cuda PRIVATE MOEBENCH_HAVE_CUDNN=1)
-    target_include_directories(mb_cuda SYSTEM PRIVATE ${CUDNN_FRONTEND_INCLUDE_DIR}
-                               ${CUDNN_INCLUDE_DIR})
-    # cudnn-frontend compiles some of its engines at run time with NVRTC.
-    target_link_libraries(mb_cuda PRIVATE ${CUDNN_LIBRARY} CUDA::nvrtc)
-    # The build's longest object, yet host code that only builds cuDNN's graphs (once per shape)
-    # and hands them their pointers: -O1 compiles it in 69 s here against 101 s at -O3.
-    set_source_files_properties(${CMAKE_SOURCE_DIR}/harness/backends/cuda/attention_cudnn.cpp
-                                PROPERTIES COMPILE_OPTIONS -O1)
-  endif()
 endif()
 moebench_module(nccl LAYER backends DIRS harness/backends/nccl DEPS cuda mpi in_flight
                 BUILD MOEBENCH_HAVE_NCCL LIBS ${NCCL_LIBRARY} CUDA::cudart)

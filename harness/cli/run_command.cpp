@@ -192,6 +192,7 @@ RunRecord make_record(const CliOptions& o, const Setup& s, const MpiRuntime& rt,
   record.meta.gemm_path = compute.gemm_path();
   record.meta.grouped_gemm_path = compute.grouped_gemm_path();
   record.meta.attention_path = compute.attention_path();
+  record.meta.kernel_calls = compute.kernel_calls();
   record.config = c;
   record.topology = s.topo;
   record.full_model =

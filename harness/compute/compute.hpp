@@ -54,6 +54,22 @@ struct Fp8GemmCounts {
   std::int64_t weight_quantisations = 0;
 };
 
+// What a device backend chose, call by call, counted since construction (the run report's
+// meta.kernels.calls): core attention's forward and backward calls through cuDNN's fused SDPA or
+// the batched GEMMs, and the graphs cuDNN refused; the BF16 GEMMs cuBLASLt ran and those it had
+// no algorithm for (cublasGemmEx); with --grouped-gemm grouped, the grouped calls and the
+// problems that ran one GEMM each instead; fp8's counts.
+struct KernelCalls {
+  std::int64_t attention_cudnn = 0;
+  std::int64_t attention_gemm = 0;
+  std::int64_t attention_cudnn_refused = 0;
+  std::int64_t gemm_cublaslt = 0;
+  std::int64_t gemm_fallbacks = 0;
+  std::int64_t grouped_calls = 0;
+  std::int64_t grouped_loop_problems = 0;
+  Fp8GemmCounts fp8;
+};
+
 class Compute {
  public:
   virtual ~Compute() = default;
@@ -137,6 +153,8 @@ class Compute {
   virtual void begin_step() {}
   // Counted since construction.
   virtual Fp8GemmCounts fp8_gemm_counts() const { return {}; }
+  // The device backend's kernel choices, counted since construction; none on a host backend.
+  virtual std::optional<KernelCalls> kernel_calls() const { return std::nullopt; }
 
   // Timing marks, in stream order and without synchronising: mark() records the point the
   // backend's work has reached (host backends: now; cuda: an event on its stream) and returns its

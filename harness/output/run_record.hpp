@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "harness/compute/compute.hpp"
 #include "harness/device/device_records.hpp"
 #include "harness/measure/health.hpp"
 #include "harness/measure/results.hpp"
@@ -36,6 +38,7 @@ struct RunMeta {
   std::string gemm_path;
   std::string grouped_gemm_path;
   std::string attention_path;
+  std::optional<KernelCalls> kernel_calls;  // a device backend's counts (compute.hpp)
 };
 
 struct TensorCheck {

@@ -13,6 +13,19 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
+ojson kernel_calls_json(const KernelCalls& k) {
+  return ojson{{"attention_cudnn", k.attention_cudnn},
+               {"attention_gemm", k.attention_gemm},
+               {"attention_cudnn_refused", k.attention_cudnn_refused},
+               {"gemm_cublaslt", k.gemm_cublaslt},
+               {"gemm_fallbacks", k.gemm_fallbacks},
+               {"grouped_calls", k.grouped_calls},
+               {"grouped_loop_problems", k.grouped_loop_problems},
+               {"fp8_gemms", k.fp8.gemms},
+               {"fp8_fallbacks", k.fp8.fallbacks},
+               {"fp8_weight_quantisations", k.fp8.weight_quantisations}};
+}
+
 ojson meta_json(const RunMeta& m) {
   ojson env = ojson::object();
   for (const auto& [key, value] : m.environment) env[key] = value;
@@ -34,6 +47,7 @@ ojson meta_json(const RunMeta& m) {
     meta["kernels"] = {{"gemm", m.gemm_path},
                        {"grouped_gemm", m.grouped_gemm_path},
                        {"attention", m.attention_path}};
+    if (m.kernel_calls) meta["kernels"]["calls"] = kernel_calls_json(*m.kernel_calls);
   }
   if (!m.devices.empty()) {
     ojson devices = ojson::array();

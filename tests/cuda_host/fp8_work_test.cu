@@ -10,9 +10,12 @@
 // the kernels put every value and scale where those offsets say.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <limits>
 #include <vector>
 
 #include "harness/backends/cuda/device_mat.cuh"
@@ -202,17 +205,33 @@ TEST_CASE("tile quantise work: each tile's values in the K-major copy and its sc
           }
         }
       }
-      for (const std::int64_t size : {128, 3}) {  // the backend's block, and a small team
+      // The backend's block (32 x 4 threads) and a small odd one (3 x 2), every thread of every
+      // region through the four phases in turn (the barriers between them), in shared memory
+      // that starts as NaNs (what a phase reads, an earlier one must have written).
+      for (const dim3 block : {dim3(32, 4), dim3(3, 2)}) {
         CAPTURE(tc.what);
         CAPTURE(outer_is_row);
-        CAPTURE(size);
+        CAPTURE(block.x);
         std::vector<std::uint8_t> got(want.size(), kByteCanary),
             scales(want_scales.size(), kByteCanary);
         std::memset(scales.data(), fill, static_cast<std::size_t>(scale_bytes));
-        HostTeam team{size};
-        for (std::int64_t t = 0; t < tiles_outer * tiles_k; ++t)
-          quantize_tile(team, xv, outer_is_row, outer, k, kp, tc.tile, tc.layout, got.data(),
-                        scales.data(), t);
+        std::vector<float> shared(static_cast<std::size_t>(fp8_region_shared_floats(tc.tile)));
+        const auto each_thread = [&](const std::function<void(const GridPos&)>& phase) {
+          for (std::int64_t y = 0; y < block.y; ++y)
+            for (std::int64_t x = 0; x < block.x; ++x) phase(GridPos{x, block.x, y, block.y});
+        };
+        for (std::int64_t i = 0; i < fp8_regions(tc.tile, outer, kp); ++i) {
+          const Fp8Region r = fp8_region(tc.tile, outer, kp, i);
+          std::fill(shared.begin(), shared.end(), std::numeric_limits<float>::quiet_NaN());
+          float* sm = shared.data();
+          each_thread([&](const GridPos& t) { fp8_region_load(t, xv, outer_is_row, k, r, sm); });
+          each_thread([&](const GridPos& t) { fp8_region_row_max(t, tc.tile, r, sm); });
+          each_thread([&](const GridPos& t) {
+            fp8_region_scales(t, tc.tile, tc.layout, outer, kp, r, sm, scales.data());
+          });
+          each_thread(
+              [&](const GridPos& t) { fp8_region_store(t, tc.tile, kp, r, sm, got.data()); });
+        }
         check_bytes(got, want, "tile-quantised copy");
         check_bytes(scales, want_scales, "scales");
       }

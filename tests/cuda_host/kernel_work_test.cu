@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -505,6 +506,38 @@ TEST_CASE("gather and scatter heads work: MLA's key and value packed, the gradie
       check_same(dkv, kv_want, "scatter heads: k_nope and v into kv");
       check_same(dkr, kr_want, "scatter heads: the shared rope key's sum");
     }
+  }
+}
+
+// The statistics between the step's rows x heads (here heads 2..4 of 6, a column slice of rows
+// of 6) and cuDNN's packed [batch, heads, seq, 1], both ways, against plain loops: every packed
+// element written, the step's columns outside the slice untouched.
+TEST_CASE("move stats work: rows x heads to cuDNN's packed [batch, heads, seq, 1] and back") {
+  const std::int64_t batch = 3, seq = 11, heads = 6, h0 = 2, hn = 3, rows = batch * seq;
+  HostMat step(rows, heads, heads, 0, DType::f32);
+  step.randomise(70);
+  const Mat slice = step.view().col_slice(h0, hn);
+  for (const dim3 g : grids(batch * hn, seq)) {
+    CAPTURE(g.x);
+    CAPTURE(g.y);
+    HostMat packed(batch * hn, seq, seq, 0, DType::f32);  // canaries where nothing was written
+    run_grid(g, 4, [&](const GridPos& p) { move_stats_work(p, slice, seq, packed.view(), true); });
+    HostMat want(batch * hn, seq, seq, 0, DType::f32);
+    for (std::int64_t b = 0; b < batch; ++b)
+      for (std::int64_t h = 0; h < hn; ++h)
+        for (std::int64_t t = 0; t < seq; ++t)
+          store(want.view(), b * hn + h, t, load(step.view(), b * seq + t, h0 + h));
+    check_same(packed, want, "stats to cuDNN's layout");
+
+    // Back into a copy of the step's stats whose slice holds NaNs.
+    HostMat back = step.clone();
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t h = 0; h < hn; ++h)
+        store(back.view(), r, h0 + h, std::numeric_limits<float>::quiet_NaN());
+    run_grid(g, 4, [&](const GridPos& p) {
+      move_stats_work(p, back.view().col_slice(h0, hn), seq, packed.view(), false);
+    });
+    check_same(back, step, "stats from cuDNN's layout");
   }
 }
 

@@ -1,6 +1,12 @@
 """Writes the device check's one JSON summary (summary.json) from what tests/device/check.sh left:
-its steps table, check.log, the run reports and the probe's bench.json; prints a short table
-and exits 0 only when every step passed. Standard library only (it runs on the GPU machine).
+its steps table, check.log, the run reports and the probe's bench.json; archives those reports
+into results.tar.gz; prints a short table and exits 0 only when every step passed. Standard
+library only (it runs on the GPU machine).
+
+The device call returns at most 8 files of at most 16 MiB from the output folder, and which are
+dropped beyond that is not ours to choose: the folder holds summary.json, check.log and
+results.tar.gz only, check.log is cut in the middle past CHECK_LOG_MAX_BYTES, and the archive
+drops the step logs before it would outgrow ARCHIVE_MAX_BYTES.
 """
 
 import argparse
@@ -11,10 +17,23 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 
 # The performance targets on one H200 (benchmarks, not pass/fail criteria of the check).
 EXPERT_GEMM_TARGET_RATIO = 0.85
 STEP_TARGET_FRACTION_OF_PEAK = 0.45
+
+# What the device call returns (the device tool's README, Limits).
+DEVICE_MAX_FILES = 8
+DEVICE_MAX_FILE_BYTES = 16 << 20
+# Kept well under the per-file limit: check.log keeps its first CHECK_LOG_HEAD_BYTES and its last
+# bytes up to the total.
+CHECK_LOG_MAX_BYTES = 12 << 20
+CHECK_LOG_HEAD_BYTES = 2 << 20
+ARCHIVE_MAX_BYTES = 12 << 20
+# The run reports check.sh writes (results/NAME.json), in the order it runs them.
+RUNS = ("run-1gpu", "run-1gpu-nccl", "run-1gpu-fp8", "run-1gpu-fp8-blockwise", "run-4rank",
+        "run-4rank-pp")
 
 
 def command_output(cmd, timeout=30):
@@ -47,35 +66,41 @@ def load_json(path):
 
 
 def versions(args, deps):
-    v = {}
-    smi = command_output(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,pci.bus_id",
-                          "--format=csv,noheader"])
-    v["gpus"] = smi.splitlines() if smi else None
-    nvcc = command_output(["nvcc", "--version"]) or command_output(["/usr/local/cuda/bin/nvcc",
-                                                                    "--version"])
-    v["nvcc"] = last_line_matching(r"release", nvcc) if nvcc else None
-    cmake = command_output(["cmake", "--version"])
-    v["cmake"] = cmake.splitlines()[0] if cmake else None
-    cxx = command_output(["c++", "--version"])
-    v["cxx"] = cxx.splitlines()[0] if cxx else None
-    v["python"] = sys.version.split()[0]
-    try:
+    """The machine's and the build's versions, each looked up once per check (cached in
+    WORK/versions.json): the tools at the first summary, moebench's own once it is built, the
+    carried MANIFEST once unpacked."""
+    cache = os.path.join(args.work, "versions.json")
+    v = load_json(cache) or {}
+    if "gpus" not in v:
+        smi = command_output(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,"
+                              "pci.bus_id", "--format=csv,noheader"])
+        v["gpus"] = smi.splitlines() if smi else None
+        nvcc = (command_output(["nvcc", "--version"]) or
+                command_output(["/usr/local/cuda/bin/nvcc", "--version"]))
+        v["nvcc"] = last_line_matching(r"release", nvcc) if nvcc else None
+        cmake = command_output(["cmake", "--version"])
+        v["cmake"] = cmake.splitlines()[0] if cmake else None
+        cxx = command_output(["c++", "--version"])
+        v["cxx"] = cxx.splitlines()[0] if cxx else None
+        v["python"] = sys.version.split()[0]
         from importlib import metadata
         for dist in ("torch", "nvidia-nccl-cu13", "nvidia-cublas", "nvidia-cudnn-cu13"):
             try:
                 v[dist] = metadata.version(dist)
             except metadata.PackageNotFoundError:
                 v[dist] = None
-    except ImportError:
-        pass
-    ompi = command_output([os.path.join(deps, "openmpi", "bin", "mpirun"), "--version"])
-    v["openmpi"] = ompi.splitlines()[0] if ompi else None
-    moebench = command_output([os.path.join(args.build, "moebench"), "version"])
-    v["moebench"] = moebench
+    if not v.get("openmpi"):
+        mpirun = os.path.join(deps, "openmpi", "bin", "mpirun")
+        ompi = command_output([mpirun if os.path.isfile(mpirun) else "mpirun", "--version"])
+        v["openmpi"] = ompi.splitlines()[0] if ompi else None
+    if not v.get("moebench"):
+        v["moebench"] = command_output([os.path.join(args.build, "moebench"), "version"])
     manifest = os.path.join(deps, "MANIFEST")
-    if os.path.isfile(manifest):
+    if "carried" not in v and os.path.isfile(manifest):
         with open(manifest) as f:
             v["carried"] = [line.strip() for line in f if line.strip()]
+    with open(cache, "w") as f:
+        json.dump(v, f)
     return v
 
 
@@ -104,6 +129,8 @@ def run_summary(doc):
         "pipeline": {k: doc.get("parallel", {}).get("pipeline", {}).get(k)
                      for k in ("pp", "vp", "microbatches_per_step", "theoretical_bubble",
                                "measured_bubble")},
+        # Which kernels ran and how often each fell back (meta.kernels.calls on a device).
+        "kernels": doc.get("meta", {}).get("kernels"),
     }
 
 
@@ -176,14 +203,99 @@ def test_counts(log_text):
     }
 
 
+def read_steps(path):
+    """check.sh's steps table: name, status, exit code, seconds, limit, reason (skipped)."""
+    steps = []
+    with open(path) as f:
+        for line in f:
+            fields = line.rstrip("\n").split("\t")
+            if len(fields) < 4:
+                continue
+            s = {"name": fields[0], "status": fields[1],
+                 "exit_code": int(fields[2]) if fields[2] else None, "seconds": int(fields[3])}
+            if len(fields) > 4 and fields[4]:
+                s["limit_s"] = int(fields[4])
+            if len(fields) > 5 and fields[5]:
+                s["reason"] = fields[5]
+            steps.append(s)
+    return steps
+
+
+def replace_atomically(out, name, write):
+    """write(path) into a temporary name in `out`, then renamed over `name`."""
+    tmp = os.path.join(out, "." + name + ".tmp")
+    write(tmp)
+    os.replace(tmp, os.path.join(out, name))
+
+
+def archive_results(results, out):
+    """results.tar.gz of the reports in `results` (the runs' step logs dropped first if the
+    archive would outgrow ARCHIVE_MAX_BYTES); what it holds and what it left out."""
+    names = sorted(os.listdir(results)) if os.path.isdir(results) else []
+    left_out = []
+    for attempt in ("all", "reports only"):
+        kept = [n for n in names if attempt == "all" or n.endswith(".json")]
+
+        def write(tmp):
+            with tarfile.open(tmp, "w:gz") as tar:
+                for n in kept:
+                    tar.add(os.path.join(results, n), arcname="results/" + n)
+        replace_atomically(out, "results.tar.gz", write)
+        if os.path.getsize(os.path.join(out, "results.tar.gz")) <= ARCHIVE_MAX_BYTES:
+            left_out = [n for n in names if n not in kept]
+            return {"file": "results.tar.gz", "holds": kept, "left_out": left_out}
+    return {"file": "results.tar.gz", "holds": kept,
+            "left_out": [n for n in names if n not in kept],
+            "over_limit": True}
+
+
+def cap_log(path):
+    """Cuts check.log in the middle once it exceeds CHECK_LOG_MAX_BYTES; the bytes cut."""
+    size = os.path.getsize(path) if os.path.isfile(path) else 0
+    if size <= CHECK_LOG_MAX_BYTES:
+        return 0
+    tail = CHECK_LOG_MAX_BYTES - CHECK_LOG_HEAD_BYTES
+    with open(path, "rb") as f:
+        head = f.read(CHECK_LOG_HEAD_BYTES)
+        f.seek(size - tail)
+        end = f.read()
+    cut = size - len(head) - len(end)
+    with open(path, "wb") as f:
+        f.write(head)
+        f.write(b"\n# summarize.py: %d bytes cut here to keep check.log under %d MiB\n" % (
+            cut, CHECK_LOG_MAX_BYTES >> 20))
+        f.write(end)
+    return cut
+
+
+def out_files(out, summary_bytes):
+    """What the device call would bring back, summary.json counted at `summary_bytes`."""
+    files = {n: os.path.getsize(os.path.join(out, n)) for n in sorted(os.listdir(out))
+             if n != "summary.json" and os.path.isfile(os.path.join(out, n))}
+    files["summary.json"] = summary_bytes
+    return {"files": [{"name": n, "bytes": b} for n, b in sorted(files.items())],
+            "within_device_limits": (len(files) <= DEVICE_MAX_FILES and
+                                     max(files.values()) <= DEVICE_MAX_FILE_BYTES)}
+
+
+def cudnn_state(path):
+    """check.sh's cuDNN state: asked for and built, or off and why."""
+    text = open(path).read().strip() if os.path.isfile(path) else "unknown"
+    return {"built": text == "on", "why_not": None if text == "on" else
+            text.split(":", 1)[-1].strip()}
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--out", required=True)
     p.add_argument("--steps", required=True)
     p.add_argument("--work", required=True)
+    p.add_argument("--results", required=True, help="the folder of run and bench reports")
     p.add_argument("--build", required=True)
     p.add_argument("--carried", required=True)
     p.add_argument("--cpu-only", default="0")
+    p.add_argument("--prebuilt", default="", help="the prebuilt build folder, if one was used")
+    p.add_argument("--cudnn", default="", help="check.sh's cuDNN state file")
     p.add_argument("--wall-s", type=float, default=0)
     p.add_argument("--planned", default="", help="every step the run means to take, a,b,c")
     p.add_argument("--deadline-s", type=float, default=None)
@@ -193,29 +305,20 @@ def main():
     final = args.final == "1"
     deps = os.path.join(args.work, "deps")
 
-    steps = []
-    with open(args.steps) as f:
-        for line in f:
-            fields = line.rstrip("\n").split("\t")
-            if len(fields) < 4:
-                continue
-            s = {"name": fields[0], "status": fields[1],
-                 "exit_code": int(fields[2]) if fields[2] else None, "seconds": int(fields[3])}
-            if len(fields) > 4:
-                s["reason"] = fields[4]
-            steps.append(s)
+    steps = read_steps(args.steps)
     log_path = os.path.join(args.out, "check.log")
+    log_cut = cap_log(log_path)
     log_text = open(log_path, errors="replace").read() if os.path.isfile(log_path) else ""
 
     runs = {}
-    for name in ("run-1gpu", "run-1gpu-nccl", "run-1gpu-fp8", "run-4rank", "run-4rank-pp"):
-        summary = run_summary(load_json(os.path.join(args.out, name + ".json")))
+    for name in RUNS:
+        summary = run_summary(load_json(os.path.join(args.results, name + ".json")))
         if summary is not None:
             runs[name] = summary
     benches = {}
     for name in ("bench", "bench-fp8"):
         try:
-            benches[name] = bench_summary(load_json(os.path.join(args.out, name + ".json")))
+            benches[name] = bench_summary(load_json(os.path.join(args.results, name + ".json")))
         except (KeyError, TypeError) as e:
             benches[name] = {"error": "%s.json is not as expected: %r" % (name, e)}
     bench = benches["bench"]
@@ -231,10 +334,13 @@ def main():
     failed = [s["name"] for s in steps if s["status"] not in ("passed", "skipped")]
     recorded = {s["name"] for s in steps}
     unfinished = [n for n in args.planned.split(",") if n and n not in recorded]
+    mode = "cpu-only dry run (CHECK_SH_CPU_ONLY=1)" if args.cpu_only == "1" else "gpu"
+    if args.prebuilt:
+        mode += ", prebuilt build folder (CHECK_SH_PREBUILT)"
     summary = {
         "kind": "moebench.device_check",
-        "schema_version": 1,
-        "mode": "cpu-only dry run (CHECK_SH_CPU_ONLY=1)" if args.cpu_only == "1" else "gpu",
+        "schema_version": 2,
+        "mode": mode,
         # "running": written after a step, more to come; "complete": every planned step ran;
         # "stopped": it ended first (the deadline, a signal), unfinished_steps says what is missing
         "state": ("running" if not final else "stopped" if unfinished or args.stopped
@@ -248,6 +354,7 @@ def main():
         "finished": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "wall_s": args.wall_s,
         "steps": steps,
+        "cudnn": cudnn_state(args.cudnn),
         "tests": test_counts(log_text),
         "runs": runs,
         "bench": bench,
@@ -256,13 +363,19 @@ def main():
         "carried": {"file": os.path.relpath(args.carried, os.getcwd()),
                     "bytes": os.path.getsize(args.carried) if os.path.isfile(args.carried)
                     else None},
-        "files": sorted(os.listdir(args.out)) + ["summary.json"],
+        "results": archive_results(args.results, args.out),
+        "check_log_bytes_cut": log_cut,
     }
-    tmp = os.path.join(args.out, "summary.json.tmp")
-    with open(tmp, "w") as f:
-        json.dump(summary, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, os.path.join(args.out, "summary.json"))
+    # The files as the device call will find them, this summary's own size included (twice
+    # over: the figure's digits do not change it by more than a few bytes).
+    text = json.dumps(summary, indent=2)
+    summary.update(out_files(args.out, len(text) + 256))
+    text = json.dumps(summary, indent=2) + "\n"
+
+    def write(tmp):
+        with open(tmp, "w") as f:
+            f.write(text)
+    replace_atomically(args.out, "summary.json", write)
     if not final:
         return 0
 
@@ -271,8 +384,12 @@ def main():
         "" if not unfinished else "; stopped by %s before %s" % (
             args.stopped or "an error", ", ".join(unfinished))))
     for s in steps:
-        print("#   %-16s %-8s %5s s%s" % (s["name"], s["status"], s["seconds"],
-                                          "  (" + s["reason"] + ")" if "reason" in s else ""))
+        print("#   %-24s %-8s %5s s%s%s" % (
+            s["name"], s["status"], s["seconds"],
+            " of %d" % s["limit_s"] if "limit_s" in s else "",
+            "  (" + s["reason"] + ")" if "reason" in s else ""))
+    if not summary["cudnn"]["built"]:
+        print("#   cuDNN: %s" % summary["cudnn"]["why_not"])
     for k, v in summary["tests"].items():
         if v:
             print("#   %s: %s" % (k, v))
@@ -280,8 +397,19 @@ def main():
         print("#   %s: verification %s (%s wrong of %s, max rel err %.3g), %.4g TFLOP/s/GPU" % (
             name, "passed" if r["verification_passed"] else "FAILED", r["mismatches"],
             r["compared"], r["max_rel_error"] or 0.0, r["tflops_per_gpu"] or 0.0))
+        calls = (r.get("kernels") or {}).get("calls")
+        if calls:
+            print("#     kernels: attention cudnn %d / gemm %d (%d refused), gemm fallbacks %d, "
+                  "grouped %d (%d looped), fp8 %d (%d fell back)" % (
+                      calls["attention_cudnn"], calls["attention_gemm"],
+                      calls["attention_cudnn_refused"], calls["gemm_fallbacks"],
+                      calls["grouped_calls"], calls["grouped_loop_problems"],
+                      calls["fp8_gemms"], calls["fp8_fallbacks"]))
     for name, b in (("bench", bench), ("bench-fp8", bench_fp8)):
         print_bench(name, b)
+    print("#   files: %s (%s the device call's limits)" % (
+        ", ".join("%s %d B" % (f["name"], f["bytes"]) for f in summary["files"]),
+        "within" if summary["within_device_limits"] else "BEYOND"))
     return 0 if summary["passed"] else 1
 
 

@@ -1,9 +1,10 @@
 // Core attention of the cuda backend, over the operands by head in place (attention_operands.hpp).
 //
-// cuDNN's fused SDPA runs where it is asked for and takes the shape (attention_cudnn.hpp): on
-// the operands themselves when each is one packed block per head, else a chunk of heads at a
-// time gathered into packed scratch (MLA's key is [k_nope from kv | the shared rope key]), the
-// gradients scattered back into the kv up-projection's layout. Otherwise the batched GEMMs of
+// cuDNN's fused SDPA runs where it is asked for and takes the shape (harness/backends/cudnn), a
+// chunk of heads at a time (attention_packed.cuh): q and the output in place, k and v in place
+// where each is one packed block per head, else gathered into packed scratch (MLA's key is
+// [k_nope from kv | the shared rope key]) and the gradients scattered back into the kv
+// up-projection's layout; the statistics through packed scratch. Otherwise the batched GEMMs of
 // attention_gemm.cuh run, with cuBLAS and the kernels below as their executor.
 #include <algorithm>
 #include <initializer_list>
@@ -122,6 +123,12 @@ struct CudaCompute::CudnnDevice {
                const HeadCols& b, bool accumulate) {
     c.scatter_heads(packed, h0, heads, a, b, accumulate);
   }
+  void pack_stats(const Mat& stats, std::int64_t seq, const Mat& packed) {
+    c.move_stats(stats, seq, packed, true);
+  }
+  void unpack_stats(const Mat& packed, std::int64_t seq, const Mat& stats) {
+    c.move_stats(stats, seq, packed, false);
+  }
   void* scratch(std::size_t bytes) { return c.scratch_.get(bytes, c.stream_); }
   std::size_t score_budget() const { return c.score_budget_; }
 };
@@ -160,7 +167,11 @@ void CudaCompute::do_attention_backward(const AttentionShape& s, const Attention
                                          << "; cuda attention multiplies bf16");
   if (s.batch == 0) return;
   // The forward's choice for these operands (the stats are the implementation's own).
-  if (cudnn_attention(s, in, out, stats, &dout, &grad)) return;
+  if (cudnn_attention(s, in, out, stats, &dout, &grad)) {
+    ++cudnn_attention_calls_;
+    return;
+  }
+  ++gemm_attention_calls_;
   AttentionDevice x{*this};
   gemm_attention_backward(x, s, in, out, dout, stats, grad);
 }

@@ -11,9 +11,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "harness/backends/cuda/attention_cudnn.hpp"
 #include "harness/backends/cuda/cuda_check.hpp"
 #include "harness/backends/cuda/cuda_compute.hpp"
+#include "harness/backends/cudnn/cudnn_attention.hpp"
 
 namespace moebench::cuda {
 
@@ -109,6 +109,10 @@ class GemmEngine {
   // Since construction: heuristic queries made, and shapes that reused their class's algorithm.
   std::int64_t heuristic_queries() const { return heuristic_queries_; }
   std::int64_t algo_reuses() const { return algo_reuses_; }
+  // Since construction: BF16 GEMMs run by cuBLASLt, and by cublasGemmEx where no cuBLASLt
+  // algorithm took the shape.
+  std::int64_t lt_calls() const { return lt_calls_; }
+  std::int64_t fallback_calls() const { return fallback_calls_; }
   std::size_t workspace_bytes() const { return workspace_bytes_; }
 
   struct Plan;
@@ -162,6 +166,8 @@ class GemmEngine {
   std::unordered_map<Key, cublasLtMatmulAlgo_t, KeyHash> class_algos_;  // m and k by class
   std::int64_t heuristic_queries_ = 0;
   std::int64_t algo_reuses_ = 0;
+  std::int64_t lt_calls_ = 0;
+  std::int64_t fallback_calls_ = 0;
 };
 
 // Codes a kernel writes into the backend's error word when it meets a bad index (it skips that
@@ -200,7 +206,8 @@ class CudaCompute final : public CudaComputeApi {
   // Frees the weights' quantised copies, on the stream.
   void begin_step() override;
   void set_grouped_gemm_impl(GroupedGemmImpl g) override { grouped_impl_ = g; }
-  // cudnn: UsageError where the binary has no cuDNN attention (attention_cudnn.hpp).
+  // cudnn: UsageError where cuDNN cannot run here (no cuDNN in the binary, or its handle could
+  // not be created: cudnn_unavailable_ says which).
   void set_attention_impl(AttentionImpl a) override;
 
   std::optional<DeviceInfo> device_info() const override { return info_; }
@@ -210,6 +217,7 @@ class CudaCompute final : public CudaComputeApi {
   std::string grouped_gemm_path() const override;
   std::string attention_path() const override;
   void set_attention_score_budget(std::size_t bytes) override { score_budget_ = bytes; }
+  std::optional<KernelCalls> kernel_calls() const override;
   std::int64_t gemm_heuristic_queries() const override { return gemm_->heuristic_queries(); }
   std::int64_t gemm_algo_reuses() const override { return gemm_->algo_reuses(); }
 
@@ -241,8 +249,8 @@ class CudaCompute final : public CudaComputeApi {
   void do_fill(const Mat& x, float value) override;
   void do_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b, float beta,
                const Mat& c) override;
-  // --grouped-gemm grouped: one cublasGemmGroupedBatchedEx over the problems (gemm.cu); the
-  // loop otherwise, or where the problems are not all BF16 x BF16 into one C dtype.
+  // --grouped-gemm grouped: one cublasGemmGroupedBatchedEx over the problems where cuBLAS takes
+  // their dtypes (grouped_gemm_path.hpp: BF16 A, B and C), the loop otherwise (gemm.cu).
   void do_grouped_gemm(bool trans_a, bool trans_b, float alpha, std::span<const GemmProblem> p,
                        float beta) override;
   // One linear GEMM in FP8 (fp8.cu), or the BF16 path where cuBLASLt has no FP8 algorithm.
@@ -296,7 +304,8 @@ class CudaCompute final : public CudaComputeApi {
   std::unique_ptr<GemmEngine> gemm_;  // created after the handles, destroyed before them
   DeviceScratch scratch_;
   DeviceScratch group_pointers_;           // the grouped GEMM's device pointer arrays
-  std::unique_ptr<CudnnAttention> cudnn_;  // null where the binary has none
+  std::unique_ptr<CudnnAttention> cudnn_;  // null where cuDNN cannot run here, and why:
+  std::string cudnn_unavailable_;
   // Whether this call runs cuDNN: the impl asks for it and cuDNN takes the shape (UsageError for
   // --attention-impl cudnn where it does not).
   bool use_cudnn(const AttentionShape& s, const Mat& q, const Mat& k, const Mat& v, const Mat& out,
@@ -315,13 +324,22 @@ class CudaCompute final : public CudaComputeApi {
   void gather_heads(const HeadCols& a, const HeadCols& b, std::int64_t h0, const Mat& packed);
   void scatter_heads(const Mat& packed, std::int64_t h0, std::int64_t heads, const HeadCols& a,
                      const HeadCols& b, bool accumulate);
+  // The statistics between the step's rows x heads and cuDNN's packed [batch, heads, seq, 1]
+  // (attention_heads.cu, kernel_work.cuh).
+  void move_stats(const Mat& stats, std::int64_t seq, const Mat& packed, bool to_packed);
+  // Forward and backward calls through each attention implementation.
   std::int64_t cudnn_attention_calls_ = 0, gemm_attention_calls_ = 0;
+  // --grouped-gemm grouped: the grouped calls made, the problems run one GEMM each instead, and
+  // why the last of those did.
+  std::int64_t grouped_calls_ = 0, grouped_loop_problems_ = 0;
+  std::string grouped_loop_why_;
   // The FP8 GEMM's quantised operands and per-tensor scalars (amax, descale), apart from
   // scratch_ because gemm() may use that one for the same call's BF16 fallback.
   DeviceScratch fp8_scratch_;
   std::int64_t fp8_gemms_ = 0;      // linear GEMMs run in FP8
   std::int64_t fp8_fallbacks_ = 0;  // linear GEMMs that fp8 asked for but ran BF16
   std::int64_t fp8_weight_quantisations_ = 0;
+  int region_shared_bytes_ = 48 << 10;  // the tile quantisation's dynamic shared memory allowed
   // An operand's E4M3 copy (outer x kp, K-major) and its scales in cuBLASLt's layout (fp8.cu).
   struct Fp8Copy {
     void* data = nullptr;

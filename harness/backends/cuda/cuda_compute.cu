@@ -207,7 +207,10 @@ CudaCompute::CudaCompute(int device) : device_(device) {
   std::uint64_t keep_all = UINT64_MAX;
   CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
   alloc_stream_ = std::make_shared<AllocStream>(AllocStream{device_, stream_});
-  cudnn_ = CudnnAttention::create(stream_);  // null where the binary has no cuDNN attention
+  // Null where cuDNN cannot run (not built in, or no handle): attention then runs as batched
+  // GEMMs under auto, and --attention-impl cudnn is refused with the reason, rather than every
+  // run failing here.
+  cudnn_ = CudnnAttention::create(stream_, cudnn_unavailable_);
   CUBLAS_CHECK(cublasCreate(&cublas_));
   CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
   gemm_ = std::make_unique<GemmEngine>(stream_, cublas_);
@@ -361,7 +364,15 @@ std::int64_t CudaCompute::memory_available_bytes() const {
   CUDA_CHECK(cudaSetDevice(device_));
   std::size_t free_bytes = 0, total_bytes = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  return static_cast<std::int64_t>(free_bytes);
+  // The pool keeps what the step freed (the release threshold above), which the driver counts as
+  // used; this process's next allocations are served from it first.
+  cudaMemPool_t pool = nullptr;
+  CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_));
+  std::uint64_t reserved = 0, used = 0;
+  CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved));
+  CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used));
+  const std::uint64_t idle = reserved > used ? reserved - used : 0;
+  return static_cast<std::int64_t>(free_bytes + idle);
 }
 
 // What the backend will still allocate for itself: at most the attention score budget (one
@@ -417,13 +428,30 @@ std::string CudaCompute::gemm_path() const {
 
 std::string CudaCompute::grouped_gemm_path() const {
   if (grouped_impl_ == GroupedGemmImpl::grouped && linear_precision_ != LinearPrecision::fp8) {
-    return "one cublasGemmGroupedBatchedEx over the local experts (bf16 A/B, fp32 compute; "
-           "problems with an fp32 operand run one cublasLt GEMM each)";
+    return "one cublasGemmGroupedBatchedEx over the local experts where A, B and C are bf16 "
+           "(fp32 compute; " +
+           std::to_string(grouped_calls_) + " calls), one cublasLt GEMM per " +
+           "problem otherwise (" + std::to_string(grouped_loop_problems_) + " problems" +
+           (grouped_loop_why_.empty() ? std::string() : ", the last because " + grouped_loop_why_) +
+           ")";
   }
   return std::string("one cublasLt GEMM per problem, in order on the compute stream") +
          (linear_precision_ == LinearPrecision::fp8
               ? " (fp8 e4m3, the recipe's scales per problem's operands)"
               : "");
+}
+
+std::optional<KernelCalls> CudaCompute::kernel_calls() const {
+  KernelCalls k;
+  k.attention_cudnn = cudnn_attention_calls_;
+  k.attention_gemm = gemm_attention_calls_;
+  k.attention_cudnn_refused = cudnn_ ? cudnn_->refused() : 0;
+  k.gemm_cublaslt = gemm_->lt_calls();
+  k.gemm_fallbacks = gemm_->fallback_calls();
+  k.grouped_calls = grouped_calls_;
+  k.grouped_loop_problems = grouped_loop_problems_;
+  k.fp8 = fp8_gemm_counts();
+  return k;
 }
 
 // What ran, counted per call: a shape cuDNN refused runs the batched GEMMs under auto.
@@ -442,13 +470,18 @@ std::string CudaCompute::attention_path() const {
   if (attention_impl_ != AttentionImpl::gemm && gemm_attention_calls_ == 0 && cudnn_) {
     return cudnn + " (no attention has run yet)";
   }
-  return gemm;
+  // Only the batched GEMMs: say why cuDNN did not run.
+  if (attention_impl_ == AttentionImpl::gemm) return gemm + " (--attention-impl gemm)";
+  if (!cudnn_) return gemm + " (cuDNN unavailable: " + cudnn_unavailable_ + ")";
+  if (cudnn_->refused() == 0) return gemm + " (q is not one block per head: cuDNN not asked)";
+  return gemm + " (cuDNN refused " + std::to_string(cudnn_->refused()) +
+         " graph(s), the last because: " + cudnn_->last_refusal() + ")";
 }
 
 void CudaCompute::set_attention_impl(AttentionImpl a) {
   if (a == AttentionImpl::cudnn && !cudnn_) {
-    throw UsageError("--attention-impl cudnn: " + CudnnAttention::unavailable() +
-                     "; use --attention-impl gemm");
+    throw UsageError("--attention-impl cudnn: cuDNN attention cannot run here: " +
+                     cudnn_unavailable_ + "; use --attention-impl auto or gemm");
   }
   attention_impl_ = a;
 }

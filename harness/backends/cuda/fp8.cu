@@ -20,8 +20,9 @@
 // and is counted in fp8_gemm_counts().fallbacks.
 //
 // --fp8-recipe blockwise and mxfp8 (fp8_recipe.hpp) quantise tile by tile instead: one block of
-// quantize_tile_kernel per tile computes the tile's amax, quantises it into the same K-major copy
-// and writes its scale where cuBLASLt reads it (workloads/ops/fp8.hpp: VEC128_32F and
+// quantize_region_kernel per region of whole tiles reads it once, along X's stored dimension,
+// into shared memory, computes each tile's amax there, writes the same K-major copy and each
+// tile's scale where cuBLASLt reads it (workloads/ops/fp8.hpp: VEC128_32F and
 // BLK128x128_32F on Hopper, VEC32_UE8M0's 128 x 4 tiled layout on Blackwell). Their M and N must
 // be multiples of 4 (the scale layouts' requirement); other shapes run BF16, as fallbacks.
 //
@@ -81,13 +82,22 @@ __global__ void quantize_transpose_kernel(Mat x, const float* amax, __nv_fp8_sto
   quantize_transpose_store(t, blockIdx.x, blockIdx.y, x, tile, dst, ld);
 }
 
-// One block per tile (fp8_work.cuh).
-__global__ void quantize_tile_kernel(Mat x, bool outer_is_row, std::int64_t outer, std::int64_t k,
-                                     std::int64_t kp, Fp8Tile tile, int layout,
-                                     __nv_fp8_storage_t* dst, void* scales) {
-  __shared__ float shared[32];
-  BlockTeam team{shared};
-  quantize_tile(team, x, outer_is_row, outer, k, kp, tile, layout, dst, scales, blockIdx.x);
+// One block per region of whole tiles (fp8_work.cuh), blockDim (32, kRegionThreadRows); the
+// region's values in dynamic shared memory.
+constexpr int kRegionThreadRows = 4;
+__global__ void quantize_region_kernel(Mat x, bool outer_is_row, std::int64_t outer, std::int64_t k,
+                                       std::int64_t kp, Fp8Tile tile, int layout,
+                                       __nv_fp8_storage_t* dst, void* scales) {
+  extern __shared__ float region[];
+  const Fp8Region r = fp8_region(tile, outer, kp, blockIdx.x);
+  const GridPos t{threadIdx.x, blockDim.x, threadIdx.y, blockDim.y};
+  fp8_region_load(t, x, outer_is_row, k, r, region);
+  __syncthreads();
+  fp8_region_row_max(t, tile, r, region);
+  __syncthreads();
+  fp8_region_scales(t, tile, layout, outer, kp, r, region, scales);
+  __syncthreads();
+  fp8_region_store(t, tile, kp, r, region, dst);
 }
 
 std::int64_t round_up(std::int64_t v, std::int64_t to) {
@@ -241,10 +251,17 @@ CudaCompute::Fp8Copy CudaCompute::quantise_fp8(const Mat& x, bool trans, Fp8Oper
   const std::size_t scale_bytes =
       static_cast<std::size_t>(static_cast<char*>(q.data) - static_cast<char*>(q.scales));
   CUDA_CHECK(cudaMemsetAsync(q.scales, layout == kMx ? 127 : 0, scale_bytes, stream_));
-  const std::int64_t tiles = ((outer + tile.outer - 1) / tile.outer) * ((kp + tile.k - 1) / tile.k);
-  MB_CHECK(tiles <= 0x7fffffff, "fp8 gemm: " << tiles << " tiles exceed the grid");
-  quantize_tile_kernel<<<static_cast<unsigned>(tiles), 128, 0, stream_>>>(
-      x, outer_is_row, outer, k, kp, tile, layout, dst, q.scales);
+  const std::int64_t regions = fp8_regions(tile, outer, kp);
+  MB_CHECK(regions <= 0x7fffffff, "fp8 gemm: " << regions << " tile regions exceed the grid");
+  // 128 x 128 tiles: 66 KB of shared memory a block, past the 48 KB a launch gets by default.
+  const int shared = fp8_region_shared_floats(tile) * static_cast<int>(sizeof(float));
+  if (shared > region_shared_bytes_) {
+    CUDA_CHECK(cudaFuncSetAttribute(quantize_region_kernel,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
+    region_shared_bytes_ = shared;
+  }
+  quantize_region_kernel<<<static_cast<unsigned>(regions), dim3(32, kRegionThreadRows), shared,
+                           stream_>>>(x, outer_is_row, outer, k, kp, tile, layout, dst, q.scales);
   CUDA_CHECK_LAUNCH();
   return q;
 }

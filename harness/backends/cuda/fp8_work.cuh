@@ -82,52 +82,126 @@ MB_CUDA_HD void quantize_transpose_store(const GridPos& t, std::int64_t bx, std:
 // Where a tile's scale goes (cuBLASLt's layouts, workloads/ops/fp8.hpp).
 enum ScaleLayout : int { kVec128 = 0, kBlk128 = 1, kMx = 2 };
 
-// Tile `t` of op(X) in GEMM coordinates (`outer` rows by K, tiles in row-major order over
-// (outer, kp)), by a team (one block): the tile's amax, its scale (fp8_tile_scale), the quantised
-// values into dst (outer x kp, K-major; columns k..kp zero) and the descale at the tile's place
-// in `scales`. X is stored outer x k (outer_is_row) or k x outer. Tiles cover kp, so the zero
-// padding is in the last K-tile (zeros do not change an amax).
-MB_TEAM_WORK
-template <typename Team>
-MB_CUDA_HD void quantize_tile(Team& team, const Mat& x, bool outer_is_row, std::int64_t outer,
-                              std::int64_t k, std::int64_t kp, const Fp8Tile& tile, int layout,
-                              __nv_fp8_storage_t* dst, void* scales, std::int64_t t) {
-  const std::int64_t tiles_k = (kp + tile.k - 1) / tile.k;
-  const std::int64_t to = t / tiles_k, tk = t - to * tiles_k;
-  const std::int64_t o0 = to * tile.outer, k0 = tk * tile.k;
-  // At most 128 x 128 elements a tile: 32-bit indices inside it.
-  const int on = static_cast<int>(tile.outer < outer - o0 ? tile.outer : outer - o0);
-  const int kn = static_cast<int>(tile.k < kp - k0 ? tile.k : kp - k0);
-  const int n = on * kn;
-  const auto value = [&](int i) {
-    const std::int64_t o = o0 + i / kn, kk = k0 + i % kn;
-    if (kk >= k) return 0.0f;
-    return outer_is_row ? load(x, o, kk) : load(x, kk, o);
-  };
-  const float m = team.max([&](const GridPos& p) {
-    float part = 0.0f;
-    for (std::int64_t i = p.x; i < n; i += p.nx)
-      part = fmaxf(part, fabsf(value(static_cast<int>(i))));
-    return part;
-  });
-  const float scale = fp8_tile_scale(m, tile);
-  team.each([&](const GridPos& p) {
-    for (std::int64_t i = p.x; i < n; i += p.nx) {
-      const std::int64_t o = o0 + i / kn, kk = k0 + i % kn;
-      dst[o * kp + kk] = to_e4m3(fp8_quantize(value(static_cast<int>(i)), scale));
-    }
-  });
-  team.one([&] {
+// One block quantises a region of op(X) in GEMM coordinates (rows = `outer`, columns = K): whole
+// tiles, kFp8RegionK columns by 32 rows for 1-row tiles or 128 rows for 128 x 128 ones. It reads
+// every element of X once, along the dimension X is stored in (K where outer_is_row, `outer`
+// otherwise), into shared memory; takes each tile's amax there; and writes the K-major
+// copy along K and each tile's descale at its place in `scales`. A thread's place `t`: x along a
+// row of 32 threads, y across the block's rows of threads (t.nx x t.ny threads in all); the
+// phases run in order with a barrier between them.
+constexpr int kFp8RegionK = 128;               // a multiple of every tile's K (32, 128)
+constexpr int kFp8RegionRowsSmall = 32;        // rows of a region of 1-row tiles
+constexpr int kFp8RegionLd = kFp8RegionK + 1;  // odd: a column of threads reads distinct banks
+
+struct Fp8Region {
+  std::int64_t o0, k0;  // its first row and column of op(X)
+  int on, kn;           // its rows and columns, clipped to `outer` and kp
+  int rows;             // rows of a whole region (its shared memory's rows)
+};
+
+MB_CUDA_HD int fp8_region_rows(const Fp8Tile& tile) {
+  return tile.outer > 1 ? static_cast<int>(tile.outer) : kFp8RegionRowsSmall;
+}
+MB_CUDA_HD std::int64_t fp8_regions(const Fp8Tile& tile, std::int64_t outer, std::int64_t kp) {
+  const int rows = fp8_region_rows(tile);
+  return ((outer + rows - 1) / rows) * ((kp + kFp8RegionK - 1) / kFp8RegionK);
+}
+MB_CUDA_HD Fp8Region fp8_region(const Fp8Tile& tile, std::int64_t outer, std::int64_t kp,
+                                std::int64_t index) {
+  Fp8Region r;
+  r.rows = fp8_region_rows(tile);
+  const std::int64_t across = (kp + kFp8RegionK - 1) / kFp8RegionK;
+  const std::int64_t ro = index / across;
+  r.o0 = ro * r.rows;
+  r.k0 = (index - ro * across) * kFp8RegionK;
+  r.on = static_cast<int>(r.rows < outer - r.o0 ? r.rows : outer - r.o0);
+  r.kn = static_cast<int>(kFp8RegionK < kp - r.k0 ? kFp8RegionK : kp - r.k0);
+  return r;
+}
+// Shared memory: the values (rows x kFp8RegionLd), each row's maxima per K-tile, each tile's
+// scale.
+MB_CUDA_HD int fp8_region_shared_floats(const Fp8Tile& tile) {
+  const int rows = fp8_region_rows(tile), per_row = kFp8RegionK / static_cast<int>(tile.k);
+  return rows * kFp8RegionLd + rows * per_row + rows / static_cast<int>(tile.outer) * per_row;
+}
+
+// Phase 1: the region's values into s, zero past k (the copy's padding: zeros do not change an
+// amax).
+MB_CUDA_HD void fp8_region_load(const GridPos& t, const Mat& x, bool outer_is_row, std::int64_t k,
+                                const Fp8Region& r, float* s) {
+  if (outer_is_row) {  // X's rows are op(X)'s rows: threads along K
+    for (int o = static_cast<int>(t.y); o < r.on; o += static_cast<int>(t.ny))
+      for (int c = static_cast<int>(t.x); c < r.kn; c += static_cast<int>(t.nx))
+        s[o * kFp8RegionLd + c] = r.k0 + c < k ? load(x, r.o0 + o, r.k0 + c) : 0.0f;
+  } else {  // X's rows are K: threads along op(X)'s rows
+    for (int c = static_cast<int>(t.y); c < r.kn; c += static_cast<int>(t.ny))
+      for (int o = static_cast<int>(t.x); o < r.on; o += static_cast<int>(t.nx))
+        s[o * kFp8RegionLd + c] = r.k0 + c < k ? load(x, r.k0 + c, r.o0 + o) : 0.0f;
+  }
+}
+
+// Phase 2: the largest |value| of each row's part of each K-tile, a thread per part.
+MB_CUDA_HD void fp8_region_row_max(const GridPos& t, const Fp8Tile& tile, const Fp8Region& r,
+                                   float* s) {
+  const int tk = static_cast<int>(tile.k), per_row = kFp8RegionK / tk;
+  float* part = s + r.rows * kFp8RegionLd;
+  const int n = static_cast<int>(t.nx * t.ny);
+  for (int i = static_cast<int>(t.y * t.nx + t.x); i < r.on * per_row; i += n) {
+    const int o = i / per_row, j = i - o * per_row;
+    const int end = (j + 1) * tk < r.kn ? (j + 1) * tk : r.kn;
+    float m = 0.0f;
+    for (int c = j * tk; c < end; ++c) m = fmaxf(m, fabsf(s[o * kFp8RegionLd + c]));
+    part[o * per_row + j] = m;
+  }
+}
+
+// Phase 3: each tile's amax over its rows' parts, its scale (kept in s for phase 4) and its
+// descale at its place in cuBLASLt's layout, a thread per tile.
+MB_CUDA_HD void fp8_region_scales(const GridPos& t, const Fp8Tile& tile, int layout,
+                                  std::int64_t outer, std::int64_t kp, const Fp8Region& r, float* s,
+                                  void* scales) {
+  const int tk = static_cast<int>(tile.k), to = static_cast<int>(tile.outer);
+  const int per_row = kFp8RegionK / tk;
+  const float* part = s + r.rows * kFp8RegionLd;
+  float* tile_scale = s + r.rows * kFp8RegionLd + r.rows * per_row;
+  const std::int64_t tiles_k = (kp + tk - 1) / tk;
+  const int n = static_cast<int>(t.nx * t.ny);
+  for (int i = static_cast<int>(t.y * t.nx + t.x); i < (r.on + to - 1) / to * per_row; i += n) {
+    const int ti = i / per_row, j = i - ti * per_row;
+    if (j * tk >= r.kn) continue;  // past kp
+    const int end = (ti + 1) * to < r.on ? (ti + 1) * to : r.on;
+    float m = 0.0f;
+    for (int o = ti * to; o < end; ++o) m = fmaxf(m, part[o * per_row + j]);
+    const float scale = fp8_tile_scale(m, tile);
+    tile_scale[i] = scale;
     const float descale = fp8_descale(scale);
+    const std::int64_t o0 = r.o0 + static_cast<std::int64_t>(ti) * to, tkg = r.k0 / tk + j;
     if (layout == kMx) {
-      static_cast<std::uint8_t*>(scales)[mx_scale_offset(o0, tk, tiles_k)] =
+      static_cast<std::uint8_t*>(scales)[mx_scale_offset(o0, tkg, tiles_k)] =
           e8m0_from_descale(descale);
     } else if (layout == kBlk128) {
-      static_cast<float*>(scales)[blk128_scale_offset(to, tk, tiles_k)] = descale;
+      static_cast<float*>(scales)[blk128_scale_offset(o0 / to, tkg, tiles_k)] = descale;
     } else {
-      static_cast<float*>(scales)[vec128_scale_offset(o0, tk, outer)] = descale;
+      static_cast<float*>(scales)[vec128_scale_offset(o0, tkg, outer)] = descale;
     }
-  });
+  }
+}
+
+// Phase 4: the K-major copy (outer x kp) from s, threads along K.
+MB_CUDA_HD void fp8_region_store(const GridPos& t, const Fp8Tile& tile, std::int64_t kp,
+                                 const Fp8Region& r, const float* s, __nv_fp8_storage_t* dst) {
+  const int tk = static_cast<int>(tile.k), per_row = kFp8RegionK / tk;
+  const float* tile_scale = s + r.rows * kFp8RegionLd + r.rows * per_row;
+  for (int o = static_cast<int>(t.y); o < r.on; o += static_cast<int>(t.ny)) {
+    const float* row_scales = tile_scale + o / static_cast<int>(tile.outer) * per_row;
+    __nv_fp8_storage_t* out = dst + (r.o0 + o) * kp + r.k0;
+    for (int j = 0; j < per_row && j * tk < r.kn; ++j) {
+      const float scale = row_scales[j];
+      const int end = (j + 1) * tk < r.kn ? (j + 1) * tk : r.kn;
+      for (int c = j * tk + static_cast<int>(t.x); c < end; c += static_cast<int>(t.nx))
+        out[c] = to_e4m3(fp8_quantize(s[o * kFp8RegionLd + c], scale));
+    }
+  }
 }
 
 }  // namespace moebench::cuda

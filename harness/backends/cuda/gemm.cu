@@ -11,10 +11,12 @@
 //
 // Grouped GEMMs (the experts): --grouped-gemm loop runs one cuBLASLt call per problem, in order
 // on the stream, exactly the dense path the roofline reference measures; grouped runs one
-// cublasGemmGroupedBatchedEx (below), where cuBLAS picks the kernels itself.
+// cublasGemmGroupedBatchedEx (below), where cuBLAS picks the kernels itself, for the calls whose
+// dtypes it takes (grouped_gemm_path.hpp: BF16 A, B and C), the loop for the others.
 #include <cstring>
 
 #include "harness/backends/cuda/cuda_backend.hpp"
+#include "harness/backends/cuda/grouped_gemm_path.hpp"
 #include "harness/compute/gemm_shape.hpp"
 #include "harness/core/hash.hpp"
 
@@ -211,6 +213,7 @@ void GemmEngine::run(bool trans_a, bool trans_b, float alpha, const Mat& a, cons
   key.fp8 = false;
   const Plan& p = plan(key);
   if (p.use_fallback) {
+    ++fallback_calls_;
     CUBLAS_CHECK(cublasGemmEx(fallback_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                               trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, cublas_int(key.n, "gemm N"),
                               cublas_int(key.m, "gemm M"), cublas_int(key.k, "gemm K"), &alpha,
@@ -219,6 +222,7 @@ void GemmEngine::run(bool trans_a, bool trans_b, float alpha, const Mat& a, cons
                               cublas_int(c.ld, "ldc"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return;
   }
+  ++lt_calls_;
   CUBLAS_CHECK(cublasLtMatmul(lt_, p.desc, &alpha, b.data, p.a, a.data, p.b, &beta, c.data, p.c,
                               c.data, p.c, &p.algo, workspace_, workspace_bytes_, stream_));
 }
@@ -299,7 +303,7 @@ void CudaCompute::do_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a_
 // the call is enqueued.
 void CudaCompute::do_grouped_gemm(bool trans_a, bool trans_b, float alpha,
                                   std::span<const GemmProblem> p, float beta) {
-  bool grouped = grouped_impl_ == GroupedGemmImpl::grouped;
+  GroupedGemmChoice choice{grouped_impl_ == GroupedGemmImpl::grouped, ""};
   DType c_dtype = DType::bf16;
   std::vector<const GemmProblem*> run;
   for (const GemmProblem& g : p) {
@@ -309,15 +313,22 @@ void CudaCompute::do_grouped_gemm(bool trans_a, bool trans_b, float alpha,
       scale_in_place(g.c, beta);  // an empty sum
       continue;
     }
-    if (g.a.dtype != DType::bf16 || g.b.dtype != DType::bf16) grouped = false;
+    const GroupedGemmChoice one =
+        grouped_gemm_choice(grouped_impl_, g.a.dtype, g.b.dtype, g.c.dtype);
+    if (choice.grouped && !one.grouped) choice = one;
     if (run.empty()) c_dtype = g.c.dtype;
-    if (g.c.dtype != c_dtype) grouped = false;
+    if (choice.grouped && g.c.dtype != c_dtype) choice = {false, "the problems' C dtypes differ"};
     run.push_back(&g);
   }
-  if (!grouped || run.size() < 2) {
+  if (!choice.grouped || run.size() < 2) {
+    if (grouped_impl_ == GroupedGemmImpl::grouped) {
+      grouped_loop_problems_ += static_cast<std::int64_t>(run.size());
+      if (!choice.grouped) grouped_loop_why_ = choice.why;
+    }
     for (const GemmProblem* g : run) do_gemm(trans_a, trans_b, alpha, g->a, g->b, beta, g->c);
     return;
   }
+  ++grouped_calls_;
   const std::size_t count = run.size();
   std::vector<cublasOperation_t> op_a(count, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N);
   std::vector<cublasOperation_t> op_b(count, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N);

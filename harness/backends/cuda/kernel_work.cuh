@@ -350,6 +350,26 @@ MB_CUDA_HD void scatter_heads_work(const GridPos& g, const Mat& packed, std::int
   }
 }
 
+// The statistics between the step's layout and cuDNN's: `stats` is rows x heads (rows = batch x
+// seq, FP32, any ld: a column slice of the step's), `packed` is cuDNN's [batch, heads, seq, 1]
+// as a batch heads x seq view (CudnnAttention::stats_view). to_packed: packed[b heads + h, t] =
+// stats[b seq + t, h]; else the way back. Packed rows on y (one division per row), positions
+// along x, so the packed side moves whole rows.
+MB_CUDA_HD void move_stats_work(const GridPos& g, const Mat& stats, std::int64_t seq,
+                                const Mat& packed, bool to_packed) {
+  const std::int64_t heads = stats.cols;
+  for (std::int64_t r = g.y; r < packed.rows; r += g.ny) {
+    const std::int64_t b = r / heads, h = r - b * heads;
+    for (std::int64_t t = g.x; t < seq; t += g.nx) {
+      if (to_packed) {
+        store(packed, r, t, load(stats, b * seq + t, h));
+      } else {
+        store(stats, b * seq + t, h, load(packed, r, t));
+      }
+    }
+  }
+}
+
 // ---- Attention (the batched-GEMM path): a chunk of heads' seq x seq scores ---------------------
 // Score row `blk` is query i = blk % seq of the chunk's head head0 + blk / seq (rows of the
 // sequence start at row0).

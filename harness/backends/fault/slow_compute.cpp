@@ -46,6 +46,7 @@ class SlowCompute final : public Compute {
     grouped_impl_ = g;
   }
   Fp8GemmCounts fp8_gemm_counts() const override { return inner_->fp8_gemm_counts(); }
+  std::optional<KernelCalls> kernel_calls() const override { return inner_->kernel_calls(); }
   int mark() override {
     pay();  // a phase's slowness stays in the phase
     return inner_->mark();
