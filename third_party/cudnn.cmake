@@ -60,11 +60,12 @@ find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ${moebench
 find_library(CUDNN_LIBRARY NAMES cudnn libcudnn.so.9
              HINTS ${CUDAToolkit_LIBRARY_DIR} ${moebench_cudnn_hints} PATH_SUFFIXES lib lib64)
 
-set(moebench_cudnn_found "cudnn_frontend.h: ${CUDNN_FRONTEND_INCLUDE_DIR}, cudnn.h: "
-                         "${CUDNN_INCLUDE_DIR}, libcudnn: ${CUDNN_LIBRARY}, CUDA toolkit: "
-                         "${CUDAToolkit_FOUND}")
-string(CONCAT moebench_cudnn_found ${moebench_cudnn_found})
-if(CUDAToolkit_FOUND AND CUDNN_FRONTEND_INCLUDE_DIR AND CUDNN_INCLUDE_DIR AND CUDNN_LIBRARY)
+string(CONCAT moebench_cudnn_found "cudnn_frontend.h: ${CUDNN_FRONTEND_INCLUDE_DIR}, cudnn.h: "
+              "${CUDNN_INCLUDE_DIR}, libcudnn: ${CUDNN_LIBRARY}, CUDA toolkit: "
+              "${CUDAToolkit_FOUND}")
+# (A directory given on the command line is not searched: it must hold the header itself.)
+if(CUDAToolkit_FOUND AND EXISTS "${CUDNN_FRONTEND_INCLUDE_DIR}/cudnn_frontend.h" AND
+   CUDNN_INCLUDE_DIR AND CUDNN_LIBRARY)
   set(MOEBENCH_HAVE_CUDNN ON)
   message(STATUS "moebench: cuDNN attention with ${CUDNN_LIBRARY} and ${CUDNN_FRONTEND_INCLUDE_DIR}")
 elseif(moebench_cudnn_mode STREQUAL "ON")

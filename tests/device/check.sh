@@ -202,14 +202,12 @@ run_pp=("${device_model[@]}" --layers 4 --dense-layers 0 --head off --pp 2 --vp 
   --global-batch 8 --optimizer none)
 # `moebench plan` for the GPU runs' exact flags (the model file, layouts, memory) in every mode,
 # so that a dry run here catches what would fail them there.
+plan_line() { printf '%q ' "$bin" plan --backend cuda --verify "$@" && echo; }
 {
   echo "set -e"
-  printf '%q ' "$bin" plan --backend cuda --verify "${run_1[@]}"
-  printf '\n'
-  printf '%q ' "$bin" plan --backend cuda --verify --world 4 "${run_4[@]}"
-  printf '\n'
-  printf '%q ' "$bin" plan --backend cuda --verify --world 4 "${run_pp[@]}"
-  printf '\n'
+  plan_line "${run_1[@]}"
+  plan_line --world 4 "${run_4[@]}"
+  plan_line --world 4 "${run_pp[@]}"
 } >"$work/plan.sh"
 if [ "$cpu_only" = 1 ]; then
   backend=cpu

@@ -69,17 +69,16 @@ bool packed_attention(P& p, const AttentionShape& s, const AttentionOperands& in
   const auto packed = [&](void* base, std::int64_t heads, std::int64_t d) {
     return Mat{base, rows, heads * d, heads * d, DType::bf16};
   };
-  // k and v as handed over for heads [h0, h0 + heads): in place, or the gathered scratch.
-  const auto key = [&](void* kp, std::int64_t h0, std::int64_t heads) {
-    return gather ? packed(kp, heads, qk) : slice(in.k.m, h0, heads, qk);
-  };
-  const auto value = [&](void* vp, std::int64_t h0, std::int64_t heads) {
-    return gather ? packed(vp, heads, vd) : slice(in.v.m, h0, heads, vd);
+  // k, v or a gradient of them as handed over for heads [h0, h0 + heads): a slice of the step's
+  // matrix in place, or the packed scratch it is gathered into or scattered from.
+  const auto operand = [&](const Mat& m, void* scratch, std::int64_t h0, std::int64_t heads,
+                           std::int64_t d) {
+    return gather ? packed(scratch, heads, d) : slice(m, h0, heads, d);
   };
   for (std::int64_t h0 = 0; h0 < s.heads; h0 += hc) {  // every chunk's shape, before any runs
     const AttentionShape c = chunk(h0);
-    if (!p.supports(c, slice(in.q.m, h0, c.heads, qk), key(nullptr, h0, c.heads),
-                    value(nullptr, h0, c.heads), slice(out, h0, c.heads, vd),
+    if (!p.supports(c, slice(in.q.m, h0, c.heads, qk), operand(in.k.m, nullptr, h0, c.heads, qk),
+                    operand(in.v.m, nullptr, h0, c.heads, vd), slice(out, h0, c.heads, vd),
                     CudnnAttention::stats_view(nullptr, c))) {
       return false;
     }
@@ -97,8 +96,8 @@ bool packed_attention(P& p, const AttentionShape& s, const AttentionOperands& in
   void* stp = carve.take<float>(stats_bytes / sizeof(float));
   for (std::int64_t h0 = 0; h0 < s.heads; h0 += hc) {
     const AttentionShape c = chunk(h0);
-    const Mat q = slice(in.q.m, h0, c.heads, qk), k = key(kp, h0, c.heads);
-    const Mat v = value(vp, h0, c.heads), o = slice(out, h0, c.heads, vd);
+    const Mat q = slice(in.q.m, h0, c.heads, qk), k = operand(in.k.m, kp, h0, c.heads, qk);
+    const Mat v = operand(in.v.m, vp, h0, c.heads, vd), o = slice(out, h0, c.heads, vd);
     const Mat st = CudnnAttention::stats_view(stp, c), step_st = stats.col_slice(h0, c.heads);
     if (gather) {
       p.gather(in.k, in.k_rope, h0, k);
@@ -110,8 +109,8 @@ bool packed_attention(P& p, const AttentionShape& s, const AttentionOperands& in
       continue;
     }
     p.pack_stats(step_st, s.seq_len, st);
-    const Mat dk = gather ? packed(dkp, c.heads, qk) : slice(grad->k.m, h0, c.heads, qk);
-    const Mat dv = gather ? packed(dvp, c.heads, vd) : slice(grad->v.m, h0, c.heads, vd);
+    const Mat dk = operand(grad->k.m, dkp, h0, c.heads, qk);
+    const Mat dv = operand(grad->v.m, dvp, h0, c.heads, vd);
     p.backward(c, q, k, v, o, slice(*dout, h0, c.heads, vd), st, slice(grad->q.m, h0, c.heads, qk),
                dk, dv);
     if (gather) {

@@ -118,11 +118,22 @@ MB_CUDA_HD Fp8Region fp8_region(const Fp8Tile& tile, std::int64_t outer, std::in
   r.kn = static_cast<int>(kFp8RegionK < kp - r.k0 ? kFp8RegionK : kp - r.k0);
   return r;
 }
-// Shared memory: the values (rows x kFp8RegionLd), each row's maxima per K-tile, each tile's
-// scale.
+// Shared memory: the values (rows x kFp8RegionLd), each row's maxima per K-tile (`per_row` of
+// them), each tile's scale.
 MB_CUDA_HD int fp8_region_shared_floats(const Fp8Tile& tile) {
   const int rows = fp8_region_rows(tile), per_row = kFp8RegionK / static_cast<int>(tile.k);
   return rows * kFp8RegionLd + rows * per_row + rows / static_cast<int>(tile.outer) * per_row;
+}
+struct Fp8RegionMemory {
+  float* values;      // [row][column], rows of kFp8RegionLd
+  float* part;        // [row][K-tile]
+  float* tile_scale;  // [tile row][K-tile]
+  int per_row;        // K-tiles a row
+};
+MB_CUDA_HD Fp8RegionMemory fp8_region_memory(const Fp8Tile& tile, const Fp8Region& r, float* s) {
+  const int per_row = kFp8RegionK / static_cast<int>(tile.k);
+  float* part = s + r.rows * kFp8RegionLd;
+  return {s, part, part + r.rows * per_row, per_row};
 }
 
 // Phase 1: the region's values into s, zero past k (the copy's padding: zeros do not change an
@@ -143,15 +154,14 @@ MB_CUDA_HD void fp8_region_load(const GridPos& t, const Mat& x, bool outer_is_ro
 // Phase 2: the largest |value| of each row's part of each K-tile, a thread per part.
 MB_CUDA_HD void fp8_region_row_max(const GridPos& t, const Fp8Tile& tile, const Fp8Region& r,
                                    float* s) {
-  const int tk = static_cast<int>(tile.k), per_row = kFp8RegionK / tk;
-  float* part = s + r.rows * kFp8RegionLd;
-  const int n = static_cast<int>(t.nx * t.ny);
-  for (int i = static_cast<int>(t.y * t.nx + t.x); i < r.on * per_row; i += n) {
-    const int o = i / per_row, j = i - o * per_row;
+  const Fp8RegionMemory m = fp8_region_memory(tile, r, s);
+  const int tk = static_cast<int>(tile.k), n = static_cast<int>(t.nx * t.ny);
+  for (int i = static_cast<int>(t.y * t.nx + t.x); i < r.on * m.per_row; i += n) {
+    const int o = i / m.per_row, j = i - o * m.per_row;
     const int end = (j + 1) * tk < r.kn ? (j + 1) * tk : r.kn;
-    float m = 0.0f;
-    for (int c = j * tk; c < end; ++c) m = fmaxf(m, fabsf(s[o * kFp8RegionLd + c]));
-    part[o * per_row + j] = m;
+    float mx = 0.0f;
+    for (int c = j * tk; c < end; ++c) mx = fmaxf(mx, fabsf(m.values[o * kFp8RegionLd + c]));
+    m.part[o * m.per_row + j] = mx;
   }
 }
 
@@ -160,20 +170,18 @@ MB_CUDA_HD void fp8_region_row_max(const GridPos& t, const Fp8Tile& tile, const 
 MB_CUDA_HD void fp8_region_scales(const GridPos& t, const Fp8Tile& tile, int layout,
                                   std::int64_t outer, std::int64_t kp, const Fp8Region& r, float* s,
                                   void* scales) {
+  const Fp8RegionMemory m = fp8_region_memory(tile, r, s);
   const int tk = static_cast<int>(tile.k), to = static_cast<int>(tile.outer);
-  const int per_row = kFp8RegionK / tk;
-  const float* part = s + r.rows * kFp8RegionLd;
-  float* tile_scale = s + r.rows * kFp8RegionLd + r.rows * per_row;
   const std::int64_t tiles_k = (kp + tk - 1) / tk;
   const int n = static_cast<int>(t.nx * t.ny);
-  for (int i = static_cast<int>(t.y * t.nx + t.x); i < (r.on + to - 1) / to * per_row; i += n) {
-    const int ti = i / per_row, j = i - ti * per_row;
+  for (int i = static_cast<int>(t.y * t.nx + t.x); i < (r.on + to - 1) / to * m.per_row; i += n) {
+    const int ti = i / m.per_row, j = i - ti * m.per_row;
     if (j * tk >= r.kn) continue;  // past kp
     const int end = (ti + 1) * to < r.on ? (ti + 1) * to : r.on;
-    float m = 0.0f;
-    for (int o = ti * to; o < end; ++o) m = fmaxf(m, part[o * per_row + j]);
-    const float scale = fp8_tile_scale(m, tile);
-    tile_scale[i] = scale;
+    float mx = 0.0f;
+    for (int o = ti * to; o < end; ++o) mx = fmaxf(mx, m.part[o * m.per_row + j]);
+    const float scale = fp8_tile_scale(mx, tile);
+    m.tile_scale[i] = scale;
     const float descale = fp8_descale(scale);
     const std::int64_t o0 = r.o0 + static_cast<std::int64_t>(ti) * to, tkg = r.k0 / tk + j;
     if (layout == kMx) {
@@ -189,17 +197,17 @@ MB_CUDA_HD void fp8_region_scales(const GridPos& t, const Fp8Tile& tile, int lay
 
 // Phase 4: the K-major copy (outer x kp) from s, threads along K.
 MB_CUDA_HD void fp8_region_store(const GridPos& t, const Fp8Tile& tile, std::int64_t kp,
-                                 const Fp8Region& r, const float* s, __nv_fp8_storage_t* dst) {
-  const int tk = static_cast<int>(tile.k), per_row = kFp8RegionK / tk;
-  const float* tile_scale = s + r.rows * kFp8RegionLd + r.rows * per_row;
+                                 const Fp8Region& r, float* s, __nv_fp8_storage_t* dst) {
+  const Fp8RegionMemory m = fp8_region_memory(tile, r, s);
+  const int tk = static_cast<int>(tile.k);
   for (int o = static_cast<int>(t.y); o < r.on; o += static_cast<int>(t.ny)) {
-    const float* row_scales = tile_scale + o / static_cast<int>(tile.outer) * per_row;
+    const float* row_scales = m.tile_scale + o / static_cast<int>(tile.outer) * m.per_row;
     __nv_fp8_storage_t* out = dst + (r.o0 + o) * kp + r.k0;
-    for (int j = 0; j < per_row && j * tk < r.kn; ++j) {
+    for (int j = 0; j < m.per_row && j * tk < r.kn; ++j) {
       const float scale = row_scales[j];
       const int end = (j + 1) * tk < r.kn ? (j + 1) * tk : r.kn;
       for (int c = j * tk + static_cast<int>(t.x); c < end; c += static_cast<int>(t.nx))
-        out[c] = to_e4m3(fp8_quantize(s[o * kFp8RegionLd + c], scale));
+        out[c] = to_e4m3(fp8_quantize(m.values[o * kFp8RegionLd + c], scale));
     }
   }
 }
