@@ -412,7 +412,15 @@ std::string CudaCompute::gemm_path() const {
       "cublasLt: bf16 A/B, bf16 or fp32 C, fp32 compute, the heuristic's algorithm per shape "
       "class (m and k to the next power of two), checked for each new shape (" +
       std::to_string(gemm_->heuristic_queries()) + " heuristic queries, " +
-      std::to_string(gemm_->algo_reuses()) + " shapes reused their class's algorithm)";
+      std::to_string(gemm_->algo_reuses()) + " shapes reused their class's algorithm; " +
+      std::to_string(gemm_->lt_calls()) + " calls, " + std::to_string(gemm_->fallback_calls()) +
+      " by cublasGemmEx where cublasLt had no algorithm" +
+      (grouped_impl_ == GroupedGemmImpl::grouped
+           ? "; " + std::to_string(grouped_loop_problems_) +
+                 " problems of --grouped-gemm grouped calls ran here, one GEMM each: cuBLAS's "
+                 "grouped GEMM takes no C wider than bf16"
+           : std::string()) +
+      ")";
   if (linear_precision_ != LinearPrecision::fp8) return bf16;
   const std::string scaling = fp8_recipe_ == Fp8Recipe::tensor ? "per-tensor scaling (SCALAR_32F)"
                               : fp8_recipe_ == Fp8Recipe::blockwise
