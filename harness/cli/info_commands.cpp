@@ -17,6 +17,7 @@
 #include "harness/output/run_report.hpp"
 #include "harness/output/schema.hpp"
 #include "workloads/accounting/accounting.hpp"
+#include "workloads/accounting/memory_model.hpp"
 #include "workloads/config/recipes.hpp"
 
 namespace moebench {
@@ -53,39 +54,48 @@ nlohmann::ordered_json plan_json(const RunConfig& c) {
   j["accounting"]["collective_bytes_bf16"] = to_json(b);
   j["memory_estimate_per_rank"]["bf16"] = to_json(estimate_memory(c, 2));
   j["memory_estimate_per_rank"]["fp32"] = to_json(estimate_memory(c, 4));
-  // Per pipeline rank, in the storage a GPU run uses (BF16), and the largest.
-  nlohmann::ordered_json stages = nlohmann::ordered_json::array();
-  const Recipe* rec = c.recipe ? &recipe(*c.recipe) : nullptr;
-  // With a recipe, the workload as Megatron runs it (its recompute, Transformer Engine's FP8
-  // copies of GEMM inputs); moebench's own step beside it.
-  ActivationPolicy policy;
-  if (rec) {
-    policy.recompute_mla_up_proj = std::find(rec->recompute.begin(), rec->recompute.end(),
-                                             "mla_up_proj") != rec->recompute.end();
-    policy.separate_k_v = true;
-    policy.fp8_saved_inputs = true;
-    policy.fp8_weight_copies = false;
-  }
-  double largest = 0;
-  for (const StageMemory& s : estimate_stage_memory(c, 2, policy)) {
-    stages.push_back(nlohmann::ordered_json(to_json(s)));
-    largest = std::max(largest, s.memory.total());
-  }
-  j["memory"]["storage"] = "bf16";
-  j["memory"]["as_run_by"] = rec ? "megatron" : "moebench";
-  j["memory"]["recompute"] = policy.recompute_mla_up_proj
-                                 ? nlohmann::ordered_json::array({"mla_up_proj"})
-                                 : nlohmann::ordered_json::array();
-  j["memory"]["fp8_saved_inputs"] = policy.fp8_saved_inputs && c.precision == Precision::fp8;
-  // What moebench's own step keeps (no recompute, activations in storage precision).
-  j["memory"]["moebench_max_rank_bytes"] = estimate_memory(c, 2).total();
-  j["memory"]["per_stage"] = stages;
-  j["memory"]["max_rank_bytes"] = largest;
-  if (rec) {
-    const Recipe& r = *rec;
-    j["recipe"] = nlohmann::ordered_json(to_json(r));
-    j["memory"]["gpu_memory_bytes"] = r.gpu_memory_bytes;
-    j["memory"]["fits"] = largest <= r.gpu_memory_bytes;
+  // moebench's own step, the policy the run uses (its --recompute, --optimizer-state-dtype), per
+  // pipeline rank in the storage a GPU run uses (BF16), and the largest.
+  const auto per_stage = [&](const ActivationPolicy& policy, double& largest) {
+    nlohmann::ordered_json stages = nlohmann::ordered_json::array();
+    largest = 0;
+    for (const StageMemory& s : estimate_stage_memory(c, 2, policy)) {
+      stages.push_back(nlohmann::ordered_json(to_json(s)));
+      largest = std::max(largest, s.memory.total());
+    }
+    return stages;
+  };
+  double own = 0;
+  nlohmann::ordered_json& m = j["memory"];
+  m["storage"] = "bf16";
+  m["as_run_by"] = "moebench";
+  m["recompute"] = recompute_names(c.workload.recompute);
+  m["optimizer_state_dtype"] = to_string(c.optimizer_state_dtype);
+  m["fp8_saved_inputs"] = false;
+  if (c.precision == Precision::fp8) m["fp8_weight_copies"] = to_string(c.fp8_weight_copies);
+  m["per_stage"] = per_stage(run_policy(c), own);
+  m["max_rank_bytes"] = own;
+  m["moebench_max_rank_bytes"] = own;
+  m["context_reserve_bytes"] = kGpuContextReserveBytes;
+  if (const Recipe* rec = c.recipe ? &recipe(*c.recipe) : nullptr) {
+    j["recipe"] = nlohmann::ordered_json(to_json(*rec));
+    const double gpu = rec->gpu_memory_bytes;
+    m["gpu_memory_bytes"] = gpu;
+    m["fits"] = own + kGpuContextReserveBytes <= gpu;
+    m["margin_bytes"] = gpu - kGpuContextReserveBytes - own;
+    m["lacks"] = memory_gaps(c, rec->offload);
+    // As Megatron-Core with Transformer Engine runs the row: its recompute and optimizer state
+    // (the run's too), FP8 copies of the GEMM inputs, k and v kept apart, FP8 primary weights
+    // (no second set of quantised copies).
+    ActivationPolicy te = run_policy(c);
+    te.separate_k_v = true;
+    te.fp8_saved_inputs = true;
+    te.fp8_weight_copies = false;
+    double megatron = 0;
+    nlohmann::ordered_json stages = per_stage(te, megatron);
+    m["megatron"] = nlohmann::ordered_json{{"per_stage", stages},
+                                           {"max_rank_bytes", megatron},
+                                           {"fits", megatron + kGpuContextReserveBytes <= gpu}};
   }
   return j;
 }
@@ -119,12 +129,20 @@ void print_plan(const RunConfig& c, const nlohmann::ordered_json& j, std::ostrea
   }
   if (c.recipe) {
     const Recipe& r = recipe(*c.recipe);
-    const double largest = j["memory"]["max_rank_bytes"].get<double>();
-    os << "# recipe " << r.name << " as Megatron runs it: largest rank " << gib(largest)
-       << " of the " << gib(r.gpu_memory_bytes) << " of a " << r.gpu << ": "
-       << (largest <= r.gpu_memory_bytes ? "fits" : "does NOT fit")
-       << " (moebench's own step, activations in BF16 and no recompute: "
-       << gib(j["memory"]["moebench_max_rank_bytes"].get<double>()) << ")\n";
+    const nlohmann::ordered_json& m = j["memory"];
+    const double own = m["max_rank_bytes"].get<double>();
+    const double margin = m["margin_bytes"].get<double>();
+    os << "# recipe " << r.name << ", moebench's own step: largest rank " << gib(own) << " + "
+       << gib(kGpuContextReserveBytes) << " for the CUDA context and libraries, of the "
+       << gib(r.gpu_memory_bytes) << " of a " << r.gpu << ": "
+       << (m["fits"].get<bool>() ? "fits, " + gib(margin) + " to spare"
+                                 : "does NOT fit, " + gib(-margin) + " over")
+       << "\n";
+    for (const auto& gap : m["lacks"]) {
+      os << "#   moebench lacks: " << gap.get<std::string>() << "\n";
+    }
+    os << "# as Megatron runs it (FP8 copies of GEMM inputs, FP8 weights): largest rank "
+       << gib(m["megatron"]["max_rank_bytes"].get<double>()) << "\n";
   }
   for (int bytes : {2, 4}) {
     const MemoryEstimate m = estimate_memory(c, bytes);
@@ -140,19 +158,28 @@ void print_plan(const RunConfig& c, const nlohmann::ordered_json& j, std::ostrea
 int plan_command(const CliOptions& o) {
   const int world =
       o.world.value_or(o.workload.recipe.empty() ? 1 : recipe(o.workload.recipe).gpus);
-  const RunConfig c = resolve_run_config(o, world);
+  RunConfig c = resolve_run_config(o, world);
   if (!o.out.empty()) ensure_writable_destination(o.out);
+  // --fp8-weight-copies auto against the GPU's memory (given, or the recipe's) as the run's check
+  // resolves it against the memory free: the copies kept where they fit.
+  const double gpu = o.gpu_memory_gib ? *o.gpu_memory_gib * 1024.0 * 1024.0 * 1024.0
+                     : c.recipe       ? recipe(*c.recipe).gpu_memory_bytes
+                                      : 0.0;
+  if (gpu > 0) c.fp8_weight_copies = resolve_fp8_weight_copies(c, 2, gpu - kGpuContextReserveBytes);
   nlohmann::ordered_json j = plan_json(c);
   if (o.gpu_memory_gib) {
     // What a GPU run's own memory check would refuse: moebench's step, BF16, its largest rank.
     const double capacity = *o.gpu_memory_gib * 1024.0 * 1024.0 * 1024.0;
-    const double need = j["memory"]["moebench_max_rank_bytes"].get<double>();
+    const double need =
+        j["memory"]["moebench_max_rank_bytes"].get<double>() + kGpuContextReserveBytes;
     j["memory"]["given_gpu_memory_bytes"] = capacity;
     j["memory"]["fits_given_gpu_memory"] = need <= capacity;
     if (need > capacity) {
       throw UsageError("at " + std::to_string(world) +
                        " GPUs the largest rank needs an estimated " + format_gib(need) +
-                       " (moebench's step, BF16) but --gpu-memory gives " + format_gib(capacity) +
+                       " (moebench's step, BF16, with " + format_gib(kGpuContextReserveBytes) +
+                       " for the CUDA context and libraries) but --gpu-memory gives " +
+                       format_gib(capacity) +
                        "; use a larger --ep or --pp, fewer --layers, or a smaller --seq-len or "
                        "--micro-batch");
     }
@@ -188,21 +215,32 @@ int recipes_command(const CliOptions& o) {
     std::cout << all.dump(2) << "\n";
     return 0;
   }
-  std::printf("%-26s %-10s %5s %-12s %-9s %-6s %9s %9s  %s\n", "recipe", "system", "gpus",
-              "tp/pp/vp/ep", "mb/gbs", "prec", "tok/s/GPU", "TFLOP/s", "layout");
+  std::printf("%-26s %-10s %5s %-12s %-10s %-6s %9s %9s  %-19s %s\n", "recipe", "system", "gpus",
+              "tp/pp/vp/ep", "mb/gbs", "prec", "tok/s/GPU", "TFLOP/s", "layout", "recompute");
+  std::vector<std::string> refused;
   for (const Recipe& r : recipes()) {
     const std::string layout = std::to_string(r.tp) + "/" + std::to_string(r.pp) + "/" +
                                std::to_string(r.vp) + "/" + std::to_string(r.ep);
     const std::string batch = std::to_string(r.micro_batch) + "/" + std::to_string(r.global_batch);
     const std::string tok = r.tokens_per_s_per_gpu ? human(*r.tokens_per_s_per_gpu, "") : "-";
     const std::string tf = r.tflops_per_gpu ? human(*r.tflops_per_gpu, "") : "-";
-    std::printf("%-26s %-10s %5d %-12s %-9s %-6s %9s %9s  %s\n", r.name.c_str(), r.gpu.c_str(),
-                r.gpus, layout.c_str(), batch.c_str(), r.precision.c_str(), tok.c_str(), tf.c_str(),
-                r.pipeline_layout.c_str());
+    std::string recompute;
+    for (const std::string& m : r.recompute) recompute += (recompute.empty() ? "" : ",") + m;
+    std::printf("%-26s %-10s %5d %-12s %-10s %-6s %9s %9s  %-19s %s\n", r.name.c_str(),
+                r.gpu.c_str(), r.gpus, layout.c_str(), batch.c_str(), r.precision.c_str(),
+                tok.c_str(), tf.c_str(), r.pipeline_layout.c_str(),
+                recompute.empty() ? "-" : recompute.c_str());
+    if (!r.offload.empty()) refused.push_back(r.name);
   }
   std::printf(
-      "# published figures (workloads/config/recipes.json names each source); "
-      "`moebench run --recipe NAME` runs one\n");
+      "# published figures (workloads/config/recipes.json names each source and recipe file); "
+      "`moebench run --recipe NAME` runs one, with its recompute\n");
+  for (const std::string& name : refused) {
+    std::printf(
+        "# %s offloads to host memory, which moebench does not: `run` refuses it, `plan` "
+        "estimates it\n",
+        name.c_str());
+  }
   return 0;
 }
 

@@ -36,11 +36,25 @@ std::optional<Fp8Recipe> optional_fp8_recipe(const std::string& text) {
 }  // namespace
 
 const std::vector<std::string>& recipe_flags() {
-  static const std::vector<std::string> flags = {
-      "--preset", "--model-config", "--seq-len", "--micro-batch", "--global-batch",
-      "--layers", "--dense-layers", "--pp",      "--vp",          "--pipeline-layout",
-      "--ep",     "--precision",    "--routing", "--attention",   "--grad-reduce",
-      "--head",   "--mtp"};
+  static const std::vector<std::string> flags = {"--preset",
+                                                 "--model-config",
+                                                 "--seq-len",
+                                                 "--micro-batch",
+                                                 "--global-batch",
+                                                 "--layers",
+                                                 "--dense-layers",
+                                                 "--pp",
+                                                 "--vp",
+                                                 "--pipeline-layout",
+                                                 "--ep",
+                                                 "--precision",
+                                                 "--routing",
+                                                 "--attention",
+                                                 "--grad-reduce",
+                                                 "--head",
+                                                 "--mtp",
+                                                 "--recompute",
+                                                 "--optimizer-state-dtype"};
   return flags;
 }
 
@@ -74,6 +88,11 @@ void add_workload_flags(CLI::App* app, WorkloadFlags& w, NamedFlags& n) {
   app->add_option("--routing", w.routing,
                   "router|balanced|random|zipf:S (default balanced: exact per-expert counts inside "
                   "the group limit; random: Megatron's forced load balancing)");
+  app->add_option("--recompute", w.recompute,
+                  "modules whose activations the backward recomputes instead of keeping "
+                  "(Megatron's recompute_modules): a comma-separated list of core_attn, "
+                  "layernorm, mla_up_proj, mlp, moe_act, shared_experts, or none (default none, "
+                  "or the recipe's)");
   app->add_option("--ep", w.ep, "expert-parallel size: experts split over N consecutive ranks");
   app->add_option("--pp", w.pp,
                   "pipeline-parallel size: stages over N groups of ranks (default 1)");
@@ -90,6 +109,10 @@ void add_workload_flags(CLI::App* app, WorkloadFlags& w, NamedFlags& n) {
                   "cliques on multi-node NVLink systems, else the nodes)");
   app->add_option("--grad-reduce", w.grad_reduce, "allreduce|reduce-scatter (ZeRO-1)");
   app->add_option("--optimizer", w.optimizer, "adamw|none (default adamw)");
+  app->add_option("--optimizer-state-dtype", w.optimizer_state_dtype,
+                  "AdamW's moments: fp32 (default) or bf16 (Megatron's precision-aware optimizer; "
+                  "on the cuda backend, which stores BF16; the cpu backend keeps FP32), master "
+                  "weights FP32 either way (default the recipe's)");
   app->add_option("--lr", w.adamw.lr, "AdamW learning rate");
   app->add_option("--adam-beta1", w.adamw.beta1, "AdamW beta1");
   app->add_option("--adam-beta2", w.adamw.beta2, "AdamW beta2");
@@ -114,6 +137,10 @@ void add_workload_flags(CLI::App* app, WorkloadFlags& w, NamedFlags& n) {
                   "with --precision fp8: tensor (one scale per tensor, default), blockwise "
                   "(DeepSeek-V3: 1x128 activation tiles, 128x128 weight blocks; Hopper) or mxfp8 "
                   "(1x32 tiles, E8M0 scales; Blackwell); all three emulated on the cpu backend");
+  app->add_option("--fp8-weight-copies", w.fp8_weight_copies,
+                  "with --precision fp8: kept (each weight quantised once per step, its copies "
+                  "kept), per-gemm (quantised at every GEMM, nothing kept) or auto (kept where the "
+                  "memory allows, default)");
   app->add_option("--blas-threads", w.blas_threads, "BLAS threads per rank (default 1)");
   app->add_option("--comm-barrier", w.comm_barrier,
                   "on|off: collectives start after a barrier of their group, the wait timed as "
@@ -494,6 +521,12 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
   }
   c.workload.attention = on_off("--attention", w.attention);
   c.workload.routing = parse_routing(rec && !given("--routing") ? rec->routing : w.routing);
+  std::string recompute = w.recompute;
+  if (rec && !given("--recompute")) {
+    recompute.clear();
+    for (const std::string& m : rec->recompute) recompute += (recompute.empty() ? "" : ",") + m;
+  }
+  c.workload.recompute = parse_recompute(recompute);
   c.layout.world = world;
   c.layout.ep = rec && !given("--ep") ? rec->ep : w.ep;
   c.layout.pp = rec && !given("--pp") ? rec->pp : w.pp;
@@ -545,6 +578,9 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
   c.grad_reduce =
       grad_reduce == "reduce-scatter" ? GradReduce::reduce_scatter : GradReduce::allreduce;
   c.optimizer = w.optimizer == "none" ? Optimizer::none : Optimizer::adamw;
+  c.optimizer_state_dtype = parse_optimizer_state_dtype(rec && !given("--optimizer-state-dtype")
+                                                            ? rec->optimizer_state_dtype
+                                                            : w.optimizer_state_dtype);
   c.adamw = w.adamw;
   c.seed = w.seed;
   c.warmup = o.warmup;
@@ -564,6 +600,7 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
   if (!precision && rec) precision = run_precision(*rec);
   c.precision = resolve_precision(c.backend, precision);
   c.fp8_recipe = resolve_fp8_recipe(w.fp8_recipe, c.precision);
+  c.fp8_weight_copies = parse_fp8_weight_copies(w.fp8_weight_copies);
   c.grouped_gemm = parse_grouped_gemm_impl(w.grouped_gemm);
   c.attention_impl = parse_attention_impl(w.attention_impl);
   check_timeout(o.timeout_s);

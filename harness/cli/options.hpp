@@ -38,6 +38,7 @@ struct WorkloadFlags {
   std::string head;                 // on|off; empty: on, or off where --pipeline-layout has no E/L
   std::optional<std::int64_t> mtp;  // none: the model's, or --pipeline-layout's m count
   std::string routing = "balanced";
+  std::string recompute;  // --recompute; empty: none, or the recipe's
   int ep = 1;
   int pp = 1;
   std::optional<int> vp;        // none: 1, or the --pipeline-layout's
@@ -46,6 +47,8 @@ struct WorkloadFlags {
   int nvlink_domain_size = 0;
   std::string grad_reduce = "allreduce";
   std::string optimizer = "adamw";
+  std::string optimizer_state_dtype = "fp32";  // --optimizer-state-dtype; a recipe's by default
+  std::string fp8_weight_copies = "auto";      // --fp8-weight-copies
   AdamWParams adamw;
   std::uint64_t seed = 1234;
   ComputeBackend backend = ComputeBackend::cpu;
@@ -96,6 +99,8 @@ struct BenchOptions {
   std::optional<Precision> precision;   // none: the backend's own (cpu fp32, cuda bf16)
   std::optional<Fp8Recipe> fp8_recipe;  // none: tensor
   std::string optimizer = "adamw";
+  std::string optimizer_state_dtype = "fp32";  // --optimizer-state-dtype; a recipe's by default
+  std::string fp8_weight_copies = "auto";      // --fp8-weight-copies
   std::optional<double> peak_tflops;
   int warmup = 2;
   int iterations = 10;

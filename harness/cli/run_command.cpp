@@ -32,6 +32,7 @@
 #include "harness/output/table.hpp"
 #include "harness/parallel/domains.hpp"
 #include "harness/verify/reference_check.hpp"
+#include "workloads/config/recipes.hpp"
 #include "workloads/step/training_step.hpp"
 
 namespace moebench {
@@ -54,6 +55,11 @@ std::string step_log_path(const CliOptions& o) {
 
 Setup prepare(const CliOptions& o, MpiRuntime& rt) {
   Setup s;
+  // A recipe moebench cannot run as published, before anything about its layout.
+  if (!o.workload.recipe.empty()) {
+    const std::string refusal = offload_refusal(recipe(o.workload.recipe));
+    if (!refusal.empty()) throw UsageError(refusal);
+  }
   s.config = resolve_run_config(o, rt.size());
   s.topo = rt.topology(s.config.layout.grid(), s.config.layout.ranks_per_node);
   s.compute = make_compute(s.config.backend, s.topo.local_rank, s.config.blas_threads);
@@ -76,35 +82,71 @@ Setup prepare(const CliOptions& o, MpiRuntime& rt) {
   return s;
 }
 
-// UsageError when the run's estimate does not fit the memory free now: after the communicator
-// exists, so the free memory already lacks what the CUDA context and NCCL's connection buffers
-// (allocated by its warm-up) took.
-void check_memory(const Setup& s, MpiRuntime& rt) {
+// What the memory check weighs an estimate against, on this rank: the memory free now, after the
+// communicator exists, so it already lacks what the CUDA context and NCCL's connection buffers
+// (allocated by its warm-up) took; the ranks whose tensors live in the same memory (a real host's
+// memory, or one GPU that ranks share with --comm mpi), who all see it free before any allocates
+// and so must fit together; and the --verify reference where rank 0 is (an equal per-rank share
+// would refuse whenever the reference outgrows one share). Collective.
+struct MemoryBudget {
+  double available = 0;
+  long sharing = 1;
+  bool with_reference = false;
+  double reference = 0;
+  double reserved = 0;  // the backend's own, not yet allocated
+  double need(const MemoryEstimate& per_rank) const {
+    return (per_rank.total() + reserved) * static_cast<double>(sharing) +
+           (with_reference ? reference : 0.0);
+  }
+};
+MemoryBudget memory_budget(const Setup& s, MpiRuntime& rt) {
   const std::size_t bpe = dtype_size(s.compute->activation_dtype());
-  const double reference = s.config.verify ? estimate_reference_memory(s.config, bpe).total() : 0.0;
-  // The ranks whose tensors live in the same memory (a real host's memory, or one GPU that ranks
-  // share with --comm mpi) all see it free before any allocates: together they must fit, and the
-  // --verify reference only where rank 0 is (an equal per-rank share would refuse whenever the
-  // reference outgrows one share).
+  MemoryBudget b;
   const std::vector<std::string> domains =
       rt.all_gather(rt.host() + " " + s.compute->memory_domain());
   const std::string& mine = domains[static_cast<std::size_t>(rt.rank())];
-  const auto sharing = std::count(domains.begin(), domains.end(), mine);
-  const bool with_reference = s.config.verify && domains.front() == mine;
-  const double per_rank = s.memory.total() + static_cast<double>(s.compute->reserved_bytes());
-  const double need = per_rank * static_cast<double>(sharing) + (with_reference ? reference : 0.0);
+  b.sharing = static_cast<long>(std::count(domains.begin(), domains.end(), mine));
+  b.with_reference = s.config.verify && domains.front() == mine;
+  b.reference = s.config.verify ? estimate_reference_memory(s.config, bpe).total() : 0.0;
+  b.reserved = static_cast<double>(s.compute->reserved_bytes());
+  b.available = static_cast<double>(s.compute->memory_available_bytes());
+  return b;
+}
+
+// --fp8-weight-copies auto: kept, unless some rank fits only without the copies; the same on every
+// rank, and on the backend. Collective.
+void resolve_weight_copies(Setup& s, const MemoryBudget& b, MpiRuntime& rt) {
+  RunConfig& c = s.config;
+  if (c.fp8_weight_copies == Fp8WeightCopies::automatic) {
+    const std::size_t bpe = dtype_size(s.compute->activation_dtype());
+    RunConfig kept = c, none = c;
+    kept.fp8_weight_copies = Fp8WeightCopies::kept;
+    none.fp8_weight_copies = Fp8WeightCopies::per_gemm;
+    const bool only_without = c.precision == Precision::fp8 &&
+                              b.need(estimate_memory(kept, bpe)) > b.available &&
+                              b.need(estimate_memory(none, bpe)) <= b.available;
+    c.fp8_weight_copies = rt.allreduce_max(only_without ? 1.0 : 0.0) > 0 ? Fp8WeightCopies::per_gemm
+                                                                         : Fp8WeightCopies::kept;
+  }
+  s.compute->set_fp8_weight_copies(c.fp8_weight_copies != Fp8WeightCopies::per_gemm);
+  s.memory = estimate_memory(c, dtype_size(s.compute->activation_dtype()));
+}
+
+// UsageError when the run's estimate does not fit the memory budget.
+void check_memory(const Setup& s, const MemoryBudget& b) {
+  const double need = b.need(s.memory);
   std::string scope = " per rank";
-  if (sharing > 1) {
-    scope = " for the " + std::to_string(sharing) + " ranks sharing this " +
+  if (b.sharing > 1) {
+    scope = " for the " + std::to_string(b.sharing) + " ranks sharing this " +
             (s.compute->memory_is_host() ? "host" : "GPU");
   }
-  const double available = static_cast<double>(s.compute->memory_available_bytes());
-  if (need > available) {
+  if (need > b.available) {
     throw UsageError("this configuration needs an estimated " + format_gib(need) + scope +
-                     (with_reference ? " (with the --verify reference)" : "") + " but " +
-                     format_gib(available) +
-                     " is available; use fewer --layers, a smaller --seq-len or --micro-batch, or "
-                     "a larger --ep (see `moebench plan`)");
+                     (b.with_reference ? " (with the --verify reference)" : "") + " but " +
+                     format_gib(b.available) +
+                     " is available; use fewer --layers, a smaller --seq-len or --micro-batch, a "
+                     "larger --ep, --recompute, or --fp8-weight-copies per-gemm (see `moebench "
+                     "plan`)");
   }
 }
 
@@ -181,6 +223,76 @@ RunResults gather_results(const MpiRuntime& rt, const Topology& topo,
                        inst.flops_per_step / c.layout.world);
 }
 
+// The peak of the bytes the step's tensors take, from before the step is built to the last timed
+// step, the --verify reference (built and dropped between them) left out.
+class StepMemory {
+ public:
+  explicit StepMemory(Compute& c)
+      : c_(c), base_(c.allocation_stats().live_bytes), resident_(resident_memory().now_bytes) {
+    // On a GPU: what the context, the libraries and the communicator took before the step.
+    if (const std::optional<DeviceInfo> d = c.device_info()) {
+      device_ = static_cast<double>(d->total_memory_bytes - c.memory_available_bytes());
+    }
+    c.reset_allocation_peak();
+  }
+  void pause() { peak_ = std::max(peak_, c_.allocation_stats().peak_bytes); }
+  void resume() { c_.reset_allocation_peak(); }
+  double peak_bytes() {
+    pause();
+    return static_cast<double>(peak_ - base_);
+  }
+  double resident_baseline_bytes() const { return resident_; }
+  double device_baseline_bytes() const { return device_; }  // -1: no device
+
+ private:
+  Compute& c_;
+  std::int64_t base_;
+  double resident_;
+  double device_ = -1;
+  std::int64_t peak_ = 0;
+};
+
+// The memory model's side of the report: its estimate of the step's tensors per pipeline rank.
+MemoryRecord modelled_memory(const RunConfig& c, const Compute& compute) {
+  MemoryRecord m;
+  m.recompute = recompute_names(c.workload.recompute);
+  const std::size_t bpe = dtype_size(compute.activation_dtype());
+  ActivationPolicy plain = run_policy(c);
+  plain.recompute = Recompute{};
+  const std::vector<StageMemory> with = estimate_stage_memory(c, bpe);
+  const std::vector<StageMemory> without = estimate_stage_memory(c, bpe, plain);
+  double largest = -1;
+  for (std::size_t i = 0; i < with.size(); ++i) {
+    m.estimate_bytes.push_back(with[i].memory.tensors());
+    if (with[i].memory.tensors() > largest) {
+      largest = with[i].memory.tensors();
+      m.activation_bytes = with[i].memory.activations;
+      m.activation_bytes_without_recompute = without[i].memory.activations;
+    }
+  }
+  return m;
+}
+
+// Every rank's measured peak on rank 0, into `m` per pipeline rank. Collective.
+void gather_memory(const MpiRuntime& rt, const Topology& topo, StepMemory& measured,
+                   MemoryRecord& m) {
+  const std::vector<double> mine = {static_cast<double>(topo.group(Group::pipeline).rank),
+                                    measured.peak_bytes(), measured.resident_baseline_bytes(),
+                                    resident_memory().peak_bytes, measured.device_baseline_bytes()};
+  const std::vector<double> all = rt.gather_to_root(mine);
+  if (rt.rank() != 0) return;
+  m.measured = true;
+  m.measured_peak_bytes.assign(m.estimate_bytes.size(), 0.0);
+  for (std::size_t r = 0; r < all.size() / mine.size(); ++r) {
+    const double* p = all.data() + r * mine.size();
+    double& peak = m.measured_peak_bytes[static_cast<std::size_t>(p[0])];
+    peak = std::max(peak, p[1]);
+    m.resident_baseline_bytes = std::max(m.resident_baseline_bytes, p[2]);
+    m.resident_peak_bytes = std::max(m.resident_peak_bytes, p[3]);
+    m.device_baseline_bytes = std::max(m.device_baseline_bytes, p[4]);
+  }
+}
+
 // Everything of the report that does not depend on the steps, gathered before them: once a rank
 // has failed, nothing more can be gathered.
 RunRecord make_record(const CliOptions& o, const Setup& s, const MpiRuntime& rt,
@@ -200,6 +312,7 @@ RunRecord make_record(const CliOptions& o, const Setup& s, const MpiRuntime& rt,
   record.instantiated = account_instantiated(c);
   record.collective_bytes = collective_bytes(c, dtype_size(compute.activation_dtype()));
   record.memory = s.memory;
+  record.measured_memory = modelled_memory(c, compute);
   return record;
 }
 
@@ -414,7 +527,9 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
   Compute& compute = *s.compute;
   std::unique_ptr<Communicator> comm =
       make_communicator(c.comm, rt.world(), s.topo, compute, c.comm_timeout_s);
-  agree(rt, usage_problem([&] { check_memory(s, rt); }));
+  const MemoryBudget budget = memory_budget(s, rt);
+  resolve_weight_copies(s, budget, rt);
+  agree(rt, usage_problem([&] { check_memory(s, budget); }));
   if (c.inject) comm = make_fault_communicator(std::move(comm), compute, *c.inject);
   DomainRecord domains;
   NvlinkDomains found = find_nvlink_domains(rt, compute, c.layout.nvlink_domain_size, s.topo.node);
@@ -422,6 +537,7 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
   domains.of_rank = std::move(found.of_rank);
   domains.warnings = straddling_expert_groups(c.layout.grid(), domains.of_rank);
   comm->set_domains(domains.of_rank);
+  StepMemory step_memory(compute);
   TrainingStep step(c, s.topo, compute, *comm);
   step.initialize();
   RunRecord record = make_record(o, s, rt, compute, start);
@@ -498,7 +614,9 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
   try {
     if (c.verify) {
       run_step("verify", 0, 1);
+      step_memory.pause();  // the reference's tensors are not the step's
       if (stop == 0) verification = verify_step(c, s.topo, rt, compute, step);
+      step_memory.resume();
       step.initialize();  // the timed steps start from the same state either way
     }
     for (int i = 0; i < c.warmup && stop == 0; ++i) run_step("warmup", i, c.warmup);
@@ -532,6 +650,7 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
   }
 
   record.results = gather_results(rt, s.topo, samples, c, record.instantiated);
+  gather_memory(rt, s.topo, step_memory, record.measured_memory);
   {
     const Communicator::DomainTraffic t = comm->domain_traffic();
     const double per = static_cast<double>(c.layout.world) * static_cast<double>(samples.size());

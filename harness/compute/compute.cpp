@@ -1,5 +1,7 @@
 #include "harness/compute/compute.hpp"
 
+#include <algorithm>
+
 #include "workloads/ops/route.hpp"
 
 namespace moebench {
@@ -43,7 +45,16 @@ void Compute::check_float(const Mat& m, const char* what) const {
 
 Tensor Compute::alloc(std::int64_t rows, std::int64_t cols, DType dtype) {
   MB_CHECK(rows >= 0 && cols >= 0, "alloc of " << rows << "x" << cols);
-  return do_alloc(rows, cols, dtype);
+  Tensor t = do_alloc(rows, cols, dtype);
+  const auto bytes = static_cast<std::int64_t>(t.bytes());
+  allocations_->live_bytes += bytes;
+  allocations_->peak_bytes = std::max(allocations_->peak_bytes, allocations_->live_bytes);
+  // The backend's tensor, released with the counted one.
+  std::shared_ptr<AllocationStats> stats = allocations_;
+  void* data = t.data();
+  return Tensor(std::shared_ptr<void>(
+                    data, [t = std::move(t), stats, bytes](void*) { stats->live_bytes -= bytes; }),
+                rows, cols, dtype);
 }
 
 void Compute::upload(const float* host, Mat dst) {
@@ -447,9 +458,9 @@ void Compute::adamw(const AdamWStep& s, Mat param, Mat grad, Mat m, Mat v, Mat m
   check_float(param, "adamw param");
   check_float(grad, "adamw grad");
   check_shape(grad, param.rows, param.cols, "adamw grad");
-  check_dtype(m, DType::f32, "adamw m");
+  check_float(m, "adamw m");
   check_shape(m, param.rows, param.cols, "adamw m");
-  check_dtype(v, DType::f32, "adamw v");
+  check_float(v, "adamw v");
   check_shape(v, param.rows, param.cols, "adamw v");
   if (master.data != nullptr) {
     check_dtype(master, DType::f32, "adamw master");

@@ -49,8 +49,9 @@ enum class LinearPrecision { standard, fp8 };
 struct Fp8GemmCounts {
   std::int64_t gemms = 0;
   std::int64_t fallbacks = 0;
-  // Weights quantised (each layout a weight is read in counts once), at most once per step:
-  // the copies are kept until begin_step().
+  // Weights quantised (each layout a weight is read in counts once): at most once per step when
+  // the copies are kept until begin_step(), at every GEMM when they are not
+  // (set_fp8_weight_copies).
   std::int64_t weight_quantisations = 0;
 };
 
@@ -68,6 +69,14 @@ struct KernelCalls {
   std::int64_t grouped_calls = 0;
   std::int64_t grouped_loop_problems = 0;
   Fp8GemmCounts fp8;
+};
+
+// The tensors alloc() handed out and not yet freed, in bytes, and their high-water mark since
+// construction or Compute::reset_allocation_peak(): what the step's own tensors take, on every
+// backend (a device backend's library workspaces and caches are not tensors).
+struct AllocationStats {
+  std::int64_t live_bytes = 0;
+  std::int64_t peak_bytes = 0;
 };
 
 class Compute {
@@ -88,6 +97,8 @@ class Compute {
   Tensor alloc(std::int64_t rows, std::int64_t cols) {
     return alloc(rows, cols, activation_dtype());
   }
+  AllocationStats allocation_stats() const { return *allocations_; }
+  void reset_allocation_peak() { allocations_->peak_bytes = allocations_->live_bytes; }
   void upload(const float* host, Mat dst);  // host FP32 -> dst (converted)
   void upload_i32(const std::int32_t* host, Mat dst);
   void download(Mat src, float* host);             // src -> host FP32; synchronises
@@ -148,6 +159,12 @@ class Compute {
   // How attention runs (--attention-impl); UsageError for cudnn where the backend has no cuDNN.
   virtual void set_attention_impl(AttentionImpl a);
   AttentionImpl attention_impl() const { return attention_impl_; }
+  // --fp8-weight-copies: keep each weight's quantised copies (forward and transposed) from its
+  // first GEMM of a step until begin_step() (true, the default), or quantise it at every GEMM
+  // into scratch and keep nothing (false: no memory for copies, a quantisation per GEMM). The
+  // GEMMs' results are the same either way: a weight does not change within a step.
+  void set_fp8_weight_copies(bool keep) { keep_fp8_weights_ = keep; }
+  bool fp8_weight_copies() const { return keep_fp8_weights_; }
   // A new training step: the weights may have changed (the optimiser ran, or parameters were
   // gathered), so quantised weight copies are dropped.
   virtual void begin_step() {}
@@ -219,9 +236,10 @@ class Compute {
   // outside the vocabulary is a RuntimeError (cuda: at the next synchronisation).
   void cross_entropy(Mat logits, Mat labels, float grad_scale, Mat loss);
 
-  // AdamW on a flat parameter range; m and v are the optimiser's FP32 moments. master, when not
-  // empty, is the FP32 master copy of a lower-precision param (as mixed-precision trainers keep
-  // one): the update reads and writes master, and param receives its value rounded to storage.
+  // AdamW on a flat parameter range; m and v are the optimiser's moments, FP32 or the storage
+  // type (--optimizer-state-dtype bf16: read and written rounded, the arithmetic in FP32). master,
+  // when not empty, is the FP32 master copy of a lower-precision param (as mixed-precision trainers
+  // keep one): the update reads and writes master, and param receives its value rounded to storage.
   // Empty: param itself is updated.
   void adamw(const AdamWStep& s, Mat param, Mat grad, Mat m, Mat v, Mat master);
 
@@ -283,6 +301,7 @@ class Compute {
   Fp8Recipe fp8_recipe_ = Fp8Recipe::tensor;
   GroupedGemmImpl grouped_impl_ = GroupedGemmImpl::loop;
   AttentionImpl attention_impl_ = AttentionImpl::automatic;
+  bool keep_fp8_weights_ = true;
 
  private:
   // The shared checks: a valid view; float (FP32 or the storage type); a given dtype and shape.
@@ -301,6 +320,8 @@ class Compute {
                        const Mat& stats) const;
 
   std::vector<std::chrono::steady_clock::time_point> host_marks_;
+  // Shared with every tensor's deleter, which may outlive the backend object.
+  std::shared_ptr<AllocationStats> allocations_ = std::make_shared<AllocationStats>();
 };
 
 }  // namespace moebench

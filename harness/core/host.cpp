@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
+#include <string>
 #include <string_view>
 
 namespace moebench {
@@ -35,6 +37,22 @@ std::vector<std::pair<std::string, std::string>> recorded_environment(const char
   std::sort(out.begin(), out.end());
   if (out.size() > kMaxRecordedVariables) out.resize(kMaxRecordedVariables);
   return out;
+}
+
+ResidentMemory resident_memory() {
+  ResidentMemory r;
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  // "VmRSS:     12345 kB"
+  const auto kib = [&](std::string_view key) {
+    return line.compare(0, key.size(), key) == 0 ? std::stod(line.substr(key.size())) * 1024.0
+                                                 : -1.0;
+  };
+  while (std::getline(in, line)) {
+    if (const double v = kib("VmRSS:"); v >= 0) r.now_bytes = v;
+    if (const double v = kib("VmHWM:"); v >= 0) r.peak_bytes = v;
+  }
+  return r;
 }
 
 }  // namespace moebench

@@ -19,4 +19,12 @@ inline constexpr std::size_t kMaxRecordedValue = 1024;
 inline constexpr std::size_t kMaxRecordedVariables = 512;
 std::vector<std::pair<std::string, std::string>> recorded_environment(const char* const* envp);
 
+// This process's resident memory now and its high-water mark, in bytes (Linux's VmRSS and VmHWM
+// in /proc/self/status); 0 where the system does not say.
+struct ResidentMemory {
+  double now_bytes = 0;
+  double peak_bytes = 0;
+};
+ResidentMemory resident_memory();
+
 }  // namespace moebench

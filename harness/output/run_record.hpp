@@ -14,6 +14,7 @@
 #include "harness/measure/telemetry.hpp"
 #include "harness/parallel/topology.hpp"
 #include "workloads/accounting/accounting.hpp"
+#include "workloads/accounting/memory_model.hpp"
 #include "workloads/config/run_config.hpp"
 
 namespace moebench {
@@ -86,6 +87,27 @@ struct DomainRecord {
   }
 };
 
+// The step's memory, measured beside the memory model (workloads/accounting/memory_model.hpp).
+struct MemoryRecord {
+  bool measured = false;  // false where the run ended before it could gather the figures
+  std::vector<std::string> recompute;
+  // Per pipeline rank: the model's estimate of the step's tensors, and the largest peak of the
+  // bytes its ranks' step tensors took (Compute::allocation_stats, from before the step was built
+  // to the last timed step, the --verify reference left out).
+  std::vector<double> estimate_bytes;
+  std::vector<double> measured_peak_bytes;
+  // The largest over ranks: each process's resident memory before the step allocated (libraries,
+  // MPI, the backend's context), and its high-water mark at the end.
+  double resident_baseline_bytes = 0;
+  double resident_peak_bytes = 0;
+  // The largest over ranks, on a GPU: its memory taken before the step allocated (the CUDA
+  // context, cuBLAS, cuDNN, NCCL's buffers, other processes); -1 without one.
+  double device_baseline_bytes = -1;
+  // The largest pipeline rank's kept activations with the run's policy, and without recompute.
+  double activation_bytes = 0;
+  double activation_bytes_without_recompute = 0;
+};
+
 struct RunRecord {
   RunMeta meta;
   RunConfig config;
@@ -94,6 +116,7 @@ struct RunRecord {
   StackAccounting instantiated;
   CollectiveBytes collective_bytes;
   MemoryEstimate memory;
+  MemoryRecord measured_memory;
   RunResults results;
   VerificationResult verification;
   // Whether every step ran: "completed"; "interrupted" by `signal` after `steps_completed` of

@@ -1,5 +1,6 @@
 #include "harness/output/run_report.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "harness/measure/summary.hpp"
@@ -66,6 +67,7 @@ ojson config_json(const RunConfig& c) {
   j["steps"] = c.steps;
   j["grad_reduce"] = to_string(c.grad_reduce);
   j["optimizer"] = to_string(c.optimizer);
+  j["optimizer_state_dtype"] = to_string(c.optimizer_state_dtype);
   j["adamw"] = ojson{{"lr", c.adamw.lr},
                      {"beta1", c.adamw.beta1},
                      {"beta2", c.adamw.beta2},
@@ -83,6 +85,10 @@ ojson config_json(const RunConfig& c) {
                       "linear layers (attention projections, dense and shared MLPs, "
                       "routed experts); attention's core, norms and the router unchanged"},
                      {"storage", to_string(native_precision(c.backend))},
+                     // As run: the memory check resolves auto (kept unless only per-gemm fits).
+                     {"weight_copies", c.fp8_weight_copies == Fp8WeightCopies::per_gemm
+                                           ? "per-gemm"
+                                           : "kept"},
                      {"emulated", c.fp8_emulated()}};
   }
   j["verify"] = c.verify;
@@ -340,6 +346,41 @@ ojson health_json(const RunRecord& r) {
                {"telemetry", telemetry_json(r)}};
 }
 
+// The step's memory: the model's estimate per pipeline rank beside the measured peak.
+ojson memory_json(const RunRecord& r) {
+  const MemoryRecord& m = r.measured_memory;
+  ojson per = ojson::array();
+  double estimate = 0, measured = 0, ratio = 0;
+  for (std::size_t i = 0; i < m.estimate_bytes.size(); ++i) {
+    const double e = m.estimate_bytes[i];
+    const double got = i < m.measured_peak_bytes.size() ? m.measured_peak_bytes[i] : 0.0;
+    estimate = std::max(estimate, e);
+    measured = std::max(measured, got);
+    if (e > 0) ratio = std::max(ratio, got / e);
+    per.push_back(ojson{{"pp_rank", static_cast<int>(i)},
+                        {"estimate_bytes", e},
+                        {"measured_peak_bytes", m.measured ? ojson(got) : ojson(nullptr)}});
+  }
+  const auto when = [&](double v) { return m.measured ? ojson(v) : ojson(nullptr); };
+  return ojson{
+      {"scope",
+       "the step's tensors: weights, main gradients, optimizer state, kept activations, the "
+       "layers' shared scratch and the step's buffers (not the backend's own workspaces)"},
+      {"recompute", m.recompute},
+      {"estimate_bytes", estimate},
+      {"measured_peak_bytes", when(measured)},
+      {"measured_over_estimate", when(ratio)},
+      {"resident_baseline_bytes", when(m.resident_baseline_bytes)},
+      {"resident_peak_bytes", when(m.resident_peak_bytes)},
+      {"device_baseline_bytes", m.measured && m.device_baseline_bytes >= 0
+                                    ? ojson(m.device_baseline_bytes)
+                                    : ojson(nullptr)},
+      {"activation_bytes", m.activation_bytes},
+      {"activation_bytes_saved", m.activation_bytes_without_recompute - m.activation_bytes},
+      {"recompute_flops", r.instantiated.recompute_flops_per_step},
+      {"per_pipeline_rank", per}};
+}
+
 }  // namespace
 
 nlohmann::ordered_json make_run_report(const RunRecord& r) {
@@ -367,6 +408,7 @@ nlohmann::ordered_json make_run_report(const RunRecord& r) {
   if (r.config.recipe) j["config"]["recipe"] = recipe_json(r);
   j["parallel"] = parallel_json(r);
   j["accounting"] = accounting_json(r);
+  j["memory"] = memory_json(r);
   j["results"] = results_json(r.results);
   j["verification"] = verification_json(r.verification);
   j["health"] = health_json(r);

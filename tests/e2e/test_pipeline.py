@@ -213,13 +213,19 @@ def test_scaling_groups_by_layout(ctx):
 
 
 def test_plan_recipes_fit(ctx):
+    """Every recipe on its own GPU: moebench's own step (the policy its run uses) fits with the
+    context's reserve, or the plan names what moebench lacks for it."""
     r = e2e.run_moebench(ctx, ["recipes", "--json"], timeout=30)
     e2e.check(r.rc == 0, "moebench recipes --json", r)
     recipes = json.loads(r.stdout)
     keys = {"name", "system", "gpus", "tp", "pp", "vp", "ep", "micro_batch", "global_batch",
-            "seq_len", "precision", "tokens_per_s_per_gpu", "tflops_per_gpu", "source"}
+            "seq_len", "precision", "tokens_per_s_per_gpu", "tflops_per_gpu", "source",
+            "recompute", "offload", "optimizer_state_dtype", "recipe_file"}
     for rec in recipes:
         e2e.check(keys <= set(rec), "recipe %s lacks %r" % (rec.get("name"), keys - set(rec)))
+        if rec["name"].startswith("mlm-"):
+            e2e.check(rec["recipe_file"].startswith("examples/moe_recipes/deepseek_v3/"),
+                      "%s: recipe_file %r" % (rec["name"], rec["recipe_file"]))
         p = e2e.run_moebench(ctx, ["plan", "--recipe", rec["name"], "--json"], timeout=60)
         e2e.check(p.rc == 0, "plan --recipe %s" % rec["name"], p)
         plan = json.loads(p.stdout)
@@ -227,14 +233,31 @@ def test_plan_recipes_fit(ctx):
         e2e.check(len(mem["per_stage"]) == rec["pp"], "%s: one estimate per stage" % rec["name"])
         e2e.check(mem["max_rank_bytes"] == max(s["memory"]["total_bytes"]
                                                for s in mem["per_stage"]), "max_rank_bytes")
-        e2e.check(mem["as_run_by"] == "megatron", "as_run_by %r" % mem["as_run_by"])
-        e2e.check(mem["moebench_max_rank_bytes"] >= mem["max_rank_bytes"],
+        e2e.check(mem["as_run_by"] == "moebench", "as_run_by %r" % mem["as_run_by"])
+        e2e.check(mem["moebench_max_rank_bytes"] == mem["max_rank_bytes"], "moebench_max")
+        e2e.check(mem["recompute"] == rec["recompute"], "%s: the run recomputes %r, the recipe %r"
+                  % (rec["name"], mem["recompute"], rec["recompute"]))
+        e2e.check(mem["optimizer_state_dtype"] == rec["optimizer_state_dtype"], "moments")
+        meg = mem["megatron"]
+        e2e.check(meg["max_rank_bytes"] <= mem["max_rank_bytes"],
                   "moebench's own step keeps at least what Megatron keeps")
-        e2e.check(mem["max_rank_bytes"] < rec["gpu_memory_bytes"],
-                  "%s: %.1f GB does not fit %.0f GB" % (rec["name"], mem["max_rank_bytes"] / 1e9,
-                                                        rec["gpu_memory_bytes"] / 1e9))
-        print("  %-26s %6.1f GB of %3.0f GB" % (rec["name"], mem["max_rank_bytes"] / 1e9,
-                                               rec["gpu_memory_bytes"] / 1e9))
+        need = mem["max_rank_bytes"] + mem["context_reserve_bytes"]
+        e2e.check(mem["fits"] == (need <= rec["gpu_memory_bytes"]), "fits %r" % mem["fits"])
+        e2e.check_close(mem["margin_bytes"], rec["gpu_memory_bytes"] - need, 1e-12, "margin")
+        # Fits, or says which features moebench lacks for it.
+        e2e.check(mem["fits"] or len(mem["lacks"]) > 0, "%s does not fit and names nothing"
+                  % rec["name"])
+        if rec["offload"]:
+            e2e.check(any(("offload of " + o) in g for o in rec["offload"] for g in mem["lacks"]),
+                      "%s: offload not named in %r" % (rec["name"], mem["lacks"]))
+            run = e2e.run_moebench(ctx, ["run", "--recipe", rec["name"], "--preset",
+                                         "deepseek-v3-tiny"], np=1, timeout=60)
+            e2e.check(run.rc == USAGE and "which moebench does not implement" in run.stderr,
+                      "run --recipe %s offloads: exit %d" % (rec["name"], USAGE), run)
+        print("  %-26s %6.1f GB + %.1f GB of %3.0f GB: %s (Megatron %6.1f GB)%s" % (
+            rec["name"], mem["max_rank_bytes"] / 1e9, mem["context_reserve_bytes"] / 1e9,
+            rec["gpu_memory_bytes"] / 1e9, "fits" if mem["fits"] else "does not fit",
+            meg["max_rank_bytes"] / 1e9, "".join("\n    lacks: " + g for g in mem["lacks"])))
     e2e.check(any(x["name"] == "gb300-mxfp8-256" and x["tflops_per_gpu"] == 1648
                   for x in recipes), "the GB300 1,648 row is listed")
 

@@ -153,10 +153,12 @@ def test_plan_out_writes_file(ctx):
 
 
 def test_gpu_memory(ctx):
-    """--gpu-memory: the largest rank's estimate (moebench's step, BF16) must fit, else exit 2."""
+    """--gpu-memory: the largest rank's estimate (moebench's step, BF16) and the CUDA context's
+    reserve must fit, else exit 2."""
     base = ["--preset", "deepseek-v3", "--world", "64", "--ep", "64", "--layers", "4"]
     p = plan(ctx, base)
-    need = p["memory"]["moebench_max_rank_bytes"]
+    need = p["memory"]["moebench_max_rank_bytes"] + p["memory"]["context_reserve_bytes"]
+    e2e.check(p["memory"]["context_reserve_bytes"] > 0, "no context reserve")
     gib = need / 2**30
     given = "%.3f" % (gib * 1.01)
     fits = plan(ctx, base + ["--gpu-memory", given])

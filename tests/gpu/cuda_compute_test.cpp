@@ -885,6 +885,38 @@ TEST_CASE("adamw on BF16 parameters with FP32 master weights: the master carries
   }
 }
 
+TEST_CASE(
+    "adamw with BF16 moments (--optimizer-state-dtype bf16): FP32 arithmetic, rounded "
+    "moments") {
+  const std::int64_t n = 1000;
+  Twin param = twin_random(n, 1, 180);
+  Twin master = twin_random(n, 1, 180, 1.0f, true);
+  Twin grad = twin_random(n, 1, 181, 0.1f);
+  Twin m = twin(n, 1, Vec(n, 0.0f));  // the device's in BF16, the host's FP32
+  Twin v = twin(n, 1, Vec(n, 0.0f));
+  REQUIRE(m.d.dtype() == dev().activation_dtype());
+  AdamWStep s;
+  s.lr = 1e-3f;
+  s.grad_scale = 0.5f;
+  for (int step = 1; step <= 2; ++step) {
+    s.step = step;
+    cpu().adamw(s, param.cv(), grad.cv(), m.cv(), v.cv(), master.cv());
+    dev().adamw(s, param.dv(), grad.dv(), m.dv(), v.dv(), master.dv());
+    // The moments are the host's rounded to BF16 once (2^-9 relative: kOne of the scale).
+    check_twin(m, kOne, "adamw bf16 m");
+    check_twin(v, kOne, "adamw bf16 v");
+    // The master's update reads the rounded moments: within BF16's relative error of lr.
+    check_twin(master, 1e-5, "adamw master with bf16 moments");
+    // Continue from the device's rounded moments on both sides.
+    for (Twin* t : {&m, &v}) {
+      const Vec d = read(dev(), t->dv());
+      cpu().upload(d.data(), t->c);
+    }
+    const Vec md = read(dev(), master.dv());
+    cpu().upload(md.data(), master.c);
+  }
+}
+
 // --precision fp8. Both backends quantise the same inputs (BF16 values, uploaded to both) with
 // the same amax, scale and e4m3_round, so their E4M3 operands are identical; what differs is the
 // FP32 accumulation order and the device's BF16 output rounding (2^-9 of an element), within

@@ -197,114 +197,38 @@ TEST_CASE("accounting: collective bytes of a small tiny-model run") {
   CHECK(b.param_allgather == 4614848.0 + 4718592.0);
 }
 
-TEST_CASE("accounting: memory of a dense-only slice") {
-  // 1 dense layer, no attention, 2 ranks, 8 tokens each, FP32.
-  RunConfig c = run_of("deepseek-v3-tiny", 1, 1, false);
+TEST_CASE("accounting: the FLOPs --recompute repeats, per module, outside Megatron's count") {
+  // The tiny model at seq 8: h 256, 4 heads, q_lora 96, kv_lora 64, qk 32 + 16, v 32, ffn 512,
+  // one shared expert of 128.
+  RunConfig c = run_of("deepseek-v3-tiny", 2, 1, true);
   c.workload.seq_len = 8;
-  c.layout.world = 2;
-  const MemoryEstimate e = estimate_memory(c, 4);
-  CHECK(e.weights == 1573888.0);  // (256 norm + 393216) * 4
-  CHECK(e.gradients == 1573888.0);
-  CHECK(e.optimizer == 3147776.0);  // 393472 * 8
-  // per token: (2*256 + 3*512) * 4 bytes + one rstd (4 bytes) = 8196
-  CHECK(e.activations == 65568.0);
-  CHECK(e.communication == 0.0);
-  // The first stage's inputs and the last stage's output gradients: 2 * 8 tokens * 256 * 4.
-  CHECK(e.workspace == 16384.0);
-  CHECK(e.total() == 1573888.0 * 2 + 3147776.0 + 65568.0 + 16384.0);
-  c.optimizer = Optimizer::none;
-  CHECK(estimate_memory(c, 4).optimizer == 0.0);
-}
+  const ModelConfig& m = c.model;
+  const auto one = [&](const char* modules, bool dense) {
+    return recompute_flops_per_token(m, 8, parse_recompute(modules), true, dense);
+  };
+  // Up-projections: 2 * 96 * 4*48 + 2 * 64 * 4*(32 + 32).
+  CHECK(one("mla_up_proj", false) == 36864.0 + 32768.0);
+  // Core attention's forward over the causal half: 2 * (8 * 4 * 48 + 8 * 4 * 32) / 2.
+  CHECK(one("core_attn", true) == 2560.0);
+  // The gate/up GEMM: dense 2 * 256 * 1024, shared experts 2 * 256 * 256; each only in its kind.
+  CHECK(one("mlp", true) == 524288.0);
+  CHECK(one("mlp", false) == 0.0);
+  CHECK(one("shared_experts", false) == 131072.0);
+  CHECK(one("shared_experts", true) == 0.0);
+  // Norms and activations: no GEMM.
+  CHECK(one("layernorm,moe_act", false) == 0.0);
+  CHECK(recompute_flops_per_token(m, 8, parse_recompute("mla_up_proj,core_attn"), false, true) ==
+        0.0);  // attention off
 
-TEST_CASE("accounting: memory of an MoE slice with ZeRO-1, and its reference") {
-  // 1 MoE layer, no attention, world 4, EP 2, 2 sequences of 4 tokens, BF16.
-  RunConfig c = run_of("deepseek-v3-tiny", 1, 0, false);
-  c.workload.seq_len = 4;
-  c.workload.micro_batch = 2;
-  c.layout.world = 4;
-  c.layout.ep = 2;
-  c.grad_reduce = GradReduce::reduce_scatter;
-  MemoryEstimate e = estimate_memory(c, 2);
-  // dense: 256 + 98304 + 4112 = 102672; local experts 8 * 98304 = 786432
-  CHECK(e.weights == 1778208.0);    // 889104 * 2
-  CHECK(e.gradients == 3556416.0);  // FP32 main gradients: 889104 * 4
-  // moments and FP32 master weights of BF16 storage: 12 * (102672/4 + 786432/2)
-  CHECK(e.optimizer == 5026608.0);
-  // per token: elements 2*256 + 2*4*256 + 3*4*128 + 3*128 = 4480 at 2 bytes;
-  // FP32 values 1 + 16 + 8 = 25 at 4 bytes: 9060 bytes * 8 tokens.
-  CHECK(e.activations == 72480.0);
-  CHECK(e.communication == 65536.0);  // 4 * 8 tokens * 4 * 256 * 2
-  // router logits 8 * 16 * 4, the inputs and output gradients 2 * 8 * 256 * 2
-  CHECK(e.workspace == 512.0 + 8192.0);
-
-  const CollectiveBytes b = collective_bytes(c, 2);
-  CHECK(b.dispatch == 32768.0);  // 1 * 2 * 8 * 4 * 256 * 2
-  CHECK(b.dense_grad_reduce == 205344.0);
-  CHECK(b.expert_grad_reduce == 1572864.0);
-  CHECK(b.param_allgather == 1778208.0);
-
-  // Reference: one process, 32 tokens, all 16 experts: 102672 + 1572864 = 1675536 params, no
-  // optimizer step.
-  e = estimate_reference_memory(c, 2);
-  CHECK(e.weights == 3351072.0);
-  CHECK(e.optimizer == 0.0);
-  CHECK(e.activations == 289920.0);    // 9060 * 32
-  CHECK(e.communication == 262144.0);  // 4 * 32 * 4 * 256 * 2
-  CHECK(e.workspace == 2048.0 + 32768.0);
-}
-
-TEST_CASE("accounting: attention activations and workspace") {
-  RunConfig c = run_of("deepseek-v3-tiny", 1, 1, true);
-  c.workload.seq_len = 8;
-  const MemoryEstimate e = estimate_memory(c, 4);
-  CHECK(e.weights == 2026112.0);  // (113312 + 393216) * 4
-  // per token elements: attention 2*256 + 2*96 + q 4*48 + kv 4*(32 + 32) + 80 + 64 + o 4*32 =
-  // 1424, MLP 512, dense 1536, at 4 bytes; FP32: 3 rstd + 4 lse + 1 rstd = 8 values.
-  // (3472*4 + 32) * 8 tokens.
-  CHECK(e.activations == 111360.0);
-  // Keeping k and v apart (Transformer Engine) instead of kv: 4*48 + 4*32 for 4*64, 1488 a token.
-  ActivationPolicy te;
-  te.separate_k_v = true;
-  CHECK(estimate_stage_memory(c, 4, te).at(0).memory.activations == 113408.0);  // (3536*4+32)*8
-  CHECK(e.workspace == 256.0 + 16384.0);  // 8 * 8 scores * 4 bytes, inputs and output gradients
-}
-
-TEST_CASE("accounting: memory per pipeline stage follows the schedule's peak") {
-  // The whole tiny model (4 layers) over 2 stages, 4 micro-batches of 8 tokens, BF16.
-  RunConfig c = run_of("deepseek-v3-tiny", 4, 1, true);
-  c.workload.seq_len = 8;
-  c.workload.head = true;
-  c.workload.mtp = 1;
-  c.layout.world = 2;
-  c.layout.pp = 2;
-  c.workload.global_batch = 4;
-  const std::vector<StageMemory> st = estimate_stage_memory(c, 2);
-  REQUIRE(st.size() == 2);
-  CHECK(st[0].layers == 2);
-  CHECK(st[1].layers == 2);
-  // 1F1B: rank 0 keeps its warm-up forward and one more (P - r), rank 1 one.
-  CHECK(st[0].in_flight == 2);
-  CHECK(st[1].in_flight == 1);
-  // The whole model: the embedding on the first stage; the head (+ final norm), the MTP layer and
-  // the embedding's copy the MTP layer reads on the last (the even layout puts them there).
-  CHECK(st[0].embedding);
-  CHECK(st[1].loss);
-  CHECK(st[1].mtp == 1);
-  CHECK(st[1].embedding);
-  const ParamCounts pc = param_counts(c.model);
-  // Layer 0 dense and layer 1 MoE against layers 2 and 3 MoE; the tables cancel.
-  CHECK(st[0].params - st[1].params ==
-        doctest::Approx(static_cast<double>(pc.dense_mlp_per_layer) -
-                        static_cast<double>(pc.output_head + pc.mtp + pc.shared_experts +
-                                            pc.router + 16 * pc.expert)));
-  // Two heads' logits (main and MTP) of one micro-batch, 8 tokens * 1024 * 2 bytes each, on top
-  // of the layers'.
-  CHECK(st[1].memory.activations > 2 * 8.0 * 1024 * 2);
-  CHECK(estimate_memory(c, 2).total() == std::max(st[0].memory.total(), st[1].memory.total()));
-  // The interleaved schedule keeps more in flight: (P - r - 1) * 2 + (V - 1) * P + 1 chunks.
-  c.layout.vp = 2;
-  const std::vector<StageMemory> iv = estimate_stage_memory(c, 2);
-  CHECK(iv[0].in_flight == 5);
+  // The stack (layer 0 dense, layer 1 MoE), every module: 596480 + 203264 per token.
+  c.workload.recompute =
+      parse_recompute("core_attn,layernorm,mla_up_proj,mlp,moe_act,shared_experts");
+  const StackAccounting a = account_instantiated(c);
+  CHECK(a.recompute_flops_per_token == 799744.0);
+  CHECK(a.recompute_flops_per_step == 799744.0 * 8);
+  c.workload.recompute = {};
+  CHECK(account_instantiated(c).flops_per_token == a.flops_per_token);
+  CHECK(account_instantiated(c).recompute_flops_per_token == 0.0);
 }
 
 TEST_CASE("accounting: JSON keys") {
@@ -313,18 +237,11 @@ TEST_CASE("accounting: JSON keys") {
   CHECK(j["scope"] == "full_model");
   CHECK(j["total_params"] == 6396848);
   CHECK(j["convention"] == "megatron-core num_floating_point_operations");
-  for (const char* key : {"active_params", "flops_per_token", "flops_per_token_torchtitan",
-                          "tokens_per_step", "flops_per_step"}) {
+  for (const char* key :
+       {"active_params", "flops_per_token", "flops_per_token_torchtitan", "tokens_per_step",
+        "flops_per_step", "recompute_flops_per_token", "recompute_flops"}) {
     CHECK(j.contains(key));
   }
-  MemoryEstimate e;
-  e.weights = 1;
-  e.activations = 2;
-  const nlohmann::json mj = to_json(e);
-  CHECK(mj["weights_bytes"] == 1.0);
-  CHECK(mj["activations_bytes"] == 2.0);
-  CHECK(mj["total_bytes"] == 3.0);
-  CHECK(mj.size() == 7);
 }
 
 }  // namespace moebench

@@ -106,5 +106,28 @@ TEST_CASE("compute: fp8 is refused where the backend has none, and the name is t
   CHECK(c.linear_precision() == LinearPrecision::standard);
 }
 
+TEST_CASE("compute: the tensors' live bytes and their peak, whatever outlives the backend") {
+  auto c = std::make_unique<CpuCompute>(1);
+  CHECK(c->allocation_stats().live_bytes == 0);
+  Tensor a = c->alloc(10, 4);             // 160 bytes
+  Tensor b = c->alloc(5, 2, DType::i32);  // 40
+  CHECK(c->allocation_stats().live_bytes == 200);
+  CHECK(c->allocation_stats().peak_bytes == 200);
+  { Tensor t = c->alloc(100, 1); }  // 400, freed at once
+  CHECK(c->allocation_stats().live_bytes == 200);
+  CHECK(c->allocation_stats().peak_bytes == 600);
+  Tensor copy = a;  // a second owner: freed with the last
+  a = Tensor();
+  CHECK(c->allocation_stats().live_bytes == 200);
+  copy = Tensor();
+  CHECK(c->allocation_stats().live_bytes == 40);
+  c->reset_allocation_peak();
+  CHECK(c->allocation_stats().peak_bytes == 40);
+  // The view is the backend's memory, usable as before.
+  c->zero(b);
+  c.reset();  // a tensor may outlive its backend's object
+  b = Tensor();
+}
+
 }  // namespace
 }  // namespace moebench

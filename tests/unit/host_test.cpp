@@ -4,6 +4,8 @@
 
 #include <unistd.h>
 
+#include <vector>
+
 using namespace moebench;
 
 TEST_CASE("host_name is the kernel's host name") {
@@ -49,4 +51,17 @@ TEST_CASE("recorded_environment keeps the variables that shape a run, sorted and
   for (const std::string& m : many) p.push_back(m.c_str());
   p.push_back(nullptr);
   CHECK(recorded_environment(p.data()).size() == kMaxRecordedVariables);
+}
+
+TEST_CASE("resident_memory reads this process's resident set and its high-water mark") {
+  const ResidentMemory before = resident_memory();
+  CHECK(before.now_bytes > 0);
+  CHECK(before.peak_bytes >= before.now_bytes);
+  // 64 MiB touched page by page must show in the resident set (the machine has far more free).
+  std::vector<char> big(64u << 20);
+  for (std::size_t i = 0; i < big.size(); i += 4096) big[i] = 1;
+  const ResidentMemory after = resident_memory();
+  CHECK(after.now_bytes >= before.now_bytes + 32.0 * (1 << 20));
+  CHECK(after.peak_bytes >= after.now_bytes);
+  CHECK(big[4096] == 1);
 }

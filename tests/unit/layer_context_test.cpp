@@ -1,4 +1,4 @@
-// ensure_rows' reuse-or-grow semantics and LayerContext's accounting.
+// ensure_rows' reuse-or-grow semantics, the shared Scratch, and LayerContext's accounting.
 #include "workloads/layers/layer_context.hpp"
 #include "harness/backends/registry/registry.hpp"
 
@@ -55,6 +55,34 @@ TEST_CASE("ensure_rows allocates, reuses while big enough, and grows with headro
   CHECK(e.rows == 0);
   CHECK_FALSE(z.empty());
   CHECK(z.rows() == 1);
+}
+
+TEST_CASE("Scratch: one buffer per name, reused at any shape that fits, grown with headroom") {
+  auto c = make_compute(ComputeBackend::cpu, 0, 1);
+  Scratch s(*c);
+  Mat a = s.get("a", 4, 8);
+  CHECK(a.rows == 4);
+  CHECK(a.cols == 8);
+  CHECK(a.ld == 8);
+  CHECK(a.dtype == c->activation_dtype());
+  CHECK(s.bytes() == 4 * 8 * 4);
+  // Another shape of no more elements: the same memory, contiguous at its own width.
+  Mat b = s.get("a", 2, 16);
+  CHECK(b.data == a.data);
+  CHECK(b.ld == 16);
+  // Another name: its own buffer.
+  Mat other = s.get("b", 4, 8);
+  CHECK(other.data != a.data);
+  CHECK(s.bytes() == 2 * 4 * 8 * 4);
+  // More elements: grown to at least 5/4 of the old size (33 -> max(33, 40)).
+  s.get("a", 33, 1);
+  CHECK(s.bytes() == (40 + 32) * 4);
+  // Another dtype: made in it.
+  Mat i = s.get("a", 3, 3, DType::i32);
+  CHECK(i.dtype == DType::i32);
+  CHECK(s.bytes() == (9 + 32) * 4);
+  // What it holds is counted as the backend's tensors.
+  CHECK(c->allocation_stats().live_bytes == s.bytes());
 }
 
 TEST_CASE("LayerContext accumulates FLOPs, bytes, bus bytes and the largest group") {

@@ -89,7 +89,8 @@ struct Harness {
         comm(make_mpi_communicator(MPI_COMM_SELF, topo)),
         timer(*compute),
         params(*compute, config, topo),
-        ctx{*compute, *comm, timer, sample, config, topo, params} {
+        scratch(*compute),
+        ctx{*compute, *comm, timer, sample, config, topo, params, scratch} {
     validate(config);
     ctx.tokens = config.workload.tokens_per_rank();
     params.initialize(config.seed);
@@ -128,6 +129,7 @@ struct Harness {
   PhaseTimer timer;
   StepSample sample;
   ParamStore params;
+  Scratch scratch;
   LayerContext ctx;
 };
 

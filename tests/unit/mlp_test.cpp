@@ -27,7 +27,7 @@ TEST_CASE("SwigluMlp forward equals (silu(x Wg) * x Wu) Wd computed on the host"
   Harness hx(tiny_run(1, 1));
   MlpCase m(hx);
   SwigluMlp mlp;
-  mlp.forward(hx.ctx, Phase::dense_mlp, m.w_gate_up, m.w_down, m.xn, m.y);
+  mlp.forward(hx.ctx, Phase::dense_mlp, false, m.w_gate_up, m.w_down, m.xn, m.y);
   const Vec x = hx.read(m.xn), wgu = hx.read(m.w_gate_up), wd = hx.read(m.w_down);
   const Vec y = hx.read(m.y);
   for (std::int64_t t = 0; t < m.n; ++t) {
@@ -63,7 +63,7 @@ TEST_CASE("SwigluMlp gradients match finite differences; accumulate adds into dx
   Tensor gt = hx.compute->alloc(m.n, m.h);
   hx.write(gt, g);
   auto loss = [&] {
-    mlp.forward(hx.ctx, Phase::shared_expert, m.w_gate_up, m.w_down, m.xn, m.y);
+    mlp.forward(hx.ctx, Phase::shared_expert, false, m.w_gate_up, m.w_down, m.xn, m.y);
     return dot(g, hx.read(m.y));
   };
   loss();
@@ -72,7 +72,8 @@ TEST_CASE("SwigluMlp gradients match finite differences; accumulate adds into dx
   Tensor dwgu = hx.filled(m.h, 2 * m.f, 1000.0f);
   Tensor dwd = hx.filled(m.f, m.h, 1000.0f);
   Tensor dxn = hx.filled(m.n, m.h, 1000.0f);
-  mlp.backward(hx.ctx, Phase::shared_expert, m.w_gate_up, m.w_down, gt, dwgu, dwd, dxn, false);
+  mlp.backward(hx.ctx, Phase::shared_expert, false, m.w_gate_up, m.w_down, m.xn, gt, dwgu, dwd, dxn,
+               false);
   const Vec dx = hx.read(dxn);
   Vec dgu = hx.read(dwgu), dd = hx.read(dwd);
   for (float& v : dgu) v -= 1000.0f;
@@ -85,12 +86,37 @@ TEST_CASE("SwigluMlp gradients match finite differences; accumulate adds into dx
 
   // accumulate = true: dxn += the same gradient.
   hx.compute->fill(dxn, 0.5f);
-  mlp.backward(hx.ctx, Phase::shared_expert, m.w_gate_up, m.w_down, gt, dwgu, dwd, dxn, true);
+  mlp.backward(hx.ctx, Phase::shared_expert, false, m.w_gate_up, m.w_down, m.xn, gt, dwgu, dwd, dxn,
+               true);
   const Vec acc = hx.read(dxn);
   for (std::size_t i = 0; i < acc.size(); ++i) {
     // One FP32 addition of O(1) values.
     CHECK(acc[i] == doctest::Approx(dx[i] + 0.5f).epsilon(1e-6));
   }
+}
+
+TEST_CASE("SwigluMlp with recompute gives the same output and the same gradients, bit for bit") {
+  Harness hx(tiny_run(1, 1));
+  MlpCase m(hx);
+  Tensor gt = hx.random(m.n, m.h, 13);
+  // Kept, then recomputed: the recompute repeats the forward's arithmetic on the same input.
+  Vec got[2][4];
+  for (int recompute = 0; recompute < 2; ++recompute) {
+    SwigluMlp mlp;
+    mlp.forward(hx.ctx, Phase::dense_mlp, recompute == 1, m.w_gate_up, m.w_down, m.xn, m.y);
+    Tensor dwgu = hx.filled(m.h, 2 * m.f, 0.0f);
+    Tensor dwd = hx.filled(m.f, m.h, 0.0f);
+    Tensor dxn = hx.filled(m.n, m.h, 0.0f);
+    // Scratch written by someone else between the passes must not matter.
+    if (recompute == 1) hx.compute->fill(hx.scratch.get("dense_mlp.act", m.n, m.f), 7.0f);
+    mlp.backward(hx.ctx, Phase::dense_mlp, recompute == 1, m.w_gate_up, m.w_down, m.xn, gt, dwgu,
+                 dwd, dxn, false);
+    got[recompute][0] = hx.read(m.y);
+    got[recompute][1] = hx.read(dxn);
+    got[recompute][2] = hx.read(dwgu);
+    got[recompute][3] = hx.read(dwd);
+  }
+  for (int i = 0; i < 4; ++i) CHECK(got[0][i] == got[1][i]);
 }
 
 }  // namespace

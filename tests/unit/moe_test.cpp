@@ -52,7 +52,7 @@ struct MoeCase {
     loss();
     hx.params.zero_grads();
     Tensor dxn = hx.filled(n, h, 1000.0f);
-    moe.backward(hx.ctx, kLayer, gt, dxn);
+    moe.backward(hx.ctx, kLayer, xn, gt, dxn);
     return hx.read(dxn);
   }
   Harness hx;

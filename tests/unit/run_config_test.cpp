@@ -65,6 +65,33 @@ TEST_CASE("run_config: parse_routing rejects anything else with the valid forms"
   CHECK(contains(usage_message([] { parse_routing("zipf:abc"); }), "is not a number"));
 }
 
+TEST_CASE("run_config: parse_recompute takes Megatron's module names, in any order, or none") {
+  CHECK_FALSE(parse_recompute("").any());
+  CHECK_FALSE(parse_recompute("none").any());
+  const Recompute r = parse_recompute("moe_act,mla_up_proj");
+  CHECK(r.moe_act);
+  CHECK(r.mla_up_proj);
+  CHECK_FALSE(r.core_attn);
+  // Named back in one order, whatever the input's.
+  CHECK(recompute_names(r) == std::vector<std::string>{"mla_up_proj", "moe_act"});
+  const Recompute all =
+      parse_recompute("shared_experts,mlp,layernorm,core_attn,moe_act,mla_up_proj");
+  CHECK(recompute_names(all) == std::vector<std::string>{"core_attn", "layernorm", "mla_up_proj",
+                                                         "mlp", "moe_act", "shared_experts"});
+  CHECK(parse_recompute("mlp,mlp") == parse_recompute("mlp"));
+}
+
+TEST_CASE("run_config: parse_recompute refuses what moebench does not recompute, saying why") {
+  CHECK_THROWS_WITH_AS(parse_recompute("moe"),
+                       doctest::Contains("does not recompute a whole MoE layer"), UsageError);
+  CHECK_THROWS_WITH_AS(parse_recompute("mlp,attn"), doctest::Contains("'attn' is not a module"),
+                       UsageError);
+  CHECK_THROWS_WITH_AS(parse_recompute("mlp,"), doctest::Contains("'' is not a module"),
+                       UsageError);
+  CHECK_THROWS_WITH_AS(parse_recompute("MLP"), doctest::Contains("valid: a comma-separated list"),
+                       UsageError);
+}
+
 TEST_CASE("run_config: enum names") {
   CHECK(to_string(GradReduce::allreduce) == "allreduce");
   CHECK(to_string(GradReduce::reduce_scatter) == "reduce-scatter");

@@ -147,6 +147,11 @@ TEST_CASE("run report: fp8 runs say so, with the emulation; other runs have no f
   CHECK(j.at("config").at("fp8").at("storage") == "fp32");
   CHECK(j.at("config").at("fp8").at("recipe") == "tensor");
   CHECK(j.at("config").at("fp8").at("scaling") == describe(Fp8Recipe::tensor));
+  // The weights' copies as run (auto is kept until the memory check says otherwise).
+  CHECK(j.at("config").at("fp8").at("weight_copies") == "kept");
+  r.config.fp8_weight_copies = Fp8WeightCopies::per_gemm;
+  CHECK(nlohmann::json(make_run_report(r)).at("config").at("fp8").at("weight_copies") ==
+        "per-gemm");
   r.config.fp8_recipe = Fp8Recipe::mxfp8;
   j = nlohmann::json(make_run_report(r));
   CHECK(schema_errors(j, run_schema()).empty());

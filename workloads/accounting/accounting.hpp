@@ -42,6 +42,10 @@ struct StackAccounting {
   double flops_per_token_torchtitan = 0;
   double tokens_per_step = 0;  // global
   double flops_per_step = 0;   // Megatron, global (flops_per_token * tokens_per_step)
+  // What --recompute repeats in the backward (its GEMMs' and core attention's forward FLOPs), not
+  // in the Megatron count, as Megatron does not count it: per token, and per step (global).
+  double recompute_flops_per_token = 0;
+  double recompute_flops_per_step = 0;
 };
 
 // The whole model as published (embedding, 61 layers, MTP, output heads).
@@ -57,6 +61,16 @@ double dense_mlp_flops_per_token(const ModelConfig& m);
 double routed_experts_flops_per_token(const ModelConfig& m);  // top_k experts
 double shared_experts_flops_per_token(const ModelConfig& m);
 double router_flops_per_token(const ModelConfig& m);  // not in the Megatron total
+// The forward FLOPs --recompute repeats per token of one layer (attention on or off, dense or
+// MoE): the up-projections (mla_up_proj), core attention (core_attn), the dense MLP's and the
+// shared experts' gate/up GEMM (mlp, shared_experts); norms and activations count nothing, as in
+// Megatron's count.
+double recompute_flops_per_token(const ModelConfig& m, std::int64_t seq_len, const Recompute& r,
+                                 bool attention, bool dense);
+
+// With attention off a layer keeps only its MLP's input norm (h); the attention block's
+// projections and its own input norm go with it.
+std::int64_t layer_attention_params(const ModelConfig& m, const ParamCounts& pc, bool attention);
 
 // Bytes each rank moves per step in each collective (the send-buffer size, nccl-tests' "size").
 struct CollectiveBytes {
@@ -68,69 +82,7 @@ struct CollectiveBytes {
 };
 CollectiveBytes collective_bytes(const RunConfig& c, std::size_t bytes_per_element);
 
-// Per-rank memory estimate for the run (and for the --verify reference on rank 0).
-struct MemoryEstimate {
-  double weights = 0;
-  double gradients = 0;
-  double optimizer = 0;
-  double activations = 0;
-  double communication = 0;
-  double workspace = 0;
-  double total() const {
-    return weights + gradients + optimizer + activations + communication + workspace;
-  }
-};
-// One pipeline rank's estimate: its stages' weights (with the embedding, output head and MTP layer
-// where the layout places them when every layer is instantiated, run or not), FP32 main gradients,
-// AdamW state (sharded over the data-parallel ranks with ZeRO-1), the activations of the
-// micro-batches the schedule keeps in flight at its peak, the all-to-all and point-to-point
-// buffers, and workspace.
-// --precision fp8: the quantised E4M3 copies (one byte an element) of the two operands of the
-// largest linear GEMM (forward, data or weight gradient: a weight and the rows it meets), which
-// the cuda backend keeps in scratch. Routed experts are bounded by all top-k rows of the rank
-// meeting one expert's weight, the worst imbalance the workspace allows for.
-double fp8_operand_bytes(const RunConfig& c);
-
-struct StageMemory {
-  int pp_rank = 0;
-  std::vector<int> stages;  // its virtual stages, chunk by chunk
-  int layers = 0;
-  bool embedding = false;
-  int mtp = 0;
-  bool loss = false;
-  double params = 0;  // held by one rank of the stage (its local experts)
-  int in_flight = 0;  // micro-batch chunks whose activations are kept at the peak
-  MemoryEstimate memory;
-};
-// How a trainer keeps activations, where it differs from moebench's own step (the defaults).
-struct ActivationPolicy {
-  // Megatron's recompute of MLA's up-projections: q, k and v are recomputed in the backward from
-  // the latents, which are kept anyway.
-  bool recompute_mla_up_proj = false;
-  // Core attention's k and v kept as tensors of their own, per head [k_nope | rope key] and v
-  // (Transformer Engine's saved inputs); moebench's step reads them in place from the kv
-  // up-projection and the shared rope key, which it keeps instead.
-  bool separate_k_v = false;
-  // With --precision fp8, the inputs of GEMMs and of core attention kept in FP8 (1 byte), as
-  // Transformer Engine keeps its quantised copies; moebench's step keeps them in storage
-  // precision.
-  bool fp8_saved_inputs = false;
-  // With --precision fp8, every weight's quantised copies kept for the step (moebench quantises
-  // each weight once per step, forward and transposed). Off for the published rows as Megatron
-  // runs them: with --fp8-param-gather their primary weights are FP8 already, which this
-  // estimate does not model beyond the BF16 weights it counts.
-  bool fp8_weight_copies = true;
-};
-std::vector<StageMemory> estimate_stage_memory(const RunConfig& c, std::size_t bytes_per_element,
-                                               ActivationPolicy policy = {});
-// The largest of the pipeline ranks' estimates, for moebench's own step.
-MemoryEstimate estimate_memory(const RunConfig& c, std::size_t bytes_per_element);
-// The single-process reference's memory (the whole global batch, all experts), on rank 0.
-MemoryEstimate estimate_reference_memory(const RunConfig& c, std::size_t bytes_per_element);
-
 nlohmann::json to_json(const StackAccounting& a);
 nlohmann::json to_json(const CollectiveBytes& b);
-nlohmann::json to_json(const MemoryEstimate& m);
-nlohmann::json to_json(const StageMemory& s);
 
 }  // namespace moebench

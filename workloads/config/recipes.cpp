@@ -40,7 +40,10 @@ std::vector<Recipe> parse_recipes() {
     r.schedule = j.at("schedule").get<std::string>();
     r.routing = j.at("routing").get<std::string>();
     r.grad_reduce = j.at("grad_reduce").get<std::string>();
+    r.optimizer_state_dtype = j.at("optimizer_state_dtype").get<std::string>();
     r.recompute = j.at("recompute").get<std::vector<std::string>>();
+    r.offload = j.at("offload").get<std::vector<std::string>>();
+    if (!j.at("recipe_file").is_null()) r.recipe_file = j.at("recipe_file").get<std::string>();
     r.tokens_per_s_per_gpu = optional_number(j, "tokens_per_s_per_gpu");
     r.tflops_per_gpu = optional_number(j, "tflops_per_gpu");
     r.source = j.at("source").get<std::string>();
@@ -68,6 +71,18 @@ const Recipe& recipe(const std::string& name) {
   }
   throw UsageError("--recipe '" + name + "' is not a published recipe; valid: " + names +
                    " (`moebench recipes` lists them)");
+}
+
+std::string offload_refusal(const Recipe& r) {
+  if (r.offload.empty()) return "";
+  std::string what;
+  for (const std::string& o : r.offload) what += (what.empty() ? "" : " and ") + o;
+  return "--recipe " + r.name + " offloads " + what +
+         " to host memory, which moebench does not implement, so it cannot run the row as "
+         "published; `moebench plan --recipe " +
+         r.name +
+         "` estimates it without offload, and a run of its workload needs the flags "
+         "without --recipe (`moebench recipes --json` lists them)";
 }
 
 std::string scaled_layout(const Recipe& r, int layers) {
@@ -150,8 +165,23 @@ std::vector<std::string> recipe_differences(const Recipe& r, const RunConfig& c,
   if (to_string(c.grad_reduce) != r.grad_reduce) {
     d.push_back("optimizer: --grad-reduce " + to_string(c.grad_reduce) + ", not " + r.grad_reduce);
   }
+  if (to_string(c.optimizer_state_dtype) != r.optimizer_state_dtype) {
+    d.push_back("optimizer: moments in " + to_string(c.optimizer_state_dtype) + ", not " +
+                r.optimizer_state_dtype);
+  }
   if (to_string(c.workload.routing) != r.routing) {
     d.push_back("routing: " + to_string(c.workload.routing) + ", not " + r.routing);
+  }
+  // The recompute the row ran: skipping it measures a faster step than the row's, adding some a
+  // slower one.
+  std::string published;
+  for (const std::string& m : r.recompute) published += (published.empty() ? "" : ",") + m;
+  const std::vector<std::string> ran = recompute_names(c.workload.recompute);
+  if (ran != recompute_names(parse_recompute(published))) {
+    std::string mine;
+    for (const std::string& m : ran) mine += (mine.empty() ? "" : ",") + m;
+    d.push_back("recompute: " + (mine.empty() ? std::string("none") : mine) + ", not " +
+                (published.empty() ? std::string("none") : published));
   }
   if (device.find(r.gpu) == std::string::npos) {
     d.push_back("system: " + (device.empty() ? std::string("the cpu backend") : device) + ", not " +
@@ -180,11 +210,15 @@ nlohmann::json to_json(const Recipe& r) {
   j["schedule"] = r.schedule;
   j["routing"] = r.routing;
   j["grad_reduce"] = r.grad_reduce;
+  j["optimizer_state_dtype"] = r.optimizer_state_dtype;
   j["recompute"] = r.recompute;
+  j["offload"] = r.offload;
   j["tokens_per_s_per_gpu"] =
       r.tokens_per_s_per_gpu ? nlohmann::json(*r.tokens_per_s_per_gpu) : nlohmann::json(nullptr);
   j["tflops_per_gpu"] =
       r.tflops_per_gpu ? nlohmann::json(*r.tflops_per_gpu) : nlohmann::json(nullptr);
+  j["recipe_file"] =
+      r.recipe_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.recipe_file);
   j["source"] = r.source;
   return j;
 }

@@ -29,9 +29,14 @@ struct Recipe {
   std::string schedule;                // 1f1b, interleaved 1f1b, dualpipe
   std::string routing;                 // a --routing value
   std::string grad_reduce;             // a --grad-reduce value
-  std::vector<std::string> recompute;  // Megatron's recompute_modules (only mla_up_proj modelled)
+  std::string optimizer_state_dtype;   // an --optimizer-state-dtype value
+  std::vector<std::string> recompute;  // Megatron's recompute_modules (a run recomputes them)
+  // What the recipe offloads to host memory (optimizer_states, expert_fc1 activations):
+  // moebench does not, and refuses to run such a recipe (offload_refusal).
+  std::vector<std::string> offload;
   std::optional<double> tokens_per_s_per_gpu;
   std::optional<double> tflops_per_gpu;
+  std::string recipe_file;  // the Megatron-LM recipe file; empty for Megatron-Bridge's rows
   std::string source;
 };
 
@@ -44,6 +49,10 @@ const Recipe& recipe(const std::string& name);
 // match, else its stages kept (E, m and L in place) with the layers spread over them in
 // proportion to the recipe's (largest remainder), so a recipe scales down to a small model.
 std::string scaled_layout(const Recipe& r, int layers);
+
+// Why moebench cannot run `r` as published ("" when it can): what it offloads, which moebench
+// does not implement.
+std::string offload_refusal(const Recipe& r);
 
 // The precision moebench runs for a published one: fp8 for mxfp8 and fp8, else bf16.
 Precision run_precision(const Recipe& r);

@@ -1,5 +1,6 @@
 #include "workloads/config/run_config.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <string_view>
@@ -23,6 +24,59 @@ std::string str(double v) {
 }
 
 }  // namespace
+
+namespace {
+// Megatron's recompute_modules names moebench implements, and where each flag lives.
+struct RecomputeModule {
+  const char* name;
+  bool Recompute::*flag;
+};
+constexpr RecomputeModule kRecomputeModules[] = {
+    {"core_attn", &Recompute::core_attn},     {"layernorm", &Recompute::layernorm},
+    {"mla_up_proj", &Recompute::mla_up_proj}, {"mlp", &Recompute::mlp},
+    {"moe_act", &Recompute::moe_act},         {"shared_experts", &Recompute::shared_experts}};
+constexpr const char* kRecomputeForms =
+    "valid: a comma-separated list of core_attn, layernorm, mla_up_proj, mlp, moe_act, "
+    "shared_experts, or none";
+}  // namespace
+
+Recompute parse_recompute(const std::string& text) {
+  Recompute r;
+  if (text.empty() || text == "none") return r;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find(',', start), text.size());
+    const std::string name = text.substr(start, end - start);
+    start = end + 1;
+    if (name == "moe") {
+      throw UsageError(
+          "--recompute moe: moebench does not recompute a whole MoE layer (it would repeat the "
+          "dispatch and combine all-to-alls); recompute its parts instead with moe_act and "
+          "shared_experts; " +
+          std::string(kRecomputeForms));
+    }
+    bool known = false;
+    for (const RecomputeModule& m : kRecomputeModules) {
+      if (name == m.name) {
+        r.*m.flag = true;
+        known = true;
+      }
+    }
+    if (!known) {
+      throw UsageError("--recompute " + text + ": '" + name + "' is not a module moebench can " +
+                       "recompute; " + kRecomputeForms);
+    }
+  }
+  return r;
+}
+
+std::vector<std::string> recompute_names(const Recompute& r) {
+  std::vector<std::string> names;
+  for (const RecomputeModule& m : kRecomputeModules) {
+    if (r.*m.flag) names.emplace_back(m.name);
+  }
+  return names;
+}
 
 RoutingSpec parse_routing(const std::string& text) {
   if (text == "router") return {RoutingMode::router, 0.0};
@@ -62,6 +116,35 @@ std::string to_string(const RoutingSpec& r) {
 
 std::string to_string(GradReduce g) {
   return g == GradReduce::allreduce ? "allreduce" : "reduce-scatter";
+}
+
+std::string to_string(Fp8WeightCopies w) {
+  switch (w) {
+    case Fp8WeightCopies::kept:
+      return "kept";
+    case Fp8WeightCopies::per_gemm:
+      return "per-gemm";
+    case Fp8WeightCopies::automatic:
+      break;
+  }
+  return "auto";
+}
+
+Fp8WeightCopies parse_fp8_weight_copies(const std::string& text) {
+  if (text == "auto") return Fp8WeightCopies::automatic;
+  if (text == "kept") return Fp8WeightCopies::kept;
+  if (text == "per-gemm") return Fp8WeightCopies::per_gemm;
+  throw UsageError("--fp8-weight-copies '" + text + "': valid: auto (default), kept, per-gemm");
+}
+
+std::string to_string(OptimizerStateDtype d) {
+  return d == OptimizerStateDtype::bf16 ? "bf16" : "fp32";
+}
+
+OptimizerStateDtype parse_optimizer_state_dtype(const std::string& text) {
+  if (text == "fp32") return OptimizerStateDtype::fp32;
+  if (text == "bf16") return OptimizerStateDtype::bf16;
+  throw UsageError("--optimizer-state-dtype '" + text + "': valid: fp32 (default), bf16");
 }
 
 std::string to_string(Optimizer o) {
@@ -295,6 +378,7 @@ nlohmann::json to_json(const Workload& w, const ParallelLayout& p) {
   j["head"] = w.head;
   j["mtp_layers"] = w.mtp;
   j["routing"] = to_string(w.routing);
+  j["recompute"] = recompute_names(w.recompute);
   j["tokens_per_micro_batch"] = w.tokens_per_rank();
   j["tokens_per_rank"] = static_cast<double>(g * w.seq_len) / p.world;
   return j;

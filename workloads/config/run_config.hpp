@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -22,6 +23,36 @@ namespace moebench {
 enum class RoutingMode { router, balanced, zipf, random };
 enum class GradReduce { allreduce, reduce_scatter };
 enum class Optimizer { adamw, none };
+// --optimizer-state-dtype: AdamW's moments in FP32, or in BF16 as Megatron's precision-aware
+// optimizer keeps them (exp_avg_dtype, exp_avg_sq_dtype: bf16) where the backend stores BF16
+// (cuda; the cpu backend stores FP32 only and keeps them so). Master weights stay FP32.
+enum class OptimizerStateDtype { fp32, bf16 };
+// --fp8-weight-copies: with --precision fp8, each weight's quantised copies kept for the step
+// (`kept`), or made at every GEMM and kept nowhere (`per_gemm`: no memory, more quantisation);
+// `automatic` resolves to kept where the memory allows it (the run's check, plan against the GPU).
+enum class Fp8WeightCopies { automatic, kept, per_gemm };
+
+// --recompute: the modules whose activations the backward pass recomputes instead of keeping
+// them from the forward, by Megatron-Core's recompute_modules names. The recomputed values are
+// bit-identical to the forward's (same inputs, same arithmetic), so the gradients do not change.
+struct Recompute {
+  bool core_attn = false;       // attention's output and softmax statistics, from q, k and v
+  bool layernorm = false;       // the input and pre-MLP norms' outputs, from the norms' inputs
+  bool mla_up_proj = false;     // q, k and v (the up-projections and rope), from the latents
+  bool mlp = false;             // the dense MLP's gate/up and activation, from its normed input
+  bool moe_act = false;         // the routed experts' SwiGLU output, from their gate/up
+  bool shared_experts = false;  // the shared experts' gate/up and activation
+  bool any() const {
+    return core_attn || layernorm || mla_up_proj || mlp || moe_act || shared_experts;
+  }
+  bool operator==(const Recompute&) const = default;
+};
+// Parses a comma-separated list of module names ("" or "none": nothing); UsageError naming the
+// modules moebench implements otherwise (Megatron's "moe", the whole MoE layer with its
+// all-to-alls, is refused so).
+Recompute parse_recompute(const std::string& text);
+// The names set, in Megatron's spelling and a fixed order.
+std::vector<std::string> recompute_names(const Recompute& r);
 
 struct RoutingSpec {
   RoutingMode mode = RoutingMode::balanced;
@@ -33,6 +64,12 @@ RoutingSpec parse_routing(const std::string& text);
 std::string to_string(const RoutingSpec& r);
 std::string to_string(GradReduce g);
 std::string to_string(Optimizer o);
+std::string to_string(OptimizerStateDtype d);
+// "fp32" or "bf16"; UsageError naming them otherwise.
+OptimizerStateDtype parse_optimizer_state_dtype(const std::string& text);
+std::string to_string(Fp8WeightCopies w);  // "auto", "kept", "per-gemm"
+// "auto", "kept" or "per-gemm"; UsageError naming them otherwise.
+Fp8WeightCopies parse_fp8_weight_copies(const std::string& text);
 
 struct AdamWParams {
   double lr = 1e-4;
@@ -59,6 +96,7 @@ struct Workload {
   // output head; needs head.
   std::int64_t mtp = 0;
   RoutingSpec routing;
+  Recompute recompute;  // --recompute (a recipe's own by default)
 
   // Rows of one micro-batch on one rank.
   std::int64_t tokens_per_rank() const { return seq_len * micro_batch; }
@@ -90,6 +128,7 @@ struct RunConfig {
   ParallelLayout layout;
   GradReduce grad_reduce = GradReduce::allreduce;
   Optimizer optimizer = Optimizer::adamw;
+  OptimizerStateDtype optimizer_state_dtype = OptimizerStateDtype::fp32;
   AdamWParams adamw;
   std::uint64_t seed = 1234;
   int warmup = 3;
@@ -102,6 +141,8 @@ struct RunConfig {
   Precision precision = Precision::fp32;
   // How fp8 scales (--fp8-recipe; only with precision fp8).
   Fp8Recipe fp8_recipe = Fp8Recipe::tensor;
+  // Whether fp8 keeps the weights' quantised copies for the step (--fp8-weight-copies).
+  Fp8WeightCopies fp8_weight_copies = Fp8WeightCopies::automatic;
   // How the experts' GEMMs run (--grouped-gemm).
   GroupedGemmImpl grouped_gemm = GroupedGemmImpl::loop;
   // How core attention runs (--attention-impl).

@@ -43,6 +43,39 @@ AttentionShape attention_shape(const LayerContext& ctx, const Dims& d) {
 }
 }  // namespace
 
+MlaAttention::Saved MlaAttention::saved(LayerContext& ctx) {
+  Compute& c = ctx.compute;
+  const Dims d = dims(ctx);
+  const Recompute& r = ctx.config.workload.recompute;
+  const auto kept = [&](bool recomputed, const char* name, Tensor& t, std::int64_t cols,
+                        DType dtype) {
+    return recomputed ? ctx.scratch.get(name, d.n, cols, dtype)
+                      : ensure_rows(c, t, d.n, cols, dtype);
+  };
+  const DType act = c.activation_dtype();
+  return Saved{kept(r.layernorm, "attention.xn", xn_, d.h, act),
+               kept(r.mla_up_proj, "attention.q", q_, d.heads * d.dq, act),
+               kept(r.mla_up_proj, "attention.kv", kv_, d.heads * (d.dn + d.dv), act),
+               kept(r.core_attn, "attention.o", o_, d.heads * d.dv, act),
+               kept(r.core_attn, "attention.stats", stats_, d.heads, DType::f32)};
+}
+
+void MlaAttention::up_projections(LayerContext& ctx, int layer, Mat xn, Mat q, Mat kv) {
+  Compute& c = ctx.compute;
+  ParamStore& p = ctx.params;
+  const Dims d = dims(ctx);
+  const float theta = static_cast<float>(ctx.config.model.rope_theta);
+  if (d.q_lora) {
+    c.linear_gemm(false, false, 1.0f, cqn_.view().row_slice(0, d.n),
+                  p.param(layer, ParamKind::wq_b), 0.0f, q);
+  } else {
+    c.linear_gemm(false, false, 1.0f, xn, p.param(layer, ParamKind::wq), 0.0f, q);
+  }
+  c.rope_forward(q, ctx.config.workload.seq_len, d.heads, d.dq, d.dn, d.dr, theta);
+  c.linear_gemm(false, false, 1.0f, ckvn_.view().row_slice(0, d.n),
+                p.param(layer, ParamKind::wkv_b), 0.0f, kv);
+}
+
 void MlaAttention::forward(LayerContext& ctx, int layer, Mat x, Mat x1) {
   auto scope = ctx.timer.scope(Phase::attention);
   Compute& c = ctx.compute;
@@ -50,29 +83,24 @@ void MlaAttention::forward(LayerContext& ctx, int layer, Mat x, Mat x1) {
   const Dims d = dims(ctx);
   const float eps = static_cast<float>(ctx.config.model.rms_norm_eps);
   const float theta = static_cast<float>(ctx.config.model.rope_theta);
+  const Saved s = saved(ctx);
   x_ = x;
 
-  Mat xn = ensure_rows(c, xn_, d.n, d.h);
   Mat rstd = ensure_rows(c, rstd_, d.n, 1, DType::f32);
-  c.rmsnorm_forward(x, p.param(layer, ParamKind::attn_norm), eps, xn, rstd);
+  c.rmsnorm_forward(x, p.param(layer, ParamKind::attn_norm), eps, s.xn, rstd);
 
-  Mat q = ensure_rows(c, q_, d.n, d.heads * d.dq);
   if (d.q_lora) {
     Mat cq = ensure_rows(c, cq_, d.n, d.ql);
     Mat cqn = ensure_rows(c, cqn_, d.n, d.ql);
-    c.linear_gemm(false, false, 1.0f, xn, p.param(layer, ParamKind::wq_a), 0.0f, cq);
+    c.linear_gemm(false, false, 1.0f, s.xn, p.param(layer, ParamKind::wq_a), 0.0f, cq);
     c.rmsnorm_forward(cq, p.param(layer, ParamKind::q_norm), eps, cqn,
                       ensure_rows(c, rstd_q_, d.n, 1, DType::f32));
-    c.linear_gemm(false, false, 1.0f, cqn, p.param(layer, ParamKind::wq_b), 0.0f, q);
-  } else {
-    c.linear_gemm(false, false, 1.0f, xn, p.param(layer, ParamKind::wq), 0.0f, q);
   }
   const std::int64_t seq = ctx.config.workload.seq_len;
-  c.rope_forward(q, seq, d.heads, d.dq, d.dn, d.dr, theta);
 
   // The kv down-projection also produces the shared rope key.
-  Mat ckv_full = ensure_rows(c, ckv_full_, d.n, d.kvl + d.dr);
-  c.linear_gemm(false, false, 1.0f, xn, p.param(layer, ParamKind::wkv_a), 0.0f, ckv_full);
+  Mat ckv_full = ctx.scratch.get("attention.ckv_full", d.n, d.kvl + d.dr);
+  c.linear_gemm(false, false, 1.0f, s.xn, p.param(layer, ParamKind::wkv_a), 0.0f, ckv_full);
   Mat ckv = ensure_rows(c, ckv_, d.n, d.kvl);
   Mat krope = ensure_rows(c, krope_, d.n, d.dr);
   c.copy(ckv_full.col_slice(0, d.kvl), ckv);
@@ -81,18 +109,15 @@ void MlaAttention::forward(LayerContext& ctx, int layer, Mat x, Mat x1) {
   Mat ckvn = ensure_rows(c, ckvn_, d.n, d.kvl);
   c.rmsnorm_forward(ckv, p.param(layer, ParamKind::kv_norm), eps, ckvn,
                     ensure_rows(c, rstd_kv_, d.n, 1, DType::f32));
-  Mat kv = ensure_rows(c, kv_, d.n, d.heads * (d.dn + d.dv));
-  c.linear_gemm(false, false, 1.0f, ckvn, p.param(layer, ParamKind::wkv_b), 0.0f, kv);
+  up_projections(ctx, layer, s.xn, s.q, s.kv);
 
   // Attention reads each head's k_nope and v in place from kv and the rope key every head
   // shares from krope (no per-head copies).
-  Mat o = ensure_rows(c, o_, d.n, d.heads * d.dv);
-  Mat stats = ensure_rows(c, stats_, d.n, d.heads, DType::f32);
-  c.attention_forward(attention_shape(ctx, d), AttentionOperands::mla(mla_dims(d), q, kv, krope), o,
-                      stats);
+  c.attention_forward(attention_shape(ctx, d),
+                      AttentionOperands::mla(mla_dims(d), s.q, s.kv, krope), s.o, s.stats);
 
   c.copy(x, x1);
-  c.linear_gemm(false, false, 1.0f, o, p.param(layer, ParamKind::wo), 1.0f, x1);
+  c.linear_gemm(false, false, 1.0f, s.o, p.param(layer, ParamKind::wo), 1.0f, x1);
   ctx.add_flops(Phase::attention,
                 static_cast<double>(d.n) * mla_flops_per_token(ctx.config.model, seq));
 }
@@ -104,56 +129,63 @@ void MlaAttention::backward(LayerContext& ctx, int layer, Mat dx1, Mat dx) {
   const Dims d = dims(ctx);
   const float theta = static_cast<float>(ctx.config.model.rope_theta);
   const std::int64_t seq = ctx.config.workload.seq_len;
-  const Mat xn = xn_.view().row_slice(0, d.n);
+  const Recompute& rc = ctx.config.workload.recompute;
+  const Saved s = saved(ctx);
+  const Mat krope = krope_.view().row_slice(0, d.n);
+
+  // What the forward did not keep, in the forward's order and arithmetic (the same values).
+  if (rc.layernorm) {
+    c.rmsnorm_forward(x_, p.param(layer, ParamKind::attn_norm),
+                      static_cast<float>(ctx.config.model.rms_norm_eps), s.xn,
+                      rstd_.view().row_slice(0, d.n));
+  }
+  if (rc.mla_up_proj) up_projections(ctx, layer, s.xn, s.q, s.kv);
+  const AttentionOperands in = AttentionOperands::mla(mla_dims(d), s.q, s.kv, krope);
+  if (rc.core_attn) c.attention_forward(attention_shape(ctx, d), in, s.o, s.stats);
 
   // Output projection.
-  Mat d_o = ensure_rows(c, do_, d.n, d.heads * d.dv);
+  Mat d_o = ctx.scratch.get("attention.do", d.n, d.heads * d.dv);
   c.linear_gemm(false, true, 1.0f, dx1, p.param(layer, ParamKind::wo), 0.0f, d_o);
-  c.linear_gemm(true, false, 1.0f, o_.view().row_slice(0, d.n), dx1, 1.0f,
-                p.grad(layer, ParamKind::wo));
+  c.linear_gemm(true, false, 1.0f, s.o, dx1, 1.0f, p.grad(layer, ParamKind::wo));
 
   // The gradients land in the kv up-projection's layout; dkrope sums the heads' rope keys.
-  Mat dq = ensure_rows(c, dq_, d.n, d.heads * d.dq);
-  Mat dkv = ensure_rows(c, dkv_, d.n, d.heads * (d.dn + d.dv));
-  Mat dkrope = ensure_rows(c, dkrope_, d.n, d.dr);
-  c.attention_backward(
-      attention_shape(ctx, d),
-      AttentionOperands::mla(mla_dims(d), q_.view().row_slice(0, d.n), kv_.view().row_slice(0, d.n),
-                             krope_.view().row_slice(0, d.n)),
-      o_.view().row_slice(0, d.n), d_o, stats_.view().row_slice(0, d.n),
-      AttentionOperands::mla(mla_dims(d), dq, dkv, dkrope));
+  Mat dq = ctx.scratch.get("attention.dq", d.n, d.heads * d.dq);
+  Mat dkv = ctx.scratch.get("attention.dkv", d.n, d.heads * (d.dn + d.dv));
+  Mat dkrope = ctx.scratch.get("attention.dkrope", d.n, d.dr);
+  c.attention_backward(attention_shape(ctx, d), in, s.o, d_o, s.stats,
+                       AttentionOperands::mla(mla_dims(d), dq, dkv, dkrope));
   c.rope_backward(dkrope, seq, 1, d.dr, 0, d.dr, theta);
   c.rope_backward(dq, seq, d.heads, d.dq, d.dn, d.dr, theta);
 
   // kv path.
-  Mat dckvn = ensure_rows(c, dckvn_, d.n, d.kvl);
+  Mat dckvn = ctx.scratch.get("attention.dckvn", d.n, d.kvl);
   c.linear_gemm(false, true, 1.0f, dkv, p.param(layer, ParamKind::wkv_b), 0.0f, dckvn);
   c.linear_gemm(true, false, 1.0f, ckvn_.view().row_slice(0, d.n), dkv, 1.0f,
                 p.grad(layer, ParamKind::wkv_b));
-  Mat dckv = ensure_rows(c, dckv_, d.n, d.kvl);
+  Mat dckv = ctx.scratch.get("attention.dckv", d.n, d.kvl);
   c.rmsnorm_backward(dckvn, ckv_.view().row_slice(0, d.n), p.param(layer, ParamKind::kv_norm),
                      rstd_kv_.view().row_slice(0, d.n), dckv, p.grad(layer, ParamKind::kv_norm));
-  Mat dckv_full = ensure_rows(c, dckv_full_, d.n, d.kvl + d.dr);
+  Mat dckv_full = ctx.scratch.get("attention.dckv_full", d.n, d.kvl + d.dr);
   c.copy(dckv, dckv_full.col_slice(0, d.kvl));
   c.copy(dkrope, dckv_full.col_slice(d.kvl, d.dr));
-  Mat dxn = ensure_rows(c, dxn_, d.n, d.h);
+  Mat dxn = ctx.scratch.get("attention.dxn", d.n, d.h);
   c.linear_gemm(false, true, 1.0f, dckv_full, p.param(layer, ParamKind::wkv_a), 0.0f, dxn);
-  c.linear_gemm(true, false, 1.0f, xn, dckv_full, 1.0f, p.grad(layer, ParamKind::wkv_a));
+  c.linear_gemm(true, false, 1.0f, s.xn, dckv_full, 1.0f, p.grad(layer, ParamKind::wkv_a));
 
   // q path.
   if (d.q_lora) {
-    Mat dcqn = ensure_rows(c, dcqn_, d.n, d.ql);
+    Mat dcqn = ctx.scratch.get("attention.dcqn", d.n, d.ql);
     c.linear_gemm(false, true, 1.0f, dq, p.param(layer, ParamKind::wq_b), 0.0f, dcqn);
     c.linear_gemm(true, false, 1.0f, cqn_.view().row_slice(0, d.n), dq, 1.0f,
                   p.grad(layer, ParamKind::wq_b));
-    Mat dcq = ensure_rows(c, dcq_, d.n, d.ql);
+    Mat dcq = ctx.scratch.get("attention.dcq", d.n, d.ql);
     c.rmsnorm_backward(dcqn, cq_.view().row_slice(0, d.n), p.param(layer, ParamKind::q_norm),
                        rstd_q_.view().row_slice(0, d.n), dcq, p.grad(layer, ParamKind::q_norm));
     c.linear_gemm(false, true, 1.0f, dcq, p.param(layer, ParamKind::wq_a), 1.0f, dxn);
-    c.linear_gemm(true, false, 1.0f, xn, dcq, 1.0f, p.grad(layer, ParamKind::wq_a));
+    c.linear_gemm(true, false, 1.0f, s.xn, dcq, 1.0f, p.grad(layer, ParamKind::wq_a));
   } else {
     c.linear_gemm(false, true, 1.0f, dq, p.param(layer, ParamKind::wq), 1.0f, dxn);
-    c.linear_gemm(true, false, 1.0f, xn, dq, 1.0f, p.grad(layer, ParamKind::wq));
+    c.linear_gemm(true, false, 1.0f, s.xn, dq, 1.0f, p.grad(layer, ParamKind::wq));
   }
 
   // Input norm, then the residual.

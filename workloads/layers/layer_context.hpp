@@ -3,6 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -15,6 +18,27 @@
 
 namespace moebench {
 
+// Buffers the layers of a rank share, by name: what a pass needs only while it runs (forward
+// intermediates nobody keeps, backward temporaries) and the activations --recompute drops from the
+// forward and recomputes in the backward. One buffer per name, grown (with headroom, as
+// ensure_rows) to the largest request; a view stays valid until the next larger request of the
+// same name, so a pass takes its views when it starts and never keeps them for a later pass.
+// Every pass of a rank runs in order on one stream, so no two passes share a buffer at once.
+class Scratch {
+ public:
+  explicit Scratch(Compute& compute) : compute_(compute) {}
+  // A contiguous rows x cols view of the buffer `name`.
+  Mat get(std::string_view name, std::int64_t rows, std::int64_t cols, DType dtype);
+  Mat get(std::string_view name, std::int64_t rows, std::int64_t cols) {
+    return get(name, rows, cols, compute_.activation_dtype());
+  }
+  std::int64_t bytes() const;  // held now, all buffers
+
+ private:
+  Compute& compute_;
+  std::map<std::string, Tensor, std::less<>> buffers_;
+};
+
 struct LayerContext {
   Compute& compute;
   Communicator& comm;
@@ -23,6 +47,7 @@ struct LayerContext {
   const RunConfig& config;
   const Topology& topo;
   ParamStore& params;
+  Scratch& scratch;
   std::int64_t tokens = 0;       // rows this rank holds (micro_batch * seq_len)
   std::int64_t first_token = 0;  // global index of row 0
   // Every collective started in the step and the phase it belongs to: their busy times are read

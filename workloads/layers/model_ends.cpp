@@ -102,7 +102,7 @@ void ModelHead::backward(LayerContext& ctx, Mat ids, Mat dh, const std::function
   // Every head's GEMMs first, so that the shared W_out's gradient is final before the layers
   // below it (the gradient buckets' order): dW_out += x^T dz, then dx = dz W_out^T, written over
   // the MTP heads' inputs m (no longer needed) and into dn for the main head.
-  Mat dn = ensure_rows(c, dn_, T, H);
+  Mat dn = ctx.scratch.get("head.dn", T, H);
   {
     auto scope = ctx.timer.scope(Phase::head);
     c.gemm(true, false, 1.0f, rows(n_), rows(logits_), 1.0f, dw_out);
@@ -114,9 +114,9 @@ void ModelHead::backward(LayerContext& ctx, Mat ids, Mat dh, const std::function
   }
   done(head_layer);
 
-  Mat dy = ensure_rows(c, dy_, T, H);
-  Mat dx = ensure_rows(c, dtmp_, T, H);
-  Mat de = ensure_rows(c, dtmp2_, T, H);
+  Mat dy = ctx.scratch.get("head.dy", T, H);
+  Mat dx = ctx.scratch.get("head.dx", T, H);
+  Mat de = ctx.scratch.get("head.de", T, H);
   for (std::size_t k = depths_.size(); k-- > 0;) {
     Depth& d = *depths_[k];
     const int col = static_cast<int>(k);

@@ -51,7 +51,6 @@ class ModelHead {
   Mat h_;  // the decoder's output, owned by the caller
   Tensor n_, rstd_, logits_;
   std::vector<std::unique_ptr<Depth>> depths_;
-  Tensor dn_, dy_, dtmp_, dtmp2_;
 };
 
 }  // namespace moebench

@@ -67,17 +67,16 @@ void MoeBlock::forward(LayerContext& ctx, int layer, Mat xn, Mat y) {
   RouterParams rp = router_params(ctx.config);
   rp.layer = static_cast<std::uint64_t>(layer);
   const bool shared = m.n_shared_experts > 0;
-  xn_ = xn;
   sent_ = n * k;
+  Mat weights = ctx.scratch.get("moe.weights", n, k, DType::f32);
 
   {
     auto scope = ctx.timer.scope(Phase::router);
-    Mat logits = ensure_rows(c, logits_, n, E, DType::f32);
+    Mat logits = ctx.scratch.get("moe.logits", n, E, DType::f32);
     c.gemm(false, false, 1.0f, xn, p.param(layer, ParamKind::router), 0.0f, logits);
     c.router_forward(rp, logits, p.router_bias(layer), ctx.first_token,
                      ensure_rows(c, scores_, n, E, DType::f32),
-                     ensure_rows(c, indices_, n, k, DType::i32),
-                     ensure_rows(c, weights_, n, k, DType::f32));
+                     ensure_rows(c, indices_, n, k, DType::i32), weights);
     ctx.add_flops(Phase::router, static_cast<double>(n) * router_flops_per_token(m));
     // The counts the all-to-all needs: the host synchronisation of the dispatch. Nothing is in
     // flight on the communicator here (pipeline exchanges complete before the passes they
@@ -94,7 +93,7 @@ void MoeBlock::forward(LayerContext& ctx, int layer, Mat xn, Mat y) {
     auto scope = ctx.timer.scope(Phase::permute);
     Mat row_token = upload_index(c, row_token_, plan_.row_token);
     upload_index(c, row_slot_, plan_.row_slot);
-    c.gather_rows(xn, row_token, ensure_rows(c, send_, sent_, h));
+    c.gather_rows(xn, row_token, ctx.scratch.get("moe.send", sent_, h));
   }
 
   std::vector<std::int64_t> recv_expert_rows;
@@ -109,87 +108,93 @@ void MoeBlock::forward(LayerContext& ctx, int layer, Mat xn, Mat y) {
   layout_ = make_expert_layout(recv_expert_rows, ctx.comm.info(Group::expert).size,
                                ctx.params.local_experts());
   const std::int64_t r = layout_.total_rows;
-  Mat recv = ensure_rows(c, recv_, r, h);
+  Mat recv = ctx.scratch.get("moe.recv", r, h);
+  Mat shared_out = shared ? ctx.scratch.get("moe.shared_out", n, h) : Mat{};
   const CommRequest dispatch =
-      start_alltoall(ctx, Phase::dispatch, send_.view().row_slice(0, sent_), plan_.send_rows,
+      start_alltoall(ctx, Phase::dispatch, ctx.scratch.get("moe.send", sent_, h), plan_.send_rows,
                      plan_.send_offsets, recv, layout_.recv_rows, layout_.recv_offsets);
   // The shared experts need only the local tokens: they hide the dispatch.
-  if (shared && ctx.overlap()) shared_forward(ctx, layer, xn);
+  if (shared && ctx.overlap()) shared_forward(ctx, layer, xn, shared_out);
   ctx.wait(Phase::dispatch, dispatch);
 
+  Mat xe = ensure_rows(c, xe_, r, h);
   {
     auto scope = ctx.timer.scope(Phase::permute);
     Mat source = upload_index(c, expert_source_, layout_.expert_row_source);
-    c.gather_rows(recv, source, ensure_rows(c, xe_, r, h));
+    c.gather_rows(recv, source, xe);
   }
-  experts_forward(ctx, layer);
+  experts_forward(ctx, layer, xe);
+  Mat yr = ctx.scratch.get("moe.yr", r, h);
   {
     auto scope = ctx.timer.scope(Phase::permute);
-    Mat yr = ensure_rows(c, yr_, r, h);
     c.zero(yr);
-    c.scatter_add_rows(ye_.view().row_slice(0, r), expert_source_.view().row_slice(0, r), Mat{},
-                       yr);
+    c.scatter_add_rows(ctx.scratch.get("moe.ye", r, h), expert_source_.view().row_slice(0, r),
+                       Mat{}, yr);
   }
   Mat ysend = ensure_rows(c, ysend_, sent_, h);
   ctx.wait(Phase::combine,
-           start_alltoall(ctx, Phase::combine, yr_.view().row_slice(0, r), layout_.recv_rows,
-                          layout_.recv_offsets, ysend, plan_.send_rows, plan_.send_offsets));
+           start_alltoall(ctx, Phase::combine, yr, layout_.recv_rows, layout_.recv_offsets, ysend,
+                          plan_.send_rows, plan_.send_offsets));
 
   {
     auto scope = ctx.timer.scope(Phase::permute);
     Mat row_weight = ensure_rows(c, row_weight_, sent_, 1, DType::f32);
-    c.gather_rows(weights_.view().row_slice(0, n).reshaped(n * k, 1),
-                  row_slot_.view().row_slice(0, sent_), row_weight);
+    c.gather_rows(weights.reshaped(n * k, 1), row_slot_.view().row_slice(0, sent_), row_weight);
     c.zero(y);
     c.scatter_add_rows(ysend, row_token_.view().row_slice(0, sent_), row_weight, y);
   }
 
   if (shared) {
-    if (!ctx.overlap()) shared_forward(ctx, layer, xn);
+    if (!ctx.overlap()) shared_forward(ctx, layer, xn, shared_out);
     auto scope = ctx.timer.scope(Phase::shared_expert);
-    c.axpby(1.0f, shared_out_.view().row_slice(0, n), 1.0f, y);
+    c.axpby(1.0f, shared_out, 1.0f, y);
   }
 }
 
-void MoeBlock::shared_forward(LayerContext& ctx, int layer, Mat xn) {
+void MoeBlock::shared_forward(LayerContext& ctx, int layer, Mat xn, Mat out) {
   ParamStore& p = ctx.params;
-  Mat out = ensure_rows(ctx.compute, shared_out_, xn.rows, xn.cols);
-  shared_.forward(ctx, Phase::shared_expert, p.param(layer, ParamKind::shared_gate_up),
-                  p.param(layer, ParamKind::shared_down), xn, out);
+  shared_.forward(ctx, Phase::shared_expert, ctx.config.workload.recompute.shared_experts,
+                  p.param(layer, ParamKind::shared_gate_up), p.param(layer, ParamKind::shared_down),
+                  xn, out);
 }
 
-void MoeBlock::shared_backward(LayerContext& ctx, int layer, Mat dy, Mat dxn) {
+void MoeBlock::shared_backward(LayerContext& ctx, int layer, Mat xn, Mat dy, Mat dxn) {
   ParamStore& p = ctx.params;
-  shared_.backward(ctx, Phase::shared_expert, p.param(layer, ParamKind::shared_gate_up),
-                   p.param(layer, ParamKind::shared_down), dy,
-                   p.grad(layer, ParamKind::shared_gate_up), p.grad(layer, ParamKind::shared_down),
-                   dxn, false);
+  shared_.backward(
+      ctx, Phase::shared_expert, ctx.config.workload.recompute.shared_experts,
+      p.param(layer, ParamKind::shared_gate_up), p.param(layer, ParamKind::shared_down), xn, dy,
+      p.grad(layer, ParamKind::shared_gate_up), p.grad(layer, ParamKind::shared_down), dxn, false);
 }
 
-void MoeBlock::router_backward(LayerContext& ctx, int layer, Mat dweights, Mat dxn,
+void MoeBlock::router_backward(LayerContext& ctx, int layer, Mat xn, Mat dweights, Mat dxn,
                                bool accumulate) {
   auto scope = ctx.timer.scope(Phase::router);
   Compute& c = ctx.compute;
   ParamStore& p = ctx.params;
   const std::int64_t n = ctx.tokens, E = ctx.config.model.n_routed_experts;
-  Mat dlogits = ensure_rows(c, dlogits_, n, E, DType::f32);
+  Mat dlogits = ctx.scratch.get("moe.dlogits", n, E, DType::f32);
   c.router_backward(router_params(ctx.config), scores_.view().row_slice(0, n),
                     indices_.view().row_slice(0, n), dweights, dlogits);
   c.gemm(false, true, 1.0f, dlogits, p.param(layer, ParamKind::router), accumulate ? 1.0f : 0.0f,
          dxn);
-  c.gemm(true, false, 1.0f, xn_, dlogits, 1.0f, p.grad(layer, ParamKind::router));
+  c.gemm(true, false, 1.0f, xn, dlogits, 1.0f, p.grad(layer, ParamKind::router));
 }
 
-void MoeBlock::experts_forward(LayerContext& ctx, int layer) {
+Mat MoeBlock::expert_act(LayerContext& ctx, std::int64_t rows) {
+  const std::int64_t f = ctx.config.model.moe_intermediate_size;
+  if (ctx.config.workload.recompute.moe_act) return ctx.scratch.get("moe.act", rows, f);
+  return ensure_rows(ctx.compute, act_, rows, f);
+}
+
+void MoeBlock::experts_forward(LayerContext& ctx, int layer, Mat xe) {
   auto scope = ctx.timer.scope(Phase::experts);
   Compute& c = ctx.compute;
   ParamStore& p = ctx.params;
   const std::int64_t r = layout_.total_rows, h = ctx.config.model.hidden_size;
   const std::int64_t f = ctx.config.model.moe_intermediate_size;
-  Mat xe = xe_.view().row_slice(0, r);
   Mat gate_up = ensure_rows(c, gate_up_, r, 2 * f);
-  Mat act = ensure_rows(c, act_, r, f);
-  Mat ye = ensure_rows(c, ye_, r, h);
+  Mat act = expert_act(ctx, r);
+  Mat ye = ctx.scratch.get("moe.ye", r, h);
   std::vector<GemmProblem> up, down;
   for (int e = 0; e < p.local_experts(); ++e) {
     const std::int64_t rows = layout_.expert_rows[e], first = layout_.expert_offsets[e];
@@ -205,7 +210,7 @@ void MoeBlock::experts_forward(LayerContext& ctx, int layer) {
   ctx.add_flops(Phase::experts, 3.0 * 3.0 * 2.0 * static_cast<double>(r) * h * f);
 }
 
-void MoeBlock::backward(LayerContext& ctx, int layer, Mat dy, Mat dxn) {
+void MoeBlock::backward(LayerContext& ctx, int layer, Mat xn, Mat dy, Mat dxn) {
   Compute& c = ctx.compute;
   const ModelConfig& m = ctx.config.model;
   const std::int64_t n = ctx.tokens, h = m.hidden_size;
@@ -217,15 +222,15 @@ void MoeBlock::backward(LayerContext& ctx, int layer, Mat dy, Mat dxn) {
   // shared experts' (written), the router's (added), the routed experts' (scattered in last).
   bool dxn_written = false;
   if (shared && !overlap) {
-    shared_backward(ctx, layer, dy, dxn);
+    shared_backward(ctx, layer, xn, dy, dxn);
     dxn_written = true;
   }
-  Mat dweights = ensure_rows(c, dweights_, n, k, DType::f32);
-  Mat dy_send = ensure_rows(c, dy_send_, sent_, h);
+  Mat dweights = ctx.scratch.get("moe.dweights", n, k, DType::f32);
+  Mat dy_send = ctx.scratch.get("moe.dy_send", sent_, h);
   {
     auto scope = ctx.timer.scope(Phase::permute);
     // Combine weights' gradient: <dy[token], expert output>, back in (token, slot) order.
-    Mat dw_rows = ensure_rows(c, dw_rows_, sent_, 1, DType::f32);
+    Mat dw_rows = ctx.scratch.get("moe.dw_rows", sent_, 1, DType::f32);
     c.gathered_row_dot(dy, row_token, ysend_.view().row_slice(0, sent_), dw_rows);
     c.zero(dweights);
     c.scatter_add_rows(dw_rows, row_slot_.view().row_slice(0, sent_), Mat{},
@@ -234,23 +239,23 @@ void MoeBlock::backward(LayerContext& ctx, int layer, Mat dy, Mat dxn) {
   }
   // The combine's reverse: gradients travel to the experts' ranks, behind the shared experts'
   // backward.
-  Mat dyr = ensure_rows(c, dyr_, r, h);
+  Mat dyr = ctx.scratch.get("moe.dyr", r, h);
   const CommRequest combine =
       start_alltoall(ctx, Phase::combine, dy_send, plan_.send_rows, plan_.send_offsets, dyr,
                      layout_.recv_rows, layout_.recv_offsets);
   if (shared && overlap) {
-    shared_backward(ctx, layer, dy, dxn);
+    shared_backward(ctx, layer, xn, dy, dxn);
     dxn_written = true;
   }
   ctx.wait(Phase::combine, combine);
-  Mat dye = ensure_rows(c, dye_, r, h);
+  Mat dye = ctx.scratch.get("moe.dye", r, h);
   {
     auto scope = ctx.timer.scope(Phase::permute);
     c.gather_rows(dyr, expert_source_.view().row_slice(0, r), dye);
   }
-  Mat dxe = ensure_rows(c, dxe_, r, h);
+  Mat dxe = ctx.scratch.get("moe.dxe", r, h);
   experts_backward(ctx, layer, dye, dxe);
-  Mat dxr = ensure_rows(c, dxr_, r, h);
+  Mat dxr = ctx.scratch.get("moe.dxr", r, h);
   {
     auto scope = ctx.timer.scope(Phase::permute);
     c.zero(dxr);
@@ -258,12 +263,12 @@ void MoeBlock::backward(LayerContext& ctx, int layer, Mat dy, Mat dxn) {
   }
   // The dispatch's reverse: input gradients travel back to the tokens' ranks, behind the
   // router's backward (it needs only dweights).
-  Mat dx_send = ensure_rows(c, dx_send_, sent_, h);
-  if (!overlap) router_backward(ctx, layer, dweights, dxn, dxn_written);
+  Mat dx_send = ctx.scratch.get("moe.dx_send", sent_, h);
+  if (!overlap) router_backward(ctx, layer, xn, dweights, dxn, dxn_written);
   const CommRequest dispatch =
       start_alltoall(ctx, Phase::dispatch, dxr, layout_.recv_rows, layout_.recv_offsets, dx_send,
                      plan_.send_rows, plan_.send_offsets);
-  if (overlap) router_backward(ctx, layer, dweights, dxn, dxn_written);
+  if (overlap) router_backward(ctx, layer, xn, dweights, dxn, dxn_written);
   ctx.wait(Phase::dispatch, dispatch);
   auto scope = ctx.timer.scope(Phase::permute);
   c.scatter_add_rows(dx_send, row_token, Mat{}, dxn);
@@ -277,9 +282,11 @@ void MoeBlock::experts_backward(LayerContext& ctx, int layer, Mat dye, Mat dxe) 
   const std::int64_t f = ctx.config.model.moe_intermediate_size;
   Mat xe = xe_.view().row_slice(0, r);
   Mat gate_up = gate_up_.view().row_slice(0, r);
-  Mat act = act_.view().row_slice(0, r);
-  Mat dact = ensure_rows(c, dact_, r, f);
-  Mat dgate_up = ensure_rows(c, dgate_up_, r, 2 * f);
+  Mat act = expert_act(ctx, r);
+  // --recompute moe_act: the activation again, from the kept gate/up.
+  if (ctx.config.workload.recompute.moe_act) c.swiglu_forward(gate_up, act);
+  Mat dact = ctx.scratch.get("moe.dact", r, f);
+  Mat dgate_up = ctx.scratch.get("moe.dgate_up", r, 2 * f);
   std::vector<GemmProblem> dgrad_down, wgrad_down, dgrad_up, wgrad_up;
   for (int e = 0; e < p.local_experts(); ++e) {
     const std::int64_t rows = layout_.expert_rows[e], first = layout_.expert_offsets[e];

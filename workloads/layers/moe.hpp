@@ -18,11 +18,11 @@ class MoeBlock {
  public:
   // y = moe(xn) (overwritten), xn = the normed layer input (tokens x hidden).
   void forward(LayerContext& ctx, int layer, Mat xn, Mat y);
-  // dxn (overwritten) from dy.
-  void backward(LayerContext& ctx, int layer, Mat dy, Mat dxn);
+  // dxn (overwritten) from dy; xn: the forward's input, as the caller keeps (or recomputed) it.
+  void backward(LayerContext& ctx, int layer, Mat xn, Mat dy, Mat dxn);
 
  private:
-  void experts_forward(LayerContext& ctx, int layer);
+  void experts_forward(LayerContext& ctx, int layer, Mat xe);
   void experts_backward(LayerContext& ctx, int layer, Mat dye, Mat dxe);
   // Starts an all-to-all of the expert group on the critical lane (after the group's barrier with
   // --comm-barrier on); the caller waits for it with ctx.wait().
@@ -31,24 +31,24 @@ class MoeBlock {
                              const std::vector<std::int64_t>& send_offsets, Mat recv,
                              const std::vector<std::int64_t>& recv_rows,
                              const std::vector<std::int64_t>& recv_offsets);
-  void shared_forward(LayerContext& ctx, int layer, Mat xn);
+  void shared_forward(LayerContext& ctx, int layer, Mat xn, Mat out);
   // dxn = the shared experts' input gradient (overwritten).
-  void shared_backward(LayerContext& ctx, int layer, Mat dy, Mat dxn);
+  void shared_backward(LayerContext& ctx, int layer, Mat xn, Mat dy, Mat dxn);
   // dxn += (or = without accumulate) the router's input gradient; the router's weight gradient.
-  void router_backward(LayerContext& ctx, int layer, Mat dweights, Mat dxn, bool accumulate);
+  void router_backward(LayerContext& ctx, int layer, Mat xn, Mat dweights, Mat dxn,
+                       bool accumulate);
+  // The experts' activation for this pass: kept, or (--recompute moe_act) in scratch.
+  Mat expert_act(LayerContext& ctx, std::int64_t rows);
 
-  Mat xn_;
   DispatchPlan plan_;
   ExpertLayout layout_;
   std::int64_t sent_ = 0;  // rows this rank sends (tokens * top_k)
-  Tensor logits_, scores_, indices_, weights_;
+  // Kept for the backward; the forward's other intermediates and the backward's temporaries are
+  // the rank's scratch.
+  Tensor scores_, indices_;
   Tensor row_token_, row_slot_, expert_source_, row_weight_;
-  Tensor send_, recv_, xe_, gate_up_, act_, ye_, yr_, ysend_;
-  // backward scratch
-  Tensor dy_send_, dw_rows_, dweights_, dlogits_, dyr_, dye_, dact_, dgate_up_, dxe_, dxr_,
-      dx_send_;
+  Tensor xe_, gate_up_, act_, ysend_;
   SwigluMlp shared_;
-  Tensor shared_out_;
 };
 
 }  // namespace moebench

@@ -1,5 +1,5 @@
 // One pre-norm transformer layer: x1 = x + MLA(norm(x)); out = x1 + F(norm(x1)), F the dense
-// SwiGLU MLP or the MoE block.
+// SwiGLU MLP or the MoE block. With --recompute layernorm, norm(x1) is recomputed in the backward.
 #pragma once
 
 #include "workloads/layers/attention.hpp"
@@ -16,12 +16,14 @@ class TransformerLayer {
 
  private:
   Phase mlp_phase(const LayerContext& ctx) const;
+  // norm(x1) for this pass: kept, or (recomputed) scratch.
+  Mat xn2(LayerContext& ctx);
 
   int index_;
   MlaAttention attention_;
   SwigluMlp dense_;
   MoeBlock moe_;
-  Tensor x1_, xn2_, rstd2_, y_, dxn2_, dx1_;
+  Tensor x1_, xn2_, rstd2_;
 };
 
 }  // namespace moebench

@@ -33,7 +33,8 @@ TrainingStep::TrainingStep(const RunConfig& config, const Topology& topo, Comput
       pp_rank_(topo.group(Group::pipeline).rank),
       tokens_(config.workload.tokens_per_rank()),
       params_(compute, config, topo),
-      timer_(compute) {
+      timer_(compute),
+      scratch_(compute) {
   const std::int64_t h = config.model.hidden_size;
   const PipelineLayout layout = pipeline_layout(config);
   last_stage_index_ = shape_.pp * shape_.vp - 1;
@@ -100,8 +101,12 @@ TrainingStep::TrainingStep(const RunConfig& config, const Topology& topo, Comput
       shard_params_[i] = compute.alloc(n, 1);
     }
     if (config.optimizer == Optimizer::adamw) {
-      adam_m_[i] = compute.alloc(n, 1, DType::f32);
-      adam_v_[i] = compute.alloc(n, 1, DType::f32);
+      // --optimizer-state-dtype bf16: the moments in the storage type (BF16 on cuda).
+      const DType moments = config.optimizer_state_dtype == OptimizerStateDtype::bf16
+                                ? compute.activation_dtype()
+                                : DType::f32;
+      adam_m_[i] = compute.alloc(n, 1, moments);
+      adam_v_[i] = compute.alloc(n, 1, moments);
       // Lower-precision storage (BF16): the optimiser keeps FP32 master weights, as mixed-
       // precision trainers do (Megatron-LM's main params), of the range this rank updates.
       if (params_.flat_params(g).dtype != DType::f32) master_[i] = compute.alloc(n, 1, DType::f32);
@@ -150,25 +155,16 @@ void TrainingStep::initialize() {
 }
 
 TrainingStep::Slot& TrainingStep::acquire(Chunk& chunk, int mb) {
-  const auto it = chunk.in_flight.find(mb);
-  if (it != chunk.in_flight.end()) return *it->second;
-  Slot* slot = nullptr;
-  if (!chunk.free.empty()) {
-    slot = chunk.free.back();
-    chunk.free.pop_back();
-  } else {
-    auto s = std::make_unique<Slot>();
-    for (int l : chunk.layers) s->layers.emplace_back(l);
-    for (std::size_t i = 0; i <= chunk.layers.size(); ++i) {
-      s->acts.push_back(compute_.alloc(tokens_, config_.model.hidden_size));
-    }
-    if (head_ && chunk.stage == last_stage_index_) {
-      s->head = std::make_unique<ModelHead>(config_.workload);
-    }
-    slot = s.get();
-    chunk.slots.push_back(std::move(s));
+  std::unique_ptr<Slot>& slot = chunk.in_flight[mb];
+  if (slot) return *slot;
+  slot = std::make_unique<Slot>();
+  for (int l : chunk.layers) slot->layers.emplace_back(l);
+  for (std::size_t i = 0; i <= chunk.layers.size(); ++i) {
+    slot->acts.push_back(compute_.alloc(tokens_, config_.model.hidden_size));
   }
-  chunk.in_flight[mb] = slot;
+  if (head_ && chunk.stage == last_stage_index_) {
+    slot->head = std::make_unique<ModelHead>(config_.workload);
+  }
   return *slot;
 }
 
@@ -267,9 +263,8 @@ void TrainingStep::backward(LayerContext& ctx, int mb, Chunk& chunk) {
     // A copy kept equal to the last stage's starts its buckets once the two are summed.
     if (!embedding_sync_) done(kEmbeddingLayer);
   }
-  // The slot is free: its output was sent in the batch after its forward.
+  // Done with the slot: its output was sent in the batch after its forward.
   chunk.in_flight.erase(mb);
-  chunk.free.push_back(&slot);
 }
 
 // Host synchronisations inside the timed step, the only ones:
@@ -291,7 +286,7 @@ StepSample TrainingStep::run() {
   comm_.clear_requests();
   timer_.reset();
   bucket_requests_.clear();
-  LayerContext ctx{compute_, comm_, timer_, sample, config_, topo_, params_};
+  LayerContext ctx{compute_, comm_, timer_, sample, config_, topo_, params_, scratch_};
   ctx.tokens = tokens_;
 
   const Clock::time_point start = Clock::now();

@@ -54,7 +54,10 @@ class TrainingStep {
 
  private:
   // One micro-batch's activations through one chunk: its layers (each keeps what its backward
-  // needs) and the tensors between them. Reused once the micro-batch's backward is done.
+  // needs) and the tensors between them. Made when the micro-batch's input arrives (or its
+  // forward starts) and freed when its backward is done, so that a rank holds at once only the
+  // micro-batch chunks in flight (Megatron's peak), whichever chunks they are; a device
+  // backend's stream-ordered pool gives the memory straight back.
   struct Slot {
     std::vector<TransformerLayer> layers;
     std::vector<Tensor> acts;         // acts[i]: the input of layer i; acts[n]: the chunk's output
@@ -62,10 +65,8 @@ class TrainingStep {
   };
   struct Chunk {
     int stage = 0;
-    std::vector<int> layers;  // global indices
-    std::vector<std::unique_ptr<Slot>> slots;
-    std::vector<Slot*> free;
-    std::map<int, Slot*> in_flight;  // micro-batch -> slot
+    std::vector<int> layers;                         // global indices
+    std::map<int, std::unique_ptr<Slot>> in_flight;  // micro-batch -> slot
   };
 
   Slot& acquire(Chunk& chunk, int mb);
@@ -98,6 +99,7 @@ class TrainingStep {
   std::int64_t tokens_ = 0;
   ParamStore params_;
   PhaseTimer timer_;
+  Scratch scratch_;  // shared by every layer of every chunk and micro-batch
   std::vector<Chunk> chunks_;
   std::vector<PipelineOp> schedule_;
   std::vector<P2PBatch> batches_;

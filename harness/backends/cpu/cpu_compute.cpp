@@ -261,11 +261,12 @@ void CpuCompute::do_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a, 
 
 // One operand's E4M3 copy: per tensor, the quantised values and the descale applied after the
 // GEMM; block-scaled, the dequantised values (descale 1). A weight's copy (B without trans_a) is
-// kept until begin_step().
+// kept until begin_step(), or made in scratch at every GEMM without kept copies.
 const float* CpuCompute::fp8_operand(const Mat& x, bool trans, Fp8Operand which, bool trans_a,
                                      std::vector<float>& scratch, float& descale) {
   WeightCopy* kept = nullptr;
-  if (is_weight(which, trans_a)) {
+  if (is_weight(which, trans_a) && !keep_fp8_weights_) ++fp8_weight_quantisations_;
+  if (is_weight(which, trans_a) && keep_fp8_weights_) {
     const auto [it, fresh] =
         fp8_weights_.try_emplace(Fp8WeightView{x.data, x.rows, x.cols, x.ld, trans});
     kept = &it->second;

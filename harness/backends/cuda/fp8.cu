@@ -28,7 +28,8 @@
 //
 // Weights (B without trans_a, the linear GEMM convention) are quantised once per step: the copy
 // and its scales stay in a device allocation of their own until begin_step(), shared by every
-// micro-batch's forward (B as stored) and data gradient (B transposed: a second copy).
+// micro-batch's forward (B as stored) and data gradient (B transposed: a second copy). Without
+// kept copies (--fp8-weight-copies per-gemm) a weight is quantised into scratch at every GEMM.
 //
 // The kernels' work is fp8_work.cuh's, run on the CPU by tests/cuda_host (the copies' layout,
 // padding and scale placement). Not yet verified on a GPU: the block-scaled paths were written
@@ -289,7 +290,11 @@ void CudaCompute::do_fp8_gemm(bool trans_a, bool trans_b, float alpha, const Mat
   const std::size_t b_bytes = fp8_copy_bytes(Fp8Operand::b, trans_a, n, kp);
   void* b_base = nullptr;
   bool b_ready = false;
-  if (weight_b) {
+  // A weight's copy is kept for the step, or (set_fp8_weight_copies(false)) made in scratch like
+  // an activation's, at every GEMM.
+  const bool keep = weight_b && keep_fp8_weights_;
+  if (weight_b && !keep) ++fp8_weight_quantisations_;
+  if (keep) {
     const Fp8WeightView key{b.data, b.rows, b.cols, b.ld, trans_b};
     auto it = fp8_weights_.find(key);
     if (it != fp8_weights_.end()) {
@@ -306,8 +311,8 @@ void CudaCompute::do_fp8_gemm(bool trans_a, bool trans_b, float alpha, const Mat
       ++fp8_weight_quantisations_;
     }
   }
-  void* scratch = fp8_scratch_.get(a_bytes + (weight_b ? 0 : b_bytes), stream_);
-  if (!weight_b) b_base = static_cast<char*>(scratch) + a_bytes;
+  void* scratch = fp8_scratch_.get(a_bytes + (keep ? 0 : b_bytes), stream_);
+  if (!keep) b_base = static_cast<char*>(scratch) + a_bytes;
   const Fp8Copy qa = quantise_fp8(a, trans_a, Fp8Operand::a, trans_a, m, kp, scratch);
   const Fp8Copy qb = b_ready ? carve_fp8_copy(Fp8Operand::b, trans_a, n, kp, b_base)
                              : quantise_fp8(b, trans_b, Fp8Operand::b, trans_a, n, kp, b_base);
