@@ -220,11 +220,38 @@ moebench_module(nccl LAYER backends DIRS harness/backends/nccl DEPS cuda mpi in_
 if(MOEBENCH_HAVE_NCCL)
   target_include_directories(mb_nccl PRIVATE ${NCCL_INCLUDE_DIR})
 endif()
+# The registry reaches the device backends through their plugin (device_plugin.hpp), loaded on
+# first use: nothing above it links CUDA.
 moebench_module(registry LAYER backends DIRS harness/backends/registry DEPS cpu mpi staged
-                OPTIONAL_DEPS cuda nccl)
+                LIBS ${CMAKE_DL_LIBS})
 target_compile_definitions(mb_registry
                            PRIVATE $<$<BOOL:${MOEBENCH_HAVE_CUDA}>:MOEBENCH_HAVE_CUDA=1>
-                                   $<$<BOOL:${MOEBENCH_HAVE_NCCL}>:MOEBENCH_HAVE_NCCL=1>)
+                                   $<$<BOOL:${MOEBENCH_HAVE_NCCL}>:MOEBENCH_HAVE_NCCL=1>
+                                   MOEBENCH_PLUGIN_DIR="${CMAKE_BINARY_DIR}")
+# The device plugin's entry, over the cuda and nccl backends.
+moebench_module(device_plugin LAYER backends DIRS harness/backends/device_plugin
+                DEPS cuda registry OPTIONAL_DEPS nccl BUILD MOEBENCH_HAVE_CUDA)
+if(MOEBENCH_HAVE_CUDA)
+  target_compile_definitions(mb_device_plugin
+                             PRIVATE $<$<BOOL:${MOEBENCH_HAVE_NCCL}>:MOEBENCH_HAVE_NCCL=1>)
+  # libmoebench_cuda.so beside the binary: the device modules' own objects and the CUDA libraries
+  # they link; everything else (the interfaces, core, MPI) is the binary's, which exports it.
+  set(plugin_objects $<TARGET_OBJECTS:mb_device_plugin> $<TARGET_OBJECTS:mb_cuda>
+                     $<TARGET_OBJECTS:mb_cudnn>)
+  if(MOEBENCH_HAVE_NCCL)
+    list(APPEND plugin_objects $<TARGET_OBJECTS:mb_nccl>)
+  endif()
+  add_library(moebench_cuda MODULE ${plugin_objects})
+  set_target_properties(moebench_cuda PROPERTIES LINKER_LANGUAGE CXX LIBRARY_OUTPUT_DIRECTORY
+                                                 ${CMAKE_BINARY_DIR})
+  foreach(device cuda cudnn nccl)
+    if(TARGET mb_${device})
+      get_property(libs GLOBAL PROPERTY MOEBENCH_LIBS_${device})
+      target_link_libraries(moebench_cuda PRIVATE ${libs})
+    endif()
+  endforeach()
+  target_link_libraries(moebench_cuda PRIVATE MPI::MPI_CXX)
+endif()
 
 # ---- model: measurement, configuration, accounting, parameters, layers, the training step ------
 moebench_module(measure LAYER model DIRS harness/measure DEPS compute
@@ -268,3 +295,9 @@ foreach(name ${MOEBENCH_MODULES})
     target_link_libraries(mb_all INTERFACE mb_${name})
   endif()
 endforeach()
+if(TARGET mb_device_plugin)
+  # The tests link the device backends themselves: the registry finds their entry in the binary
+  # (dlsym), not in the plugin.
+  target_link_options(mb_all INTERFACE LINKER:--undefined=moebench_device_plugin
+                      LINKER:--export-dynamic-symbol=moebench_device_plugin)
+endif()

@@ -29,8 +29,12 @@ else
   echo "  none"
 fi
 
-echo "provenance: libraries moebench loads:"
-ldd "$build/moebench" | grep -E 'libmpi|blas|libcrypto|libcudart|libcublas|libnccl' | sed 's/^/ /'
+echo "provenance: libraries moebench and its cuda plugin (loaded by --backend cuda) load:"
+for bin in "$build/moebench" "$build/libmoebench_cuda.so"; do
+  [ -e "$bin" ] || continue
+  echo " ${bin##*/}:"
+  ldd "$bin" | grep -E 'libmpi|blas|libcrypto|libcudart|libcublas|libnccl|libcudnn' | sed 's/^/  /'
+done
 for lib in libmpi.so libscipy_openblas.so libcrypto.so; do
   where=$(ldd "$build/moebench" | awk -v l="$lib" 'index($1, l) == 1 { print $3 }')
   case "$where" in

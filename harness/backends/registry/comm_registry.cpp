@@ -2,13 +2,10 @@
 #include <utility>
 
 #include "harness/backends/mpi/mpi_communicator.hpp"
+#include "harness/backends/registry/device_plugin.hpp"
 #include "harness/backends/registry/registry.hpp"
 #include "harness/backends/staged/staged_communicator.hpp"
 #include "harness/core/error.hpp"
-#if defined(MOEBENCH_HAVE_NCCL)
-#include "harness/backends/cuda/cuda_compute.hpp"
-#include "harness/backends/nccl/nccl_communicator.hpp"
-#endif
 
 namespace moebench {
 
@@ -22,7 +19,7 @@ std::vector<CommBackend> comm_backends() {
 
 std::string nccl_library_version() {
 #if defined(MOEBENCH_HAVE_NCCL)
-  return nccl_version();
+  return device_plugin().nccl_version();
 #else
   return "";
 #endif
@@ -61,8 +58,7 @@ std::unique_ptr<Communicator> make_communicator(CommBackend comm, MPI_Comm world
 #if defined(MOEBENCH_HAVE_NCCL)
   if (comm == CommBackend::nccl) {
     // check_comm_backend made sure of the cuda backend.
-    auto& cuda = dynamic_cast<CudaComputeApi&>(compute);
-    return make_nccl_communicator(world, topo, cuda, timeout_s);
+    return device_plugin().make_nccl_communicator(world, topo, compute, timeout_s);
   }
 #endif
   auto mpi = make_mpi_communicator(world, topo, timeout_s);

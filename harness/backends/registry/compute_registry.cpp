@@ -1,10 +1,8 @@
 #include <string>
 
 #include "harness/backends/cpu/cpu_compute.hpp"
+#include "harness/backends/registry/device_plugin.hpp"
 #include "harness/backends/registry/registry.hpp"
-#if defined(MOEBENCH_HAVE_CUDA)
-#include "harness/backends/cuda/cuda_compute.hpp"
-#endif
 
 namespace moebench {
 
@@ -23,7 +21,7 @@ std::unique_ptr<Compute> make_compute(ComputeBackend backend, [[maybe_unused]] i
       return std::make_unique<CpuCompute>(blas_threads);
     case ComputeBackend::cuda:
 #if defined(MOEBENCH_HAVE_CUDA)
-      return make_cuda_compute(local_rank);
+      return device_plugin().make_cuda_compute(local_rank);
 #else
       throw UsageError(
           "--backend cuda is not built into this binary (configure with a CUDA toolkit); "
