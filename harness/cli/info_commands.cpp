@@ -224,8 +224,7 @@ int recipes_command(const CliOptions& o) {
     const std::string batch = std::to_string(r.micro_batch) + "/" + std::to_string(r.global_batch);
     const std::string tok = r.tokens_per_s_per_gpu ? human(*r.tokens_per_s_per_gpu, "") : "-";
     const std::string tf = r.tflops_per_gpu ? human(*r.tflops_per_gpu, "") : "-";
-    std::string recompute;
-    for (const std::string& m : r.recompute) recompute += (recompute.empty() ? "" : ",") + m;
+    const std::string recompute = join(r.recompute, ",");
     std::printf("%-26s %-10s %5d %-12s %-10s %-6s %9s %9s  %-19s %s\n", r.name.c_str(),
                 r.gpu.c_str(), r.gpus, layout.c_str(), batch.c_str(), r.precision.c_str(),
                 tok.c_str(), tf.c_str(), r.pipeline_layout.c_str(),

@@ -521,12 +521,8 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
   }
   c.workload.attention = on_off("--attention", w.attention);
   c.workload.routing = parse_routing(rec && !given("--routing") ? rec->routing : w.routing);
-  std::string recompute = w.recompute;
-  if (rec && !given("--recompute")) {
-    recompute.clear();
-    for (const std::string& m : rec->recompute) recompute += (recompute.empty() ? "" : ",") + m;
-  }
-  c.workload.recompute = parse_recompute(recompute);
+  c.workload.recompute =
+      rec && !given("--recompute") ? recompute_of(*rec) : parse_recompute(w.recompute);
   c.layout.world = world;
   c.layout.ep = rec && !given("--ep") ? rec->ep : w.ep;
   c.layout.pp = rec && !given("--pp") ? rec->pp : w.pp;

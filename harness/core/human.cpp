@@ -30,4 +30,13 @@ std::string iso_time_utc() {
   return buf;
 }
 
+std::string join(const std::vector<std::string>& items, std::string_view sep) {
+  std::string out;
+  for (const std::string& item : items) {
+    if (!out.empty() || &item != &items.front()) out += sep;
+    out += item;
+  }
+  return out;
+}
+
 }  // namespace moebench

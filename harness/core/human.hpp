@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace moebench {
 
@@ -16,5 +18,8 @@ std::string format_gib(double bytes, int digits = 2);
 std::string common_divisors(std::int64_t limit, std::initializer_list<std::int64_t> of);
 // The current time as ISO 8601 in UTC, e.g. "2026-11-30T18:21:48Z".
 std::string iso_time_utc();
+
+// The items one after another with `sep` between them ("" for none).
+std::string join(const std::vector<std::string>& items, std::string_view sep);
 
 }  // namespace moebench

@@ -131,6 +131,12 @@ def run_summary(doc):
                                "measured_bubble")},
         # Which kernels ran and how often each fell back (meta.kernels.calls on a device).
         "kernels": doc.get("meta", {}).get("kernels"),
+        # The memory model against the GPU: the step's tensors estimated and measured, and what
+        # the context, cuBLAS, cuDNN and NCCL took before the step (plan's reserve is a guess
+        # until this says).
+        "memory": {k: doc.get("memory", {}).get(k)
+                   for k in ("estimate_bytes", "measured_peak_bytes", "measured_over_estimate",
+                             "device_baseline_bytes", "resident_baseline_bytes")},
     }
 
 
@@ -405,6 +411,14 @@ def main():
                       calls["attention_cudnn_refused"], calls["gemm_fallbacks"],
                       calls["grouped_calls"], calls["grouped_loop_problems"],
                       calls["fp8_gemms"], calls["fp8_fallbacks"]))
+        mem = r.get("memory") or {}
+        if mem.get("measured_peak_bytes") is not None:
+            print("#     memory: step tensors %.1f MiB measured, %.1f estimated (%.3f); the "
+                  "context and libraries took %s before the step" % (
+                      mem["measured_peak_bytes"] / 2**20, mem["estimate_bytes"] / 2**20,
+                      mem["measured_over_estimate"] or 0.0,
+                      "%.2f GiB" % (mem["device_baseline_bytes"] / 2**30)
+                      if mem.get("device_baseline_bytes") is not None else "unknown"))
     for name, b in (("bench", bench), ("bench-fp8", bench_fp8)):
         print_bench(name, b)
     print("#   files: %s (%s the device call's limits)" % (

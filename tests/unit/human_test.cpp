@@ -22,3 +22,11 @@ TEST_CASE("common_divisors lists the sizes that divide every number, for usage e
   CHECK(common_divisors(1, {1}) == "1");
   CHECK(common_divisors(0, {4}).empty());
 }
+
+TEST_CASE("join puts the separator between items only") {
+  CHECK(join({}, ",").empty());
+  CHECK(join({"a"}, ",") == "a");
+  CHECK(join({"mla_up_proj", "mlp"}, ",") == "mla_up_proj,mlp");
+  CHECK(join({"x", "y", "z"}, " and ") == "x and y and z");
+  CHECK(join({"", "b"}, ",") == ",b");  // an empty first item still gets its separator
+}

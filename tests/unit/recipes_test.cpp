@@ -40,6 +40,8 @@ RunConfig run_of(const Recipe& r) {
   c.backend = ComputeBackend::cuda;
   c.comm = CommBackend::nccl;
   c.precision = run_precision(r);
+  c.workload.recompute = recompute_of(r);
+  c.optimizer_state_dtype = parse_optimizer_state_dtype(r.optimizer_state_dtype);
   return c;
 }
 
@@ -95,6 +97,32 @@ TEST_CASE("recipes: a layout spread over a smaller model keeps its stages, E, m 
   CHECK(total == 16);
 }
 
+TEST_CASE("recipes: Megatron-LM's rows as published: layouts, recompute, moments, offload") {
+  const Recipe& gb300 = recipe("mlm-gb300-mxfp8-256");
+  CHECK(gb300.pipeline_layout == "Et*4|(tttt|)*14tmL");
+  CHECK((gb300.pp == 4 && gb300.vp == 4 && gb300.ep == 64));
+  CHECK(gb300.optimizer_state_dtype == "bf16");
+  CHECK(gb300.recipe_file == "examples/moe_recipes/deepseek_v3/gb300/mxfp8_256GPU_TP1PP4EP64.yaml");
+  CHECK_FALSE(recompute_of(gb300).any());
+  CHECK(offload_refusal(gb300).empty());
+  const Recipe& b200 = recipe("mlm-b200-mxfp8-256");
+  CHECK((b200.pp == 8 && b200.vp == 2 && b200.ep == 32 && b200.global_batch == 2048));
+  CHECK(recompute_names(recompute_of(b200)) == std::vector<std::string>{"mla_up_proj", "mlp"});
+  // 16 stages over PP 8: VP 2, two stages a rank, 61 layers and the ends.
+  const PipelineLayout l = parse_pipeline_layout(b200.pipeline_layout, b200.pp);
+  CHECK(l.vp == 2);
+  CHECK(l.decoder_layers() == 61);
+  // GB200 offloads what moebench does not: a run of it is refused, naming what and why.
+  const Recipe& gb200 = recipe("mlm-gb200-mxfp8-256");
+  CHECK(gb200.offload == std::vector<std::string>{"optimizer_states", "expert_fc1"});
+  const std::string refusal = offload_refusal(gb200);
+  CHECK(refusal.find("offloads optimizer_states and expert_fc1 to host memory") !=
+        std::string::npos);
+  CHECK(refusal.find("which moebench does not implement") != std::string::npos);
+  // Megatron-Bridge's rows name no file of their own (their source names the recipe).
+  CHECK(recipe("gb300-mxfp8-256").recipe_file.empty());
+}
+
 TEST_CASE("recipes: the differences of a run from its row, one line each") {
   const Recipe& r = recipe("gb300-mxfp8-256");
   RunConfig c = run_of(r);
@@ -132,6 +160,8 @@ TEST_CASE("recipes: the differences of a run from its row, one line each") {
   CHECK(has_prefix(d, "gpus: 512, not 256"));
   CHECK(has_prefix(d, "batch: micro-batch 1, global batch 8192"));
   CHECK(has_prefix(d, "routing: balanced, not random"));
+  CHECK_FALSE(has_prefix(d, "recompute:"));
+  CHECK_FALSE(has_prefix(d, "optimizer: moments"));
   CHECK(has_prefix(d, "layout: tp 1, pp 2, vp 1, ep 32, not tp 1, pp 2, vp 8, ep 32"));
   CHECK(has_prefix(d, "layout: pipeline layout Et*30|t*31mL"));
   CHECK(has_prefix(d, "system: NVIDIA H200, not GB300"));
@@ -142,4 +172,16 @@ TEST_CASE("recipes: the differences of a run from its row, one line each") {
   CHECK(has_prefix(d, "precision: bf16, not mxfp8"));
   CHECK(has_prefix(d, "system: the cpu backend, not GB300"));
   CHECK(run_precision(r) == Precision::fp8);
+  // The row's recompute and moments: a run that skips or adds some is not the row's step.
+  c.workload.recompute = parse_recompute("mla_up_proj");
+  c.optimizer_state_dtype = OptimizerStateDtype::bf16;
+  d = recipe_differences(r, c, "");
+  CHECK(has_prefix(d, "recompute: mla_up_proj, not none"));
+  CHECK(has_prefix(d, "optimizer: moments in bf16, not fp32"));
+  const Recipe& gb200 = recipe("gb200-mxfp8-256");
+  RunConfig g = run_of(gb200);
+  CHECK_FALSE(has_prefix(recipe_differences(gb200, g, "NVIDIA GB200"), "recompute:"));
+  g.workload.recompute = {};
+  CHECK(
+      has_prefix(recipe_differences(gb200, g, "NVIDIA GB200"), "recompute: none, not mla_up_proj"));
 }

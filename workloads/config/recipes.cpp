@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/core/error.hpp"
+#include "harness/core/human.hpp"
 
 namespace moebench {
 
@@ -73,11 +74,13 @@ const Recipe& recipe(const std::string& name) {
                    " (`moebench recipes` lists them)");
 }
 
+Recompute recompute_of(const Recipe& r) {
+  return parse_recompute(join(r.recompute, ","));
+}
+
 std::string offload_refusal(const Recipe& r) {
   if (r.offload.empty()) return "";
-  std::string what;
-  for (const std::string& o : r.offload) what += (what.empty() ? "" : " and ") + o;
-  return "--recipe " + r.name + " offloads " + what +
+  return "--recipe " + r.name + " offloads " + join(r.offload, " and ") +
          " to host memory, which moebench does not implement, so it cannot run the row as "
          "published; `moebench plan --recipe " +
          r.name +
@@ -174,14 +177,12 @@ std::vector<std::string> recipe_differences(const Recipe& r, const RunConfig& c,
   }
   // The recompute the row ran: skipping it measures a faster step than the row's, adding some a
   // slower one.
-  std::string published;
-  for (const std::string& m : r.recompute) published += (published.empty() ? "" : ",") + m;
-  const std::vector<std::string> ran = recompute_names(c.workload.recompute);
-  if (ran != recompute_names(parse_recompute(published))) {
-    std::string mine;
-    for (const std::string& m : ran) mine += (mine.empty() ? "" : ",") + m;
-    d.push_back("recompute: " + (mine.empty() ? std::string("none") : mine) + ", not " +
-                (published.empty() ? std::string("none") : published));
+  if (c.workload.recompute != recompute_of(r)) {
+    const auto named = [](const std::vector<std::string>& modules) {
+      return modules.empty() ? std::string("none") : join(modules, ",");
+    };
+    d.push_back("recompute: " + named(recompute_names(c.workload.recompute)) + ", not " +
+                named(r.recompute));
   }
   if (device.find(r.gpu) == std::string::npos) {
     d.push_back("system: " + (device.empty() ? std::string("the cpu backend") : device) + ", not " +

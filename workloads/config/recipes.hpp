@@ -50,6 +50,9 @@ const Recipe& recipe(const std::string& name);
 // proportion to the recipe's (largest remainder), so a recipe scales down to a small model.
 std::string scaled_layout(const Recipe& r, int layers);
 
+// The modules `r` recomputes, as --recompute takes them.
+Recompute recompute_of(const Recipe& r);
+
 // Why moebench cannot run `r` as published ("" when it can): what it offloads, which moebench
 // does not implement.
 std::string offload_refusal(const Recipe& r);
