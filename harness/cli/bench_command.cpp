@@ -81,7 +81,10 @@ BenchPlan plan_bench(const BenchOptions& b) {
   if (b.model_config.empty() && preset_name.empty()) {
     preset_name = cpu ? "deepseek-v3-tiny" : "deepseek-v3";  // the cpu backend: seconds, not hours
   }
-  p.model = preset_name.empty() ? load_model_config(b.model_config) : preset(preset_name);
+  std::vector<std::string> warnings;
+  p.model =
+      preset_name.empty() ? load_model_config(b.model_config, &warnings) : preset(preset_name);
+  for (const std::string& w : warnings) std::cerr << "moebench: warning: " << w << "\n";
   validate(p.model, p.model.name);
   std::int64_t seq = 4096;
   for (const PresetInfo& info : preset_list()) {

@@ -159,6 +159,7 @@ int plan_command(const CliOptions& o) {
   const int world =
       o.world.value_or(o.workload.recipe.empty() ? 1 : recipe(o.workload.recipe).gpus);
   RunConfig c = resolve_run_config(o, world);
+  for (const std::string& w : c.warnings) std::cerr << "moebench: warning: " << w << "\n";
   if (!o.out.empty()) ensure_writable_destination(o.out);
   // --fp8-weight-copies auto against the GPU's memory (given, or the recipe's) as the run's check
   // resolves it against the memory free: the copies kept where they fit.

@@ -488,7 +488,7 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
   if (!w.preset.empty()) {
     c.model = preset(w.preset);
   } else if (!w.model_config.empty()) {
-    c.model = load_model_config(w.model_config);
+    c.model = load_model_config(w.model_config, &c.warnings);
   } else {
     c.model = preset(rec->model);
   }

@@ -523,6 +523,9 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
   agree(rt, usage_problem([&] { s = prepare(o, rt); }));
 
   const RunConfig& c = s.config;
+  if (rt.rank() == 0) {
+    for (const std::string& w : c.warnings) std::cerr << "moebench: warning: " << w << "\n";
+  }
   rt.set_timeout(c.comm_timeout_s);
   Compute& compute = *s.compute;
   std::unique_ptr<Communicator> comm =

@@ -77,6 +77,11 @@ CASES = [
     ("NaN literal", replace("rope_theta", "NaN"), "invalid JSON"),
     ("binary garbage", raw("\x00\x01\x02\xff\xfe"), "invalid JSON"),
     ("experts not divisible by groups", edit("n_routed_experts", 250), "must be divisible"),
+    ("a key given twice", lambda b: json.dumps(b)[:-1] + ', "hidden_size": 1024}',
+     "key 'hidden_size' is given twice"),
+    ("a nested key given twice",
+     lambda b: json.dumps(b)[:-1] + ', "moebench_extra": {"fmt": 1, "fmt": 2}}',
+     "key 'fmt' is given twice"),
 ]
 
 
@@ -112,7 +117,33 @@ def test_plan_and_run_refuse_every_case(ctx):
         print("  %d hostile configs (+ a directory), each refused by plan and run" % len(CASES))
 
 
-TESTS = [test_plan_and_run_refuse_every_case]
+def test_a_misspelt_key_is_a_warning_once(ctx):
+    """num_nextn_predict_layer (one edit from the key moebench reads) would drop the MTP layer
+    without a word: plan and run say so once, naming both keys, and go on."""
+    r = e2e.run_moebench(ctx, ["plan", "--preset", "deepseek-v3-tiny", "--json"], timeout=60)
+    e2e.check(r.rc == 0, "plan --json", r)
+    model = json.loads(r.stdout)["config"]["model"]
+    model["num_nextn_predict_layer"] = model.pop("num_nextn_predict_layers")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "near.json")
+        with open(path, "w") as f:
+            json.dump(model, f)
+        out = os.path.join(tmp, "r.json")
+        for args, np in ((["plan", "--model-config", path], None),
+                         (["run", "--model-config", path, "--steps", 1, "--warmup", 0,
+                           "--seq-len", 16, "--quiet", "--out", out], 2)):
+            r = e2e.run_moebench(ctx, args, np=np, timeout=120)
+            e2e.check(r.rc == 0, "%s with a misspelt key: exit %s" % (args[0], r.rc), r)
+            warned = [l for l in r.stderr.splitlines() if l.startswith("moebench: warning:")]
+            e2e.check(len(warned) == 1 and "'num_nextn_predict_layer' is 1 edit from "
+                      "'num_nextn_predict_layers'" in warned[0],
+                      "%s: expected one warning naming both keys, got %r" % (args[0], warned), r)
+        e2e.check(e2e.load_report(ctx, out)["config"]["workload"]["mtp_layers"] == 0,
+                  "the misspelt key is ignored, as the warning says")
+    print("  a misspelt key: one warning from plan and from a 2-rank run, which go on")
+
+
+TESTS = [test_plan_and_run_refuse_every_case, test_a_misspelt_key_is_a_warning_once]
 
 if __name__ == "__main__":
     e2e.run_main(TESTS)

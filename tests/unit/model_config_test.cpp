@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -130,6 +131,59 @@ TEST_CASE("model_config: unknown keys are ignored, optional keys defaulted") {
   CHECK(m.rms_norm_eps == 1e-6);
   CHECK(m.rope_theta == 10000.0);
   CHECK(m.hidden_size == 256);
+}
+
+TEST_CASE("model_config: a key given twice is refused, naming it, in any object") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "mb_config_dup";
+  std::filesystem::create_directories(dir);
+  const std::string text = tiny_json().dump();
+  const auto write = [&](const std::string& name, const std::string& body) {
+    std::ofstream(dir / name) << body;
+    return (dir / name).string();
+  };
+  // The last key again at the top level, and a nested object with a key twice.
+  const std::string top =
+      write("top.json", text.substr(0, text.size() - 1) + R"(, "hidden_size": 1024})");
+  CHECK(usage_message([&] { load_model_config(top); }) ==
+        top +
+            ": key 'hidden_size' is given twice (JSON readers differ on which value wins); give "
+            "each key once");
+  const std::string nested =
+      write("nested.json", text.substr(0, text.size() - 1) +
+                               R"(, "quantization_config": {"fmt": "e4m3", "fmt": "e5m2"}})");
+  CHECK(usage_message([&] { load_model_config(nested); }).find("key 'fmt' is given twice") !=
+        std::string::npos);
+  // The same key in two different objects is no duplicate.
+  const std::string apart =
+      write("apart.json", text.substr(0, text.size() - 1) + R"(, "a": {"x": 1}, "b": {"x": 2}})");
+  CHECK(load_model_config(apart).hidden_size == 256);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("model_config: an unknown key two edits or fewer from a known one is a warning") {
+  // The published config has many keys moebench does not read, none a near miss.
+  std::vector<std::string> warnings = {"stale"};
+  load_model_config(data_file(), &warnings);
+  CHECK(warnings.empty());
+  // num_nextn_predict_layer (1 edit) drops the MTP layer: said, naming both keys.
+  nlohmann::json j = tiny_json();
+  j["num_nextn_predict_layer"] = j["num_nextn_predict_layers"];
+  j.erase("num_nextn_predict_layers");
+  j["rope_theat"] = 10000.0;  // 2 edits (a transposition)
+  j["hiden_sizes"] = 1;       // 2 edits from hidden_size
+  j["hidden_sizes_all"] = 1;  // 5: too far, not a misspelling
+  j["some_future_key"] = 1;   // nothing like any
+  const ModelConfig m = model_config_from_json(j, "x.json", &warnings);
+  CHECK(m.num_nextn_predict_layers == 0);  // ignored, as the warning says
+  REQUIRE(warnings.size() == 3);
+  CHECK(warnings[0] ==
+        "x.json: unknown key 'hiden_sizes' is 2 edits from 'hidden_size', which moebench reads; it "
+        "is ignored (did you mean 'hidden_size'?)");
+  CHECK(warnings[1].find("'num_nextn_predict_layer' is 1 edit from 'num_nextn_predict_layers'") !=
+        std::string::npos);
+  CHECK(warnings[2].find("'rope_theat' is 2 edits from 'rope_theta'") != std::string::npos);
+  // Without a place for warnings, the same config still loads.
+  CHECK(model_config_from_json(j, "x.json").hidden_size == 256);
 }
 
 TEST_CASE("model_config: a missing required key names the file and the key") {

@@ -1,10 +1,13 @@
 #include "workloads/config/model_config.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -83,9 +86,12 @@ class Reader {
   Reader(const nlohmann::json& j, const std::string& source) : j_(j), source_(source) {}
 
   const nlohmann::json* find(const char* key) const {
+    read_.insert(key);
     auto it = j_.find(key);
     return it == j_.end() ? nullptr : &*it;
   }
+  // Every key a getter asked for, found or not.
+  const std::set<std::string>& read_keys() const { return read_; }
 
   // The missing-key hint quotes the DeepSeek-V3 value so the user knows what kind of value it is.
   [[noreturn]] void missing(const char* key, const std::string& example) const {
@@ -142,7 +148,48 @@ class Reader {
  private:
   const nlohmann::json& j_;
   const std::string& source_;
+  mutable std::set<std::string> read_;
 };
+
+// Levenshtein distance, stopping early: anything past `limit` is limit + 1.
+std::size_t edit_distance(const std::string& a, const std::string& b, std::size_t limit) {
+  if ((a.size() > b.size() ? a.size() - b.size() : b.size() - a.size()) > limit) return limit + 1;
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    std::size_t best = row[0];
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+      best = std::min(best, row[j]);
+    }
+    if (best > limit) return limit + 1;
+  }
+  return std::min(row[b.size()], limit + 1);
+}
+
+// A key moebench does not read that is a near miss of one it does: a misspelling that would
+// otherwise be ignored without a word (a misspelt num_nextn_predict_layers drops the MTP layer).
+std::vector<std::string> near_misses(const nlohmann::json& j, const Reader& r,
+                                     const std::string& source) {
+  std::vector<std::string> out;
+  for (const auto& [key, value] : j.items()) {
+    if (r.read_keys().count(key) > 0) continue;
+    for (const std::string& known : r.read_keys()) {
+      const std::size_t d = edit_distance(key, known, kConfigKeyNearMiss);
+      if (d <= kConfigKeyNearMiss) {
+        out.push_back(source + ": unknown key '" + key + "' is " + std::to_string(d) + " edit" +
+                      (d == 1 ? "" : "s") + " from '" + known +
+                      "', which moebench reads; it is ignored (did you mean '" + known + "'?)");
+        break;
+      }
+    }
+  }
+  return out;
+}
 
 [[noreturn]] void invalid(const std::string& source, const std::string& what) {
   throw UsageError(source + ": " + what);
@@ -180,7 +227,8 @@ ModelConfig preset(const std::string& name) {
   throw UsageError("unknown model preset '" + name + "'; valid: " + valid_preset_names());
 }
 
-ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& source) {
+ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& source,
+                                   std::vector<std::string>* warnings) {
   if (!j.is_object()) {
     throw UsageError(source + ": expected a JSON object (a Hugging Face config.json), got " +
                      std::string(j.type_name()));
@@ -213,10 +261,11 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& s
   m.rms_norm_eps = r.positive_number_or("rms_norm_eps", m.rms_norm_eps);
   m.rope_theta = r.positive_number_or("rope_theta", m.rope_theta);
   validate(m, source);
+  if (warnings != nullptr) *warnings = near_misses(j, r, source);
   return m;
 }
 
-ModelConfig load_model_config(const std::string& path) {
+ModelConfig load_model_config(const std::string& path, std::vector<std::string>* warnings) {
   std::error_code ec;
   if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
     throw UsageError(path + ": not a regular file; give the path of a config.json");
@@ -229,8 +278,23 @@ ModelConfig load_model_config(const std::string& path) {
                      valid_preset_names() + ")");
   }
   nlohmann::json j;
+  // A key given twice would silently take its last value: refused, naming it. The parser's
+  // callback sees each object's keys in order, one set per open object.
+  std::vector<std::set<std::string>> open;
+  std::string twice;
+  const nlohmann::json::parser_callback_t keys = [&](int, nlohmann::json::parse_event_t event,
+                                                     nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    if (event == E::object_start) open.emplace_back();
+    if (event == E::object_end && !open.empty()) open.pop_back();
+    if (event == E::key && !open.empty() && !open.back().insert(parsed.get<std::string>()).second &&
+        twice.empty()) {
+      twice = parsed.get<std::string>();
+    }
+    return true;
+  };
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(in, keys);
   } catch (const nlohmann::json::parse_error& e) {
     // e.what() starts with "[json.exception.parse_error.101] "; the rest has the position.
     std::string what = e.what();
@@ -246,7 +310,12 @@ ModelConfig load_model_config(const std::string& path) {
   } catch (const std::ios_base::failure& e) {
     throw UsageError(path + ": cannot read the model config file: " + e.what());
   }
-  return model_config_from_json(j, path);
+  if (!twice.empty()) {
+    throw UsageError(path + ": key '" + twice +
+                     "' is given twice (JSON readers differ on which value wins); give each key "
+                     "once");
+  }
+  return model_config_from_json(j, path, warnings);
 }
 
 void validate(const ModelConfig& m, const std::string& source) {

@@ -51,9 +51,14 @@ ModelConfig preset(const std::string& name);
 
 // Parses a Hugging Face config.json of the DeepSeek-V3 family. Unknown keys are ignored; a
 // missing required key, a wrong type or an inconsistent value is a UsageError naming the file and
-// the key. `source` names the file in messages.
-ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& source);
-ModelConfig load_model_config(const std::string& path);
+// the key. `source` names the file in messages. `warnings` (when given) gets one line per unknown
+// key within kConfigKeyNearMiss edits of a key moebench reads (a misspelling: the run goes on).
+inline constexpr std::size_t kConfigKeyNearMiss = 2;
+ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& source,
+                                   std::vector<std::string>* warnings = nullptr);
+// The same from a file; a key given twice in any object is a UsageError naming it.
+ModelConfig load_model_config(const std::string& path,
+                              std::vector<std::string>* warnings = nullptr);
 
 // Checks internal consistency (positive sizes, experts divisible into groups, top-k within the
 // selected groups, ...). Throws UsageError naming `source` and the offending key.

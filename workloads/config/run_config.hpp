@@ -173,6 +173,9 @@ struct RunConfig {
   // --recipe: the published row this run's workload comes from, and the flags that overrode it.
   std::optional<std::string> recipe;
   std::vector<std::string> recipe_overrides;
+  // What the configuration's files warrant a warning for (a config key that looks misspelt),
+  // printed once (rank 0) before the run.
+  std::vector<std::string> warnings;
 };
 
 // Sequences per step, job-wide: --global-batch, or micro_batch x dp (one micro-batch a step).
