@@ -123,6 +123,8 @@ DIAGNOSTICS_CASES = [  # (name, args, keywords, np)
     ("inject_unknown_fault", INJECT + ["explode:rank=0"], ["unknown fault"], 2),
     ("inject_die_without_rank", INJECT + ["die:step=1"], ["rank=R is required"], 2),
     ("inject_corrupt_a_step", INJECT + ["corrupt:rank=0,phase=step"], ["cannot be corrupted"], 2),
+    ("inject_corrupt_without_verify", INJECT + ["corrupt:rank=1"],
+     ["only --verify's comparison catches a corrupted value", "add --verify"], 2),
     ("inject_hang_rank_9", INJECT + ["hang:rank=9"], ["no rank 9"], 2),
     ("inject_slow_rank_4", INJECT + ["slow:rank=4,factor=2"], ["no rank 4 in a world of 2"], 2),
     ("inject_slowlink_in_run", INJECT + ["slowlink:a=0,b=1,factor=2"], ["moebench linkcheck"], 2),

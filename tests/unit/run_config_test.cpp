@@ -176,6 +176,12 @@ TEST_CASE("run_config: layout errors say which values would be valid") {
         "--inject corrupt:rank=4,phase=dispatch,step=0: no rank 4 in a world of 4; valid: rank=0 "
         "to rank=3");
   c.inject->rank = 3;
+  // Nothing but --verify would catch it: refused without.
+  c.verify = false;
+  CHECK(usage_message([&] { validate(c); }) ==
+        "--inject corrupt:rank=3,phase=dispatch,step=0: only --verify's comparison catches a "
+        "corrupted value, and without it the run would end as a success; add --verify");
+  c.verify = true;
   CHECK_NOTHROW(validate(c));
   // The --verify reference runs without the fault.
   CHECK_FALSE(single_process_reference(c).inject.has_value());

@@ -327,6 +327,11 @@ void validate(const RunConfig& c) {
                        ": a slow link is injected into `moebench linkcheck`, which measures the "
                        "links; run slows compute (slow:rank=R,factor=F)");
     }
+    if (c.inject->kind == FaultSpec::Kind::corrupt && !c.verify) {
+      throw UsageError("--inject " + to_string(*c.inject) +
+                       ": only --verify's comparison catches a corrupted value, and without it the "
+                       "run would end as a success; add --verify");
+    }
   }
   if (p.ranks_per_node < 0) {
     throw UsageError("--ranks-per-node must be >= 0 (0: detect), got " + s(p.ranks_per_node));
