@@ -260,6 +260,51 @@ int int_field(const std::string& path, const json& doc, const char* pointer) {
   return static_cast<int>(x);
 }
 
+// What no real run can report, whatever its figures say of each other: more steps than asked
+// for, arrays longer than their counts, more per-rank entries than ranks, more ranks than its
+// nodes could hold, a rate above any accelerator's.
+void check_plausible(const std::string& path, const json& doc, const RunPoint& p) {
+  const auto n = [](std::size_t v) { return std::to_string(v); };
+  const int completed = int_field(path, doc, "/status/steps_completed");
+  const int requested = int_field(path, doc, "/status/steps_requested");
+  if (completed > requested) {
+    bad(path, "/status/steps_completed " + n(completed) + " exceeds /status/steps_requested " +
+                  n(requested) + ": the report was edited or damaged");
+  }
+  const json& results = doc["results"];
+  const std::size_t times = results["step_times_s"].size();
+  if (times != static_cast<std::size_t>(completed)) {
+    bad(path, "/results/step_times_s has " + n(times) + " entries but /status/steps_completed is " +
+                  n(completed) + ": the report was edited or damaged");
+  }
+  const json& count = results["step_time_s"]["count"];
+  if (!count.is_number_integer() || count.get<std::int64_t>() != static_cast<std::int64_t>(times)) {
+    bad(path, "/results/step_time_s/count " + json_excerpt(count, 40) + " is not the " + n(times) +
+                  " entries of /results/step_times_s: the report was edited or damaged");
+  }
+  const std::size_t per_rank = results["per_rank"].size();
+  const int reporting = int_field(path, doc, "/status/ranks_reporting");
+  if (per_rank > static_cast<std::size_t>(p.gpus) || reporting > p.gpus) {
+    bad(path, "/results/per_rank has " + n(per_rank) + " entries, /status/ranks_reporting is " +
+                  n(reporting) + " and /parallel/world " + n(p.gpus) +
+                  ": at most one entry per rank; the report was edited or damaged");
+  }
+  if (p.nodes < 1 || p.nodes > p.gpus ||
+      static_cast<double>(p.gpus) > static_cast<double>(p.nodes) * kMaxRanksPerNode) {
+    bad(path, "/parallel/world " + n(p.gpus) + " on /parallel/nodes " + n(p.nodes) +
+                  ": a node holds between 1 and " + n(kMaxRanksPerNode) +
+                  " ranks; the report was edited or damaged");
+  }
+  if (p.tflops_per_gpu > kMaxTflopsPerGpu) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.4g", p.tflops_per_gpu);
+    bad(path, "/results/tflops_per_gpu " + std::string(buf) + " exceeds " +
+                  n(static_cast<std::size_t>(kMaxTflopsPerGpu)) +
+                  ", beyond any accelerator's dense peak at any precision (GB300's FP4 is 15,000): "
+                  "the report was edited or damaged, or its step times are not real");
+  }
+}
+
 RunPoint point_from_document(const std::string& path, const std::string& bytes, const json& doc,
                              const DocumentCheck& check) {
   check_kind_and_version(path, doc);
@@ -350,6 +395,7 @@ RunPoint point_from_document(const std::string& path, const std::string& bytes, 
     bad(path,
         "/results/step_time_s/median and /results/tflops_per_gpu must be > 0 (no timed step)");
   }
+  check_plausible(path, doc, p);
   {
     // The figures must agree with each other, as the run computed them (a report edited by hand
     // or damaged would otherwise pass a claim): TFLOP/s per GPU = FLOPs per step / (median step

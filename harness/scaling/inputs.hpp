@@ -18,6 +18,13 @@
 
 namespace moebench {
 
+// What `report` takes as physically possible (beyond either, a report is refused as edited or
+// damaged): a rank's Megatron TFLOP/s above any accelerator's dense peak at any precision (GB300's
+// FP4 is 15,000), and more ranks on one node than any machine runs (this repository's tests run
+// 256 on a 2-core host).
+inline constexpr double kMaxTflopsPerGpu = 20000.0;
+inline constexpr int kMaxRanksPerNode = 4096;
+
 // A (field, value) pair: the field as the report's dotted path ("config.model.hidden_size"), the
 // value as compact JSON text, so any two can be compared and printed.
 using FieldValue = std::pair<std::string, std::string>;

@@ -147,6 +147,8 @@ def synthetic_run(real, gpus, tflops, comm_share=0.1, ranks_per_node=8, ep=None,
         entry["step_time_s"] = step
         entry["phase_time_s"] = {p: res["phases"][p]["time_s"]["median"] for p in res["phases"]}
         res["per_rank"].append(entry)
+    # Every rank reported (what a real run of that size says).
+    r["status"]["ranks_reporting"] = gpus
 
     if verification_passed is not None:
         v = r["verification"]

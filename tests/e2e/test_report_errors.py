@@ -146,6 +146,52 @@ def test_missing_file_and_bad_flags(ctx):
            extra=["--claim-efficiency", "0"])
 
 
+def test_forged_reports_are_refused(ctx):
+    """Figures that agree with one another but not with physics (issue 27): each is exit 2 naming
+    the field and the bound."""
+    real(ctx)
+
+    def forged(name, change):
+        doc = fx.synthetic_run(real(ctx), 4, 0.01, ep=2)
+        change(doc)
+        return write_doc(name, doc)
+
+    def too_fast(doc):
+        # Step times of 1e-290 s with the rates made to agree: 1e297 TFLOP/s.
+        res, acc = doc["results"], doc["accounting"]["instantiated"]
+        res["step_time_s"] = {k: (1e-290 if k in ("median", "mean", "min", "max", "p95") else v)
+                              for k, v in res["step_time_s"].items()}
+        res["step_times_s"] = [1e-290] * len(res["step_times_s"])
+        res["tflops_per_gpu"] = acc["flops_per_step"] / (1e-290 * 4) / 1e12
+        res["tokens_per_s_per_gpu"] = doc["config"]["workload"]["tokens_per_step"] / (1e-290 * 4)
+
+    def many_times(doc):
+        doc["results"]["step_times_s"] = doc["results"]["step_times_s"] * 100000
+
+    def many_ranks(doc):
+        doc["results"]["per_rank"] = doc["results"]["per_rank"] * 25000
+
+    def more_steps(doc):
+        doc["status"]["steps_completed"] = doc["status"]["steps_requested"] + 1
+
+    def one_node(doc):
+        doc["parallel"]["world"] = 1000000
+        doc["parallel"]["nodes"] = 1
+
+    for name, change, expected in (
+            ("too-fast.json", too_fast, "beyond any accelerator's dense peak"),
+            ("many-times.json", many_times, "/results/step_times_s has 500000 entries but "
+                                            "/status/steps_completed is 5"),
+            ("many-ranks.json", many_ranks, "/results/per_rank has 100000 entries"),
+            ("more-steps.json", more_steps, "/status/steps_completed 6 exceeds "
+                                            "/status/steps_requested 5"),
+            ("one-node.json", one_node, "/parallel/world 1000000 on /parallel/nodes 1: a node "
+                                        "holds between 1 and 4096 ranks")):
+        p = forged(name, change)
+        line = refuse(ctx, [_state["real_path"], p], p + ": ")
+        check(expected in line, "%s: the message should say %r: %s" % (name, expected, line))
+
+
 def test_valid_pair_is_accepted(ctx):
     """The control: the same two files without spoiling give exit 0 and all three outputs."""
     real(ctx)
@@ -162,4 +208,4 @@ if __name__ == "__main__":
     e2e.run_main([test_valid_pair_is_accepted, test_empty_file, test_not_json, test_truncated,
                   test_wrong_kind, test_schema_version_from_the_future, test_missing_field,
                   test_mixed_workloads, test_per_gpu_work_differs, test_single_run,
-                  test_missing_file_and_bad_flags])
+                  test_missing_file_and_bad_flags, test_forged_reports_are_refused])
