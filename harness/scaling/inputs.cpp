@@ -395,7 +395,6 @@ RunPoint point_from_document(const std::string& path, const std::string& bytes, 
     bad(path,
         "/results/step_time_s/median and /results/tflops_per_gpu must be > 0 (no timed step)");
   }
-  check_plausible(path, doc, p);
   {
     // The figures must agree with each other, as the run computed them (a report edited by hand
     // or damaged would otherwise pass a claim): TFLOP/s per GPU = FLOPs per step / (median step
@@ -427,6 +426,8 @@ RunPoint point_from_document(const std::string& path, const std::string& bytes, 
                     number(want_tokens) + ": the report was edited or damaged");
     }
   }
+  // Figures that agree with one another may still be impossible.
+  check_plausible(path, doc, p);
 
   if (config.contains("recipe")) {
     const json& r = config["recipe"];

@@ -175,8 +175,15 @@ def test_forged_reports_are_refused(ctx):
         doc["status"]["steps_completed"] = doc["status"]["steps_requested"] + 1
 
     def one_node(doc):
-        doc["parallel"]["world"] = 1000000
+        # A million ranks on one node, the rates made to agree with that world.
+        world, res = 1000000, doc["results"]
+        doc["parallel"]["world"] = world
         doc["parallel"]["nodes"] = 1
+        median = res["step_time_s"]["median"]
+        res["tflops_per_gpu"] = (doc["accounting"]["instantiated"]["flops_per_step"] /
+                                 (median * world) / 1e12)
+        res["tokens_per_s_per_gpu"] = (doc["config"]["workload"]["tokens_per_step"] /
+                                       (median * world))
 
     for name, change, expected in (
             ("too-fast.json", too_fast, "beyond any accelerator's dense peak"),
