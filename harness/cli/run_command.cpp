@@ -44,7 +44,7 @@ struct Setup {
   RunConfig config;
   Topology topo;
   std::unique_ptr<Compute> compute;
-  MemoryEstimate memory;
+  MemoryEstimate memory;  // set once --fp8-weight-copies is resolved (resolve_weight_copies)
 };
 
 // --step-log, or OUT.steps.jsonl beside --out; none without either.
@@ -74,7 +74,6 @@ Setup prepare(const CliOptions& o, MpiRuntime& rt) {
     s.compute->set_linear_precision(LinearPrecision::fp8);
     s.compute->set_fp8_recipe(s.config.fp8_recipe);  // UsageError where the GPU cannot run it
   }
-  s.memory = estimate_memory(s.config, dtype_size(s.compute->activation_dtype()));
   if (rt.rank() == 0 && !o.out.empty()) ensure_writable_destination(o.out);
   if (rt.rank() == 0 && !step_log_path(o).empty()) {
     ensure_writable_destination(step_log_path(o), "--step-log");

@@ -77,6 +77,8 @@ ojson config_json(const RunConfig& c) {
   j["grouped_gemm"] = to_string(c.grouped_gemm);
   j["attention_impl"] = to_string(c.attention_impl);
   if (c.precision == Precision::fp8) {
+    // As run: the memory check resolves auto (kept unless only per-gemm fits).
+    const char* copies = c.fp8_weight_copies == Fp8WeightCopies::per_gemm ? "per-gemm" : "kept";
     // What fp8 changes and what it keeps: the linear layers' GEMM inputs, not the storage.
     j["fp8"] = ojson{{"format", "e4m3"},
                      {"recipe", to_string(c.fp8_recipe)},
@@ -85,10 +87,7 @@ ojson config_json(const RunConfig& c) {
                       "linear layers (attention projections, dense and shared MLPs, "
                       "routed experts); attention's core, norms and the router unchanged"},
                      {"storage", to_string(native_precision(c.backend))},
-                     // As run: the memory check resolves auto (kept unless only per-gemm fits).
-                     {"weight_copies", c.fp8_weight_copies == Fp8WeightCopies::per_gemm
-                                           ? "per-gemm"
-                                           : "kept"},
+                     {"weight_copies", copies},
                      {"emulated", c.fp8_emulated()}};
   }
   j["verify"] = c.verify;
