@@ -144,15 +144,17 @@ def check_report(ctx, r, rep, np, ep, verify=True, micro_batch=1, balanced=True,
         # The decoder's MoE layers and the MTP layer (an MoE layer of its own, with its own
         # all-to-alls).
         moe_layers = wl["layers"] - wl["dense_layers"] + wl["mtp_layers"]
-        want = (moe_layers * 2 * wl["tokens_per_rank"] * model["num_experts_per_tok"] *
-                model["hidden_size"] * FP32_BYTES)
+        rows = moe_layers * 2 * wl["tokens_per_rank"] * model["num_experts_per_tok"]
+        want = rows * model["hidden_size"] * FP32_BYTES
+        # The dispatch carries each row's FP32 combine weight forward and its gradient back.
+        want_dispatch = want + rows * 4
         # Balanced routing sends exactly top_k rows per token; the measured bytes are a mean over
         # ranks and steps of identical values, so only rounding of that mean can differ.
-        e2e.check_close(res["phases"]["dispatch"]["bytes"], want, 1e-12,
+        e2e.check_close(res["phases"]["dispatch"]["bytes"], want_dispatch, 1e-12,
                         "results.phases.dispatch.bytes (balanced routing)")
         e2e.check_close(res["phases"]["combine"]["bytes"], want, 1e-12,
                         "results.phases.combine.bytes (balanced routing)")
-        e2e.check_close(rep["accounting"]["collective_bytes"]["dispatch"], want, 1e-12,
+        e2e.check_close(rep["accounting"]["collective_bytes"]["dispatch"], want_dispatch, 1e-12,
                         "accounting.collective_bytes.dispatch")
 
     check_communication(rep, overlap, buckets)

@@ -151,7 +151,9 @@ TEST_CASE("accounting: the run's ends and MTP layer count as Megatron-Core count
   CHECK(a.active_params == 4194639872);
   CHECK(a.flops_per_token_torchtitan == 23634296832.0);  // 6*(active - embedding) + attention
   // The MTP layer's all-to-alls: 4 MoE layers' exchanges and its own.
-  CHECK(collective_bytes(c, 2).dispatch == 5.0 * 2 * 2 * 4096 * 8 * 7168 * 2);
+  // Each row also carries its FP32 combine weight (forward) and that weight's gradient (back).
+  CHECK(collective_bytes(c, 2).combine == 5.0 * 2 * 2 * 4096 * 8 * 7168 * 2);
+  CHECK(collective_bytes(c, 2).dispatch == 5.0 * 2 * 2 * 4096 * 8 * (7168 * 2 + 4));
 }
 
 TEST_CASE("accounting: with every layer, the ends and the MTP layer the run is the full model") {
@@ -185,9 +187,10 @@ TEST_CASE("accounting: collective bytes of a small tiny-model run") {
   c.layout.world = 4;
   c.layout.ep = 4;
   CollectiveBytes b = collective_bytes(c, 4);
-  // 3 MoE layers * 2 (fwd + bwd) * 128 tokens * top-4 * 256 * 4 bytes
-  CHECK(b.dispatch == 3145728.0);
+  // 3 MoE layers * 2 (fwd + bwd) * 128 tokens * top-4 * 256 * 4 bytes, and for the dispatch
+  // each row's FP32 combine weight or its gradient: 3 * 2 * 128 * 4 * 4 bytes more.
   CHECK(b.combine == 3145728.0);
+  CHECK(b.dispatch == 3145728.0 + 12288.0);
   // (4*113312 + 393216 + 3*(98304 + 4112)) * 4
   CHECK(b.dense_grad_reduce == 4614848.0);
   CHECK(b.expert_grad_reduce == 4718592.0);  // 3 layers * 4 local experts * 98304 * 4

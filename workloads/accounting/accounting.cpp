@@ -241,12 +241,13 @@ CollectiveBytes collective_bytes(const RunConfig& c, std::size_t bytes_per_eleme
   // Each rank's send buffer holds top_k rows of h per token, the rows it keeps for its own experts
   // included (nccl-tests' size convention): exact for balanced routing, the expectation
   // otherwise. With ep == 1 the exchange is a local copy but is counted the same way, so bytes
-  // per token do not depend on the layout. x2: the backward pass runs the reverse exchange.
+  // per token do not depend on the layout. x2: the backward pass runs the reverse exchange. The
+  // dispatch also carries each row's combine weight (FP32) forward and its gradient back.
   const double rows =
       static_cast<double>(w.tokens_per_rank()) * static_cast<double>(m.num_experts_per_tok);
-  b.dispatch = static_cast<double>(run_moe_layers(c)) * 2.0 * rows *
-               static_cast<double>(m.hidden_size) * bpe;
-  b.combine = b.dispatch;
+  const double layers = static_cast<double>(run_moe_layers(c));
+  b.combine = layers * 2.0 * rows * static_cast<double>(m.hidden_size) * bpe;
+  b.dispatch = b.combine + layers * 2.0 * rows * 4.0;
   b.dense_grad_reduce = static_cast<double>(sp.dense) * bpe;
   b.expert_grad_reduce = static_cast<double>(sp.local_experts) * bpe;
   b.param_allgather = c.grad_reduce == GradReduce::reduce_scatter

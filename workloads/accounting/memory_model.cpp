@@ -81,9 +81,9 @@ struct StepShape {
       }
       return b;
     }
-    b.b4 += E + 5 * k;           // scores; indices, row_token, row_slot, row_weight, expert_source
-    b.in += k * h;               // xe
-    b.el += 2 * k * mf + k * h;  // gate_up, ysend
+    b.b4 += E + 5 * k;   // scores; indices, row_token, row_slot, expert_source, expert_weight
+    b.in += k * h;       // xe
+    b.el += 2 * k * mf;  // gate_up
     if (!r.moe_act) b.in += k * mf;
     if (sf > 0 && !r.shared_experts) {
       b.el += 2 * sf;
@@ -118,9 +118,10 @@ struct StepShape {
   double moe_comm() const { return 6 * k * h; }  // send, recv, yr, dy_send, dyr, dx_send
   Bytes moe_scratch() const {
     Bytes b;
-    b.b4 += 3 * k + 2 * E;                          // weights, dweights, dw_rows; logits, dlogits
+    // weights, row_weight, recv_weight, dwe, dwr, dw_rows, dweights, iota; logits, dlogits
+    b.b4 += 8 * k + 2 * E;
     b.el += 4 * k * h;                              // ye, dye, dxe, dxr
-    b.el += 3 * k * mf + (r.moe_act ? k * mf : 0);  // dact, dgate_up; act
+    b.el += 5 * k * mf + (r.moe_act ? k * mf : 0);  // act_u, dact_w, dact, dgate_up; act
     if (sf > 0) b.el += h;                          // shared_out
     return b;
   }

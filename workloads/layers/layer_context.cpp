@@ -1,6 +1,7 @@
 #include "workloads/layers/layer_context.hpp"
 
 #include <algorithm>
+#include <vector>
 
 namespace moebench {
 
@@ -26,6 +27,19 @@ Mat Scratch::get(std::string_view name, std::int64_t rows, std::int64_t cols, DT
     t = compute_.alloc(std::max<std::int64_t>(cap, 1), 1, dtype);
   }
   return Mat{t.data(), rows, cols, cols, dtype};
+}
+
+Mat Scratch::iota(std::int64_t rows) {
+  if (rows <= iota_rows_) return get("iota", rows, 1, DType::i32);
+  // Grown: filled up to its new capacity, so that a slightly larger request next time is free.
+  const std::int64_t cap = std::max(rows, iota_rows_ * 5 / 4);
+  Mat all = get("iota", cap, 1, DType::i32);
+  std::vector<std::int32_t> host(static_cast<std::size_t>(cap));
+  for (std::int64_t i = 0; i < cap; ++i)
+    host[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i);
+  compute_.upload_i32(host.data(), all);
+  iota_rows_ = cap;
+  return all.row_slice(0, rows);
 }
 
 std::int64_t Scratch::bytes() const {

@@ -32,11 +32,15 @@ class Scratch {
   Mat get(std::string_view name, std::int64_t rows, std::int64_t cols) {
     return get(name, rows, cols, compute_.activation_dtype());
   }
+  // 0, 1, ..., rows - 1 (rows x 1, i32), uploaded only when a larger one is asked for: the index
+  // of a row-wise scale or dot product (Compute::gather_rows_scaled, gathered_row_dot).
+  Mat iota(std::int64_t rows);
   std::int64_t bytes() const;  // held now, all buffers
 
  private:
   Compute& compute_;
   std::map<std::string, Tensor, std::less<>> buffers_;
+  std::int64_t iota_rows_ = 0;  // valid rows of the buffer "iota"
 };
 
 struct LayerContext {

@@ -89,11 +89,14 @@ void MoeBlock::forward(LayerContext& ctx, int layer, Mat xn, Mat y) {
                                ctx.comm.info(Group::expert).size);
   }
 
+  Mat send = ctx.scratch.get("moe.send", sent_, h);
+  Mat row_weight = ctx.scratch.get("moe.row_weight", sent_, 1, DType::f32);
   {
     auto scope = ctx.timer.scope(Phase::permute);
     Mat row_token = upload_index(c, row_token_, plan_.row_token);
-    upload_index(c, row_slot_, plan_.row_slot);
-    c.gather_rows(xn, row_token, ctx.scratch.get("moe.send", sent_, h));
+    Mat row_slot = upload_index(c, row_slot_, plan_.row_slot);
+    c.gather_rows(xn, row_token, send);
+    c.gather_rows(weights.reshaped(n * k, 1), row_slot, row_weight);
   }
 
   std::vector<std::int64_t> recv_expert_rows;
@@ -109,19 +112,26 @@ void MoeBlock::forward(LayerContext& ctx, int layer, Mat xn, Mat y) {
                                ctx.params.local_experts());
   const std::int64_t r = layout_.total_rows;
   Mat recv = ctx.scratch.get("moe.recv", r, h);
+  Mat recv_weight = ctx.scratch.get("moe.recv_weight", r, 1, DType::f32);
   Mat shared_out = shared ? ctx.scratch.get("moe.shared_out", n, h) : Mat{};
+  // The rows and their combine weights (FP32, as Megatron-Core dispatches its probabilities).
   const CommRequest dispatch =
-      start_alltoall(ctx, Phase::dispatch, ctx.scratch.get("moe.send", sent_, h), plan_.send_rows,
-                     plan_.send_offsets, recv, layout_.recv_rows, layout_.recv_offsets);
+      start_alltoall(ctx, Phase::dispatch, send, plan_.send_rows, plan_.send_offsets, recv,
+                     layout_.recv_rows, layout_.recv_offsets);
+  const CommRequest dispatch_weights =
+      start_alltoall(ctx, Phase::dispatch, row_weight, plan_.send_rows, plan_.send_offsets,
+                     recv_weight, layout_.recv_rows, layout_.recv_offsets);
   // The shared experts need only the local tokens: they hide the dispatch.
   if (shared && ctx.overlap()) shared_forward(ctx, layer, xn, shared_out);
   ctx.wait(Phase::dispatch, dispatch);
+  ctx.wait(Phase::dispatch, dispatch_weights);
 
   Mat xe = ensure_rows(c, xe_, r, h);
   {
     auto scope = ctx.timer.scope(Phase::permute);
     Mat source = upload_index(c, expert_source_, layout_.expert_row_source);
     c.gather_rows(recv, source, xe);
+    c.gather_rows(recv_weight, source, ensure_rows(c, expert_weight_, r, 1, DType::f32));
   }
   experts_forward(ctx, layer, xe);
   Mat yr = ctx.scratch.get("moe.yr", r, h);
@@ -131,17 +141,15 @@ void MoeBlock::forward(LayerContext& ctx, int layer, Mat xn, Mat y) {
     c.scatter_add_rows(ctx.scratch.get("moe.ye", r, h), expert_source_.view().row_slice(0, r),
                        Mat{}, yr);
   }
-  Mat ysend = ensure_rows(c, ysend_, sent_, h);
+  // The experts' weighted outputs come back into the dispatch's send buffer (done with).
   ctx.wait(Phase::combine,
-           start_alltoall(ctx, Phase::combine, yr, layout_.recv_rows, layout_.recv_offsets, ysend,
+           start_alltoall(ctx, Phase::combine, yr, layout_.recv_rows, layout_.recv_offsets, send,
                           plan_.send_rows, plan_.send_offsets));
 
   {
     auto scope = ctx.timer.scope(Phase::permute);
-    Mat row_weight = ensure_rows(c, row_weight_, sent_, 1, DType::f32);
-    c.gather_rows(weights.reshaped(n * k, 1), row_slot_.view().row_slice(0, sent_), row_weight);
     c.zero(y);
-    c.scatter_add_rows(ysend, row_token_.view().row_slice(0, sent_), row_weight, y);
+    c.scatter_add_rows(send, row_token_.view().row_slice(0, sent_), Mat{}, y);
   }
 
   if (shared) {
@@ -180,6 +188,13 @@ void MoeBlock::router_backward(LayerContext& ctx, int layer, Mat xn, Mat dweight
   c.gemm(true, false, 1.0f, xn, dlogits, 1.0f, p.grad(layer, ParamKind::router));
 }
 
+void MoeBlock::weighted_act(LayerContext& ctx, Mat gate_up, Mat act_u, Mat act) {
+  const std::int64_t r = gate_up.rows;
+  ctx.compute.swiglu_forward(gate_up, act_u);
+  ctx.compute.gather_rows_scaled(act_u, ctx.scratch.iota(r), expert_weight_.view().row_slice(0, r),
+                                 act);
+}
+
 Mat MoeBlock::expert_act(LayerContext& ctx, std::int64_t rows) {
   const std::int64_t f = ctx.config.model.moe_intermediate_size;
   if (ctx.config.workload.recompute.moe_act) return ctx.scratch.get("moe.act", rows, f);
@@ -205,7 +220,7 @@ void MoeBlock::experts_forward(LayerContext& ctx, int layer, Mat xe) {
                     ye.row_slice(first, rows)});
   }
   c.linear_grouped_gemm(false, false, 1.0f, up, 0.0f);
-  c.swiglu_forward(gate_up, act);
+  weighted_act(ctx, gate_up, ctx.scratch.get("moe.act_u", r, f), act);
   c.linear_grouped_gemm(false, false, 1.0f, down, 0.0f);
   ctx.add_flops(Phase::experts, 3.0 * 3.0 * 2.0 * static_cast<double>(r) * h * f);
 }
@@ -216,6 +231,7 @@ void MoeBlock::backward(LayerContext& ctx, int layer, Mat xn, Mat dy, Mat dxn) {
   const std::int64_t n = ctx.tokens, h = m.hidden_size;
   const std::int64_t k = m.num_experts_per_tok, r = layout_.total_rows;
   const Mat row_token = row_token_.view().row_slice(0, sent_);
+  const Mat source = expert_source_.view().row_slice(0, r);
   const bool shared = m.n_shared_experts > 0, overlap = ctx.overlap();
 
   // dxn collects three terms, in this order with and without --overlap (the same rounding): the
@@ -225,17 +241,10 @@ void MoeBlock::backward(LayerContext& ctx, int layer, Mat xn, Mat dy, Mat dxn) {
     shared_backward(ctx, layer, xn, dy, dxn);
     dxn_written = true;
   }
-  Mat dweights = ctx.scratch.get("moe.dweights", n, k, DType::f32);
   Mat dy_send = ctx.scratch.get("moe.dy_send", sent_, h);
   {
     auto scope = ctx.timer.scope(Phase::permute);
-    // Combine weights' gradient: <dy[token], expert output>, back in (token, slot) order.
-    Mat dw_rows = ctx.scratch.get("moe.dw_rows", sent_, 1, DType::f32);
-    c.gathered_row_dot(dy, row_token, ysend_.view().row_slice(0, sent_), dw_rows);
-    c.zero(dweights);
-    c.scatter_add_rows(dw_rows, row_slot_.view().row_slice(0, sent_), Mat{},
-                       dweights.reshaped(n * k, 1));
-    c.gather_rows_scaled(dy, row_token, row_weight_.view().row_slice(0, sent_), dy_send);
+    c.gather_rows(dy, row_token, dy_send);
   }
   // The combine's reverse: gradients travel to the experts' ranks, behind the shared experts'
   // backward.
@@ -251,30 +260,51 @@ void MoeBlock::backward(LayerContext& ctx, int layer, Mat xn, Mat dy, Mat dxn) {
   Mat dye = ctx.scratch.get("moe.dye", r, h);
   {
     auto scope = ctx.timer.scope(Phase::permute);
-    c.gather_rows(dyr, expert_source_.view().row_slice(0, r), dye);
+    c.gather_rows(dyr, source, dye);
   }
   Mat dxe = ctx.scratch.get("moe.dxe", r, h);
-  experts_backward(ctx, layer, dye, dxe);
+  Mat dwe = ctx.scratch.get("moe.dwe", r, 1, DType::f32);
+  experts_backward(ctx, layer, dye, dxe, dwe);
   Mat dxr = ctx.scratch.get("moe.dxr", r, h);
+  Mat dwr = ctx.scratch.get("moe.dwr", r, 1, DType::f32);
   {
     auto scope = ctx.timer.scope(Phase::permute);
     c.zero(dxr);
-    c.scatter_add_rows(dxe, expert_source_.view().row_slice(0, r), Mat{}, dxr);
+    c.scatter_add_rows(dxe, source, Mat{}, dxr);
+    c.zero(dwr);
+    c.scatter_add_rows(dwe, source, Mat{}, dwr);
   }
-  // The dispatch's reverse: input gradients travel back to the tokens' ranks, behind the
-  // router's backward (it needs only dweights).
+  // The dispatch's reverse: the combine weights' gradients and the input gradients travel back
+  // to the tokens' ranks; the router's backward (it needs only the former) hides the latter.
+  Mat dw_rows = ctx.scratch.get("moe.dw_rows", sent_, 1, DType::f32);
   Mat dx_send = ctx.scratch.get("moe.dx_send", sent_, h);
-  if (!overlap) router_backward(ctx, layer, xn, dweights, dxn, dxn_written);
-  const CommRequest dispatch =
-      start_alltoall(ctx, Phase::dispatch, dxr, layout_.recv_rows, layout_.recv_offsets, dx_send,
+  const CommRequest dispatch_weights =
+      start_alltoall(ctx, Phase::dispatch, dwr, layout_.recv_rows, layout_.recv_offsets, dw_rows,
                      plan_.send_rows, plan_.send_offsets);
-  if (overlap) router_backward(ctx, layer, xn, dweights, dxn, dxn_written);
+  CommRequest dispatch{};
+  if (overlap) {
+    dispatch = start_alltoall(ctx, Phase::dispatch, dxr, layout_.recv_rows, layout_.recv_offsets,
+                              dx_send, plan_.send_rows, plan_.send_offsets);
+  }
+  ctx.wait(Phase::dispatch, dispatch_weights);
+  Mat dweights = ctx.scratch.get("moe.dweights", n, k, DType::f32);
+  {
+    auto scope = ctx.timer.scope(Phase::permute);
+    c.zero(dweights);
+    c.scatter_add_rows(dw_rows, row_slot_.view().row_slice(0, sent_), Mat{},
+                       dweights.reshaped(n * k, 1));
+  }
+  router_backward(ctx, layer, xn, dweights, dxn, dxn_written);
+  if (!overlap) {
+    dispatch = start_alltoall(ctx, Phase::dispatch, dxr, layout_.recv_rows, layout_.recv_offsets,
+                              dx_send, plan_.send_rows, plan_.send_offsets);
+  }
   ctx.wait(Phase::dispatch, dispatch);
   auto scope = ctx.timer.scope(Phase::permute);
   c.scatter_add_rows(dx_send, row_token, Mat{}, dxn);
 }
 
-void MoeBlock::experts_backward(LayerContext& ctx, int layer, Mat dye, Mat dxe) {
+void MoeBlock::experts_backward(LayerContext& ctx, int layer, Mat dye, Mat dxe, Mat dwe) {
   auto scope = ctx.timer.scope(Phase::experts);
   Compute& c = ctx.compute;
   ParamStore& p = ctx.params;
@@ -282,9 +312,18 @@ void MoeBlock::experts_backward(LayerContext& ctx, int layer, Mat dye, Mat dxe) 
   const std::int64_t f = ctx.config.model.moe_intermediate_size;
   Mat xe = xe_.view().row_slice(0, r);
   Mat gate_up = gate_up_.view().row_slice(0, r);
+  Mat weight = expert_weight_.view().row_slice(0, r);
+  Mat iota = ctx.scratch.iota(r);
+  // The unweighted activation, for the weights' gradient (Megatron's fused weighted SwiGLU
+  // backward recomputes it too); with --recompute moe_act the weighted one from it as well.
+  Mat act_u = ctx.scratch.get("moe.act_u", r, f);
   Mat act = expert_act(ctx, r);
-  // --recompute moe_act: the activation again, from the kept gate/up.
-  if (ctx.config.workload.recompute.moe_act) c.swiglu_forward(gate_up, act);
+  if (ctx.config.workload.recompute.moe_act) {
+    weighted_act(ctx, gate_up, act_u, act);
+  } else {
+    c.swiglu_forward(gate_up, act_u);
+  }
+  Mat dact_w = ctx.scratch.get("moe.dact_w", r, f);
   Mat dact = ctx.scratch.get("moe.dact", r, f);
   Mat dgate_up = ctx.scratch.get("moe.dgate_up", r, 2 * f);
   std::vector<GemmProblem> dgrad_down, wgrad_down, dgrad_up, wgrad_up;
@@ -295,7 +334,7 @@ void MoeBlock::experts_backward(LayerContext& ctx, int layer, Mat dye, Mat dxe) 
       continue;
     }
     dgrad_down.push_back({dye.row_slice(first, rows), p.param(layer, ParamKind::expert_down, e),
-                          dact.row_slice(first, rows)});
+                          dact_w.row_slice(first, rows)});
     wgrad_down.push_back({act.row_slice(first, rows), dye.row_slice(first, rows),
                           p.grad(layer, ParamKind::expert_down, e)});
     dgrad_up.push_back({dgate_up.row_slice(first, rows),
@@ -305,6 +344,9 @@ void MoeBlock::experts_backward(LayerContext& ctx, int layer, Mat dye, Mat dxe) 
   }
   c.linear_grouped_gemm(false, true, 1.0f, dgrad_down, 0.0f);
   c.linear_grouped_gemm(true, false, 1.0f, wgrad_down, 1.0f);
+  // act_w = weight * act_u: d weight = <d act_w, act_u>, d act_u = weight * d act_w.
+  c.gathered_row_dot(dact_w, iota, act_u, dwe);
+  c.gather_rows_scaled(dact_w, iota, weight, dact);
   c.swiglu_backward(gate_up, dact, dgate_up);
   c.linear_grouped_gemm(false, true, 1.0f, dgrad_up, 0.0f);
   c.linear_grouped_gemm(true, false, 1.0f, wgrad_up, 1.0f);

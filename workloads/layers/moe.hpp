@@ -1,7 +1,13 @@
 // The MoE block of a layer: router, group-limited top-k, permutation by expert, dispatch
-// all-to-all to the experts' ranks, the local experts' SwiGLU MLPs as grouped GEMMs, combine
-// all-to-all back, the weighted sum, plus the shared experts on the local tokens.
-// Backward runs the reverse all-to-alls and computes every dgrad and wgrad.
+// all-to-all to the experts' ranks (each row with its combine weight), the local experts' SwiGLU
+// MLPs as grouped GEMMs, combine all-to-all back, the sum, plus the shared experts on the local
+// tokens. Backward runs the reverse all-to-alls and computes every dgrad and wgrad.
+//
+// As Megatron-Core's grouped experts do (weighted_bias_swiglu), each row's combine weight scales
+// its activation before the down projection, so the combine is a plain sum and nothing of the
+// experts' output is kept: the weight's gradient is <d(weighted act), act> on the expert's rank,
+// with act recomputed from the kept gate/up (element-wise, as Megatron's fused backward does),
+// and travels back with the input gradients.
 #pragma once
 
 #include <vector>
@@ -23,7 +29,10 @@ class MoeBlock {
 
  private:
   void experts_forward(LayerContext& ctx, int layer, Mat xe);
-  void experts_backward(LayerContext& ctx, int layer, Mat dye, Mat dxe);
+  // dxe and dwe (each row's combine-weight gradient, FP32) overwritten.
+  void experts_backward(LayerContext& ctx, int layer, Mat dye, Mat dxe, Mat dwe);
+  // act = weight * swiglu(gate_up) row by row, act_u = swiglu(gate_up) (overwritten).
+  void weighted_act(LayerContext& ctx, Mat gate_up, Mat act_u, Mat act);
   // Starts an all-to-all of the expert group on the critical lane (after the group's barrier with
   // --comm-barrier on); the caller waits for it with ctx.wait().
   CommRequest start_alltoall(LayerContext& ctx, Phase phase, Mat send,
@@ -37,7 +46,8 @@ class MoeBlock {
   // dxn += (or = without accumulate) the router's input gradient; the router's weight gradient.
   void router_backward(LayerContext& ctx, int layer, Mat xn, Mat dweights, Mat dxn,
                        bool accumulate);
-  // The experts' activation for this pass: kept, or (--recompute moe_act) in scratch.
+  // The experts' weighted activation (the down projection's input) for this pass: kept, or
+  // (--recompute moe_act) in scratch.
   Mat expert_act(LayerContext& ctx, std::int64_t rows);
 
   DispatchPlan plan_;
@@ -46,8 +56,9 @@ class MoeBlock {
   // Kept for the backward; the forward's other intermediates and the backward's temporaries are
   // the rank's scratch.
   Tensor scores_, indices_;
-  Tensor row_token_, row_slot_, expert_source_, row_weight_;
-  Tensor xe_, gate_up_, act_, ysend_;
+  Tensor row_token_, row_slot_, expert_source_;
+  Tensor xe_, gate_up_, act_;
+  Tensor expert_weight_;  // each expert row's combine weight (FP32)
   SwigluMlp shared_;
 };
 
