@@ -71,7 +71,7 @@ nlohmann::ordered_json plan_json(const RunConfig& c) {
   m["as_run_by"] = "moebench";
   m["recompute"] = recompute_names(c.workload.recompute);
   m["optimizer_state_dtype"] = to_string(c.optimizer_state_dtype);
-  m["fp8_saved_inputs"] = false;
+  m["fp8_saved_inputs"] = c.saves_fp8_inputs();
   if (c.precision == Precision::fp8) m["fp8_weight_copies"] = to_string(c.fp8_weight_copies);
   m["per_stage"] = per_stage(run_policy(c), own);
   m["max_rank_bytes"] = own;
@@ -90,6 +90,7 @@ nlohmann::ordered_json plan_json(const RunConfig& c) {
     ActivationPolicy te = run_policy(c);
     te.separate_k_v = true;
     te.fp8_saved_inputs = true;
+    te.fp8_all_inputs = true;
     te.fp8_weight_copies = false;
     double megatron = 0;
     nlohmann::ordered_json stages = per_stage(te, megatron);

@@ -141,6 +141,11 @@ void add_workload_flags(CLI::App* app, WorkloadFlags& w, NamedFlags& n) {
                   "with --precision fp8: kept (each weight quantised once per step, its copies "
                   "kept), per-gemm (quantised at every GEMM, nothing kept) or auto (kept where the "
                   "memory allows, default)");
+  app->add_option("--fp8-saved-inputs", w.fp8_saved_inputs,
+                  "on|off: with --precision fp8, the routed experts' GEMM inputs kept for the "
+                  "weight gradients as their FP8 copies (one byte an element and the tiles' "
+                  "scales), as Transformer Engine keeps them (default on), or in the storage "
+                  "precision (off); the gradients are the same either way");
   app->add_option("--blas-threads", w.blas_threads, "BLAS threads per rank (default 1)");
   app->add_option("--comm-barrier", w.comm_barrier,
                   "on|off: collectives start after a barrier of their group, the wait timed as "
@@ -455,6 +460,7 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
     if (!o.workload.head.empty()) on_off("--head", o.workload.head);
     on_off("--comm-barrier", o.workload.comm_barrier);
     on_off("--overlap", o.workload.overlap);
+    on_off("--fp8-saved-inputs", o.workload.fp8_saved_inputs);
     grad_bucket_bytes(o.workload.grad_bucket_mb);
     parse_routing(o.workload.routing);  // a bad --routing fails here, before MPI starts
     if (o.workload.grad_reduce != "allreduce" && o.workload.grad_reduce != "reduce-scatter") {
@@ -597,6 +603,7 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
   c.precision = resolve_precision(c.backend, precision);
   c.fp8_recipe = resolve_fp8_recipe(w.fp8_recipe, c.precision);
   c.fp8_weight_copies = parse_fp8_weight_copies(w.fp8_weight_copies);
+  c.fp8_saved_inputs = on_off("--fp8-saved-inputs", w.fp8_saved_inputs);
   c.grouped_gemm = parse_grouped_gemm_impl(w.grouped_gemm);
   c.attention_impl = parse_attention_impl(w.attention_impl);
   check_timeout(o.timeout_s);

@@ -49,6 +49,7 @@ struct WorkloadFlags {
   std::string optimizer = "adamw";
   std::string optimizer_state_dtype = "fp32";  // --optimizer-state-dtype; a recipe's by default
   std::string fp8_weight_copies = "auto";      // --fp8-weight-copies
+  std::string fp8_saved_inputs = "on";         // --fp8-saved-inputs
   AdamWParams adamw;
   std::uint64_t seed = 1234;
   ComputeBackend backend = ComputeBackend::cpu;

@@ -256,8 +256,11 @@ MemoryRecord modelled_memory(const RunConfig& c, const Compute& compute) {
   MemoryRecord m;
   m.recompute = recompute_names(c.workload.recompute);
   const std::size_t bpe = dtype_size(compute.activation_dtype());
+  // What the activations would be without the recompute and with every input in storage
+  // precision: activation_bytes_saved is what --recompute and --fp8-saved-inputs save together.
   ActivationPolicy plain = run_policy(c);
   plain.recompute = Recompute{};
+  plain.fp8_saved_inputs = false;
   const std::vector<StageMemory> with = estimate_stage_memory(c, bpe);
   const std::vector<StageMemory> without = estimate_stage_memory(c, bpe, plain);
   double largest = -1;

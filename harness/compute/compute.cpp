@@ -1,6 +1,7 @@
 #include "harness/compute/compute.hpp"
 
 #include <algorithm>
+#include <string>
 
 #include "workloads/ops/route.hpp"
 
@@ -163,6 +164,50 @@ void Compute::linear_grouped_gemm(bool trans_a, bool trans_b, float alpha,
   for (std::size_t i = 0; i < p.size(); ++i) {
     linear(trans_a, trans_b, alpha, p[i].a, p[i].b, beta, p[i].c, shapes[i]);
   }
+}
+
+Fp8Input Compute::save_linear_input(Mat x, Mat wgrad) {
+  check_float(x, "save_linear_input x");
+  check_float(wgrad, "save_linear_input wgrad");
+  if (wgrad.rows != x.cols) {
+    throw RuntimeError("save_linear_input: the weight gradient has " + std::to_string(wgrad.rows) +
+                       " rows, x has " + std::to_string(x.cols) + " columns");
+  }
+  Fp8Input s;
+  s.rows = x.rows;
+  s.cols = x.cols;
+  if (linear_precision_ == LinearPrecision::fp8 && x.numel() > 0 && wgrad.numel() > 0 &&
+      do_save_fp8_input(x, wgrad, s)) {
+    s.fp8 = true;
+    return s;
+  }
+  s.data = alloc(x.rows, x.cols, x.dtype);
+  copy(x, s.data);
+  return s;
+}
+
+void Compute::linear_wgrad(float alpha, const Fp8Input& x, Mat dy, float beta, Mat c) {
+  if (!x.fp8) {
+    linear_gemm(true, false, alpha, x.data, dy, beta, c);
+    return;
+  }
+  check_float(dy, "linear_wgrad dy");
+  check_float(c, "linear_wgrad c");
+  if (dy.rows != x.rows || c.rows != x.cols || c.cols != dy.cols) {
+    throw RuntimeError("linear_wgrad: x^T dy with x " + std::to_string(x.rows) + " x " +
+                       std::to_string(x.cols) + ", dy " + std::to_string(dy.rows) + " x " +
+                       std::to_string(dy.cols) + " into c " + std::to_string(c.rows) + " x " +
+                       std::to_string(c.cols));
+  }
+  do_fp8_wgrad(alpha, x, dy, beta, c);
+}
+
+bool Compute::do_save_fp8_input(const Mat&, const Mat&, Fp8Input&) {
+  return false;
+}
+
+void Compute::do_fp8_wgrad(float, const Fp8Input&, const Mat&, float, const Mat&) {
+  throw RuntimeError("the " + name() + " backend has no fp8 saved inputs");
 }
 
 void Compute::do_grouped_gemm(bool trans_a, bool trans_b, float alpha,

@@ -79,6 +79,17 @@ struct AllocationStats {
   std::int64_t peak_bytes = 0;
 };
 
+// --fp8-saved-inputs: a linear GEMM's input kept for its weight gradient (x^T dy, contracted over
+// x's rows) as the FP8 copy that GEMM reads, as Transformer Engine keeps its quantised inputs:
+// E4M3 bytes and the scales of their tiles, held in `data` (32-bit words of raw bytes, laid out
+// by the backend); or, where the backend would not run that GEMM in FP8, a copy of x itself.
+struct Fp8Input {
+  Tensor data;
+  std::int64_t rows = 0, cols = 0;  // x's shape
+  bool fp8 = false;                 // false: data is x in its own dtype
+  float descale = 1.0f;             // the host backend's per-tensor descale
+};
+
 class Compute {
  public:
   virtual ~Compute() = default;
@@ -145,6 +156,13 @@ class Compute {
   void linear_gemm(bool trans_a, bool trans_b, float alpha, Mat a, Mat b, float beta, Mat c);
   void linear_grouped_gemm(bool trans_a, bool trans_b, float alpha, std::span<const GemmProblem> p,
                            float beta);
+  // --fp8-saved-inputs: x (a linear GEMM's input) kept for its weight gradient into `wgrad`
+  // (x.cols x n): in FP8 (Fp8Input) when the precision is fp8 and the backend runs that GEMM in
+  // FP8, else as a copy. linear_wgrad(alpha, s, dy, beta, c) is then c = alpha s^T dy + beta c,
+  // with exactly linear_gemm(true, false, alpha, x, dy, beta, c)'s result: the weight gradient
+  // quantises x the same way whenever it runs, so only the memory differs.
+  Fp8Input save_linear_input(Mat x, Mat wgrad);
+  void linear_wgrad(float alpha, const Fp8Input& x, Mat dy, float beta, Mat c);
   // UsageError where the backend has no FP8 arithmetic (cuda below compute capability 8.9).
   virtual void set_linear_precision(LinearPrecision p);
   LinearPrecision linear_precision() const { return linear_precision_; }
@@ -265,6 +283,13 @@ class Compute {
   // set_linear_precision(fp8) has succeeded, which a backend without it refuses.
   virtual void do_fp8_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b,
                            float beta, const Mat& c);
+  // The FP8 copy of x as the A operand of the weight gradient into wgrad (x and wgrad non-empty,
+  // fp8 set): fills out.data (and out.descale) and returns true, or returns false where that GEMM
+  // would not run in FP8 (the default).
+  virtual bool do_save_fp8_input(const Mat& x, const Mat& wgrad, Fp8Input& out);
+  // c = alpha x^T dy + beta c from the copy do_save_fp8_input made.
+  virtual void do_fp8_wgrad(float alpha, const Fp8Input& x, const Mat& dy, float beta,
+                            const Mat& c);
   virtual void do_rmsnorm_forward(const Mat& x, const Mat& weight, float eps, const Mat& y,
                                   const Mat& rstd) = 0;
   virtual void do_rmsnorm_backward(const Mat& dy, const Mat& x, const Mat& weight, const Mat& rstd,

@@ -88,6 +88,7 @@ ojson config_json(const RunConfig& c) {
                       "routed experts); attention's core, norms and the router unchanged"},
                      {"storage", to_string(native_precision(c.backend))},
                      {"weight_copies", copies},
+                     {"saved_inputs", c.fp8_saved_inputs ? "fp8" : "storage"},
                      {"emulated", c.fp8_emulated()}};
   }
   j["verify"] = c.verify;

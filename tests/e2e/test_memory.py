@@ -3,7 +3,8 @@
 Every run's report carries memory.estimate_bytes (the model of the step's tensors, per pipeline
 rank) beside memory.measured_peak_bytes (the peak of the bytes the step's tensors took on the
 ranks of that pipeline rank). They must agree within 10% on a dense and a MoE stack, pp 2 with
-vp 2, with and without recompute, with FP8 (emulated) and with ZeRO-1. With --recompute of every
+vp 2, with and without recompute, with FP8 (emulated), its saved inputs on and off, and with
+ZeRO-1. With --recompute of every
 module moebench implements, the run still verifies against the single-process reference, reports
 the recompute's FLOPs (checked here against the model's shapes, computed independently) and
 the activation bytes it saved.
@@ -153,6 +154,38 @@ def test_fp8_and_zero1(ctx):
         check_memory(rep, 2)
 
 
+def test_fp8_saved_inputs(ctx):
+    """--fp8-saved-inputs (on by default under fp8): pp 2, vp 2, ep 2 verifies, the estimate
+    holds, the report names it and what it saved, and the measured peak falls against off."""
+    layout = ["--layers", 4, "--ep", 2, "--pp", 2, "--vp", 2, "--global-batch", 8,
+              "--precision", "fp8", "--fp8-recipe", "mxfp8", "--verify"]
+    with tempfile.TemporaryDirectory() as tmp:
+        _, on = run(ctx, tmp, 4, layout, name="on.json")
+        _, off = run(ctx, tmp, 4, layout + ["--fp8-saved-inputs", "off"], name="off.json")
+        for rep, want in ((on, "fp8"), (off, "storage")):
+            check_memory(rep, 2)
+            e2e.check(rep["verification"]["passed"], "fp8 saved inputs %s did not verify" % want)
+            e2e.check(rep["config"]["fp8"]["saved_inputs"] == want,
+                      "config.fp8.saved_inputs %r, expected %r" %
+                      (rep["config"]["fp8"]["saved_inputs"], want))
+        m_on, m_off = on["memory"], off["memory"]
+        e2e.check(m_on["activation_bytes_saved"] > 0 and m_off["activation_bytes_saved"] == 0,
+                  "activation bytes saved: on %r, off %r" %
+                  (m_on["activation_bytes_saved"], m_off["activation_bytes_saved"]))
+        e2e.check(m_on["activation_bytes"] + m_on["activation_bytes_saved"] ==
+                  m_off["activation_bytes"],
+                  "on keeps %r and saves %r of off's %r" %
+                  (m_on["activation_bytes"], m_on["activation_bytes_saved"],
+                   m_off["activation_bytes"]))
+        e2e.check(m_on["measured_peak_bytes"] < m_off["measured_peak_bytes"],
+                  "FP8 saved inputs did not lower the measured peak: %r against %r" %
+                  (m_on["measured_peak_bytes"], m_off["measured_peak_bytes"]))
+        # The same step: the experts' weight gradients read the same quantised values either way.
+        e2e.check(on["verification"]["max_abs_error"] == off["verification"]["max_abs_error"],
+                  "the saved copies changed the verification's error: %r against %r" %
+                  (on["verification"]["max_abs_error"], off["verification"]["max_abs_error"]))
+
+
 def test_recompute_refused(ctx):
     with tempfile.TemporaryDirectory() as tmp:
         for bad, says in (("moe", "does not recompute a whole MoE layer"),
@@ -166,7 +199,7 @@ def test_recompute_refused(ctx):
 
 
 TESTS = [test_dense_stack, test_moe_stack, test_pipelined_with_and_without_recompute,
-         test_fp8_and_zero1, test_recompute_refused]
+         test_fp8_and_zero1, test_fp8_saved_inputs, test_recompute_refused]
 
 if __name__ == "__main__":
     e2e.run_main(TESTS)

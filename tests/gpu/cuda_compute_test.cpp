@@ -1027,6 +1027,37 @@ TEST_CASE("fp8 recipes blockwise and mxfp8: forward, data and weight gradient vs
   }
 }
 
+TEST_CASE("fp8 saved inputs: the weight gradient from the saved copy equals the one from x") {
+  LinearPrecisionGuard guard;
+  // 300 tokens: partial 32- and 128-wide tiles along the weight gradient's K.
+  const std::int64_t tokens = 300, in = 64, out = 256;
+  for (Fp8Recipe recipe : {Fp8Recipe::tensor, Fp8Recipe::blockwise, Fp8Recipe::mxfp8}) {
+    CAPTURE(to_string(recipe));
+    cpu().set_linear_precision(LinearPrecision::fp8);
+    dev().set_linear_precision(LinearPrecision::fp8);
+    cpu().set_fp8_recipe(recipe);
+    if (!device_takes([&] { dev().set_fp8_recipe(recipe); })) continue;
+    new_step();
+    Twin x = twin_random(tokens, in, 91), dy = twin_random(tokens, out, 92);
+    Twin want = twin(in, out, Vec(static_cast<std::size_t>(in * out), 0.0f));
+    Twin got = twin(in, out, Vec(static_cast<std::size_t>(in * out), 0.0f));
+    dev().linear_gemm(true, false, 1.0f, x.dv(), dy.dv(), 0.0f, want.dv());
+    const Fp8Input saved = dev().save_linear_input(x.dv(), got.dv());
+    const Fp8Input saved_cpu = cpu().save_linear_input(x.cv(), got.cv());
+    CHECK(saved_cpu.fp8);
+    if (cuda_api() != nullptr) {
+      CHECK(saved.fp8);
+      // One byte an element plus the scales, against BF16's two.
+      CHECK(saved.data.bytes() < static_cast<std::size_t>(tokens * in) * 2);
+    }
+    dev().fill(x.dv(), 7.0f);  // the gradient reads only the copy
+    dev().linear_wgrad(1.0f, saved, dy.dv(), 0.0f, got.dv());
+    cpu().linear_wgrad(1.0f, saved_cpu, dy.cv(), 0.0f, got.cv());
+    CHECK(read(dev(), got.dv()) == read(dev(), want.dv()));
+    check_twin(got, kOne, "fp8 saved input weight gradient");
+  }
+}
+
 TEST_CASE("fp8 linear_grouped_gemm: per-expert scales, forward, dgrad and wgrad vs the emulation") {
   LinearPrecisionGuard guard;
   cpu().set_linear_precision(LinearPrecision::fp8);

@@ -375,6 +375,52 @@ TEST_CASE("fp8 weights are quantised once per step: kept until begin_step()") {
   CHECK(read(c, y) != before);  // the new weight, not the kept copy
 }
 
+TEST_CASE(
+    "fp8 saved inputs: the weight gradient from the FP8 copy equals the one from x, bit for "
+    "bit, in a quarter of the bytes") {
+  const std::int64_t tokens = 70, in = 48, out = 24;  // 70 tokens: a partial 32- and 128-tile
+  for (Fp8Recipe recipe : {Fp8Recipe::tensor, Fp8Recipe::blockwise, Fp8Recipe::mxfp8}) {
+    CAPTURE(to_string(recipe));
+    CpuCompute c(1);
+    c.set_linear_precision(LinearPrecision::fp8);
+    c.set_fp8_recipe(recipe);
+    // Rows of very different magnitudes, so the tiles' scales differ.
+    Vec xv = random_vec(tokens * in, 81);
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      for (std::int64_t j = 0; j < in; ++j)
+        xv[t * in + j] *= std::ldexp(1.0f, static_cast<int>(t % 9) - 4);
+    }
+    Tensor x = make(c, tokens, in, xv), dy = make(c, tokens, out, random_vec(tokens * out, 82));
+    Tensor want = make(c, in, out, random_vec(in * out, 83)), got = c.alloc(in, out);
+    c.copy(want, got);
+    c.linear_gemm(true, false, 0.5f, x, dy, 1.0f, want);
+    const std::int64_t before = c.allocation_stats().live_bytes;
+    const Fp8Input saved = c.save_linear_input(x, got);
+    CHECK(saved.fp8);
+    const std::int64_t bytes = c.allocation_stats().live_bytes - before;
+    // One byte an element and the FP32 descales: one, or one per 1 x 128 or 1 x 32 tile along
+    // the tokens of each of the `in` columns.
+    const std::int64_t tiles = recipe == Fp8Recipe::tensor
+                                   ? 1
+                                   : in * ((tokens + (recipe == Fp8Recipe::mxfp8 ? 31 : 127)) /
+                                           (recipe == Fp8Recipe::mxfp8 ? 32 : 128));
+    CHECK(bytes == 4 * tiles + (tokens * in + 3) / 4 * 4);
+    c.fill(x, 7.0f);  // x may go: the gradient reads only the copy
+    c.linear_wgrad(0.5f, saved, dy, 1.0f, got);
+    CHECK(read(c, got) == read(c, want));
+  }
+  // Without fp8 there is nothing to quantise: the input is kept as it is.
+  CpuCompute c(1);
+  Tensor x = make(c, 5, 3, random_vec(15, 84)), dy = make(c, 5, 2, random_vec(10, 85));
+  Tensor want = c.alloc(3, 2), got = c.alloc(3, 2);
+  c.linear_gemm(true, false, 1.0f, x, dy, 0.0f, want);
+  const Fp8Input kept = c.save_linear_input(x, got);
+  CHECK_FALSE(kept.fp8);
+  c.linear_wgrad(1.0f, kept, dy, 0.0f, got);
+  CHECK(read(c, got) == read(c, want));
+  CHECK_THROWS_AS(c.save_linear_input(x, c.alloc(2, 2)), RuntimeError);
+}
+
 TEST_CASE("linear_grouped_gemm in fp8 scales each problem's operands separately") {
   CpuCompute c(1);
   c.set_linear_precision(LinearPrecision::fp8);

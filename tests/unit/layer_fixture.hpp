@@ -92,6 +92,10 @@ struct Harness {
         scratch(*compute),
         ctx{*compute, *comm, timer, sample, config, topo, params, scratch} {
     validate(config);
+    if (config.precision == Precision::fp8) {
+      compute->set_linear_precision(LinearPrecision::fp8);
+      compute->set_fp8_recipe(config.fp8_recipe);
+    }
     ctx.tokens = config.workload.tokens_per_rank();
     params.initialize(config.seed);
   }

@@ -128,25 +128,38 @@ TEST_CASE("memory model: ZeRO-1 shards the optimizer and holds gradient and para
   CHECK(z.activations == all.activations);
 }
 
-TEST_CASE("memory model: Transformer Engine's policy, FP8 inputs and k, v kept apart") {
+TEST_CASE("memory model: FP8 saved inputs, moebench's and Transformer Engine's, k and v apart") {
   RunConfig c = tiny(1, 0, true, 16);
   c.precision = Precision::fp8;
   c.fp8_recipe = Fp8Recipe::mxfp8;
-  const MemoryEstimate own = estimate_memory(c, 2);
+  const MemoryEstimate own = estimate_memory(c, 2);  // --fp8-saved-inputs on, the default
+  RunConfig off = c;
+  off.fp8_saved_inputs = false;
+  const MemoryEstimate storage = estimate_memory(off, 2);
+  // moebench's: the routed experts' rows 4 * 256 and weighted activation 4 * 128 a token at 1
+  // byte and 1/32 of E8M0 scales instead of 2 bytes; their BF16 values move to the shared
+  // scratch.
+  CHECK(storage.activations - own.activations ==
+        doctest::Approx(16.0 * 1536 * (2 - 1 - 1.0 / 32)));
+  CHECK(own.workspace - storage.workspace == doctest::Approx(16.0 * 1536 * 2));
   ActivationPolicy te;
   te.fp8_saved_inputs = true;
+  te.fp8_all_inputs = true;
   te.fp8_weight_copies = false;
   const MemoryEstimate fp8 = estimate_stage_memory(c, 2, te).at(0).memory;
-  // GEMM and attention inputs a token: xn 256, cqn 96, q 192, ckvn 64, kv 256, o 128, xn2 256,
-  // xe 4 * 256, experts' act 4 * 128, shared act 128 = 2912, at 1 byte and 1/32 of E8M0 scales
-  // instead of 2 bytes.
-  CHECK(own.activations - fp8.activations == doctest::Approx(16.0 * 2912 * (2 - 1 - 1.0 / 32)));
+  // Transformer Engine's: every GEMM and attention input a token: xn 256, cqn 96, q 192, ckvn
+  // 64, kv 256, o 128, xn2 256, xe 4 * 256, experts' act 4 * 128, shared act 128 = 2912.
+  CHECK(storage.activations - fp8.activations ==
+        doctest::Approx(16.0 * 2912 * (2 - 1 - 1.0 / 32)));
   // No kept weight copies: the backend holds one GEMM's operands only.
   CHECK(fp8.backend == doctest::Approx(16.0 * 16 * 4 + fp8_operand_bytes(c)));
   te.separate_k_v = true;
   // k and v apart (4 * 48 + 4 * 32) instead of the kv up-projection (4 * 64), FP8.
   CHECK(estimate_stage_memory(c, 2, te).at(0).memory.activations - fp8.activations ==
         doctest::Approx(16.0 * 64 * (1 + 1.0 / 32)));
+  // The host backend keeps an FP32 descale per 32 elements.
+  CHECK(estimate_memory(off, 4).activations - estimate_memory(c, 4).activations ==
+        doctest::Approx(16.0 * 1536 * (4 - 1 - 4.0 / 32)));
 }
 
 TEST_CASE("memory model: fp8 weight copies kept where they fit, else made at every GEMM") {

@@ -14,12 +14,15 @@ namespace moebench {
 
 namespace {
 
-// Bytes per token of a part of the step: `in` elements are inputs of GEMMs or of core attention
-// (at 1 byte plus their scales under policy.fp8_saved_inputs), `el` other elements in storage
-// precision, `b4` 4-byte values (FP32 and i32).
+// Bytes per token of a part of the step: `saved` elements are the routed experts' GEMM inputs
+// (at 1 byte plus their scales under policy.fp8_saved_inputs, as moebench's step keeps them), `in`
+// the other inputs of GEMMs or of core attention (in FP8 only under policy.fp8_all_inputs, as
+// Transformer Engine keeps them), `el` other elements in storage precision, `b4` 4-byte values
+// (FP32 and i32).
 struct Bytes {
-  double in = 0, el = 0, b4 = 0;
+  double saved = 0, in = 0, el = 0, b4 = 0;
   Bytes& operator+=(const Bytes& o) {
+    saved += o.saved;
     in += o.in;
     el += o.el;
     b4 += o.b4;
@@ -82,9 +85,9 @@ struct StepShape {
       return b;
     }
     b.b4 += E + 5 * k;   // scores; indices, row_token, row_slot, expert_source, expert_weight
-    b.in += k * h;       // xe
+    b.saved += k * h;    // xe
     b.el += 2 * k * mf;  // gate_up
-    if (!r.moe_act) b.in += k * mf;
+    if (!r.moe_act) b.saved += k * mf;  // act
     if (sf > 0 && !r.shared_experts) {
       b.el += 2 * sf;
       b.in += sf;
@@ -120,9 +123,11 @@ struct StepShape {
     Bytes b;
     // weights, row_weight, recv_weight, dwe, dwr, dw_rows, dweights, iota; logits, dlogits
     b.b4 += 8 * k + 2 * E;
-    b.el += 4 * k * h;                              // ye, dye, dxe, dxr
-    b.el += 5 * k * mf + (r.moe_act ? k * mf : 0);  // act_u, dact_w, dact, dgate_up; act
-    if (sf > 0) b.el += h;                          // shared_out
+    b.el += 4 * k * h;  // ye, dye, dxe, dxr
+    // act_u, dact_w, dact, dgate_up; act where it is not kept; xe where its FP8 copy is.
+    const bool fp8_saved = p.fp8_saved_inputs && c.precision == Precision::fp8;
+    b.el += 5 * k * mf + (r.moe_act || fp8_saved ? k * mf : 0) + (fp8_saved ? k * h : 0);
+    if (sf > 0) b.el += h;  // shared_out
     return b;
   }
 };
@@ -162,12 +167,14 @@ std::pair<double, int> slots_at_peak(const PipelineShape& shape, int pp_rank,
   return {most, at_most};
 }
 
-double scale_bytes(Fp8Recipe r) {
+// The scales of a saved input, per element: one E8M0 byte per 32 (mxfp8; the host backend keeps
+// FP32 descales, narrow_storage false) or one FP32 scale per 128 (blockwise); per tensor none.
+double scale_bytes(Fp8Recipe r, bool narrow_storage) {
   switch (r) {
     case Fp8Recipe::mxfp8:
-      return 1.0 / 32.0;  // one E8M0 byte per 32 elements
+      return (narrow_storage ? 1.0 : 4.0) / 32.0;
     case Fp8Recipe::blockwise:
-      return 4.0 / 128.0;  // one FP32 scale per 128
+      return 4.0 / 128.0;
     case Fp8Recipe::tensor:
       break;
   }
@@ -180,6 +187,7 @@ ActivationPolicy run_policy(const RunConfig& c) {
   ActivationPolicy p;
   p.recompute = c.workload.recompute;
   p.fp8_weight_copies = c.fp8_weight_copies != Fp8WeightCopies::per_gemm;
+  p.fp8_saved_inputs = c.fp8_saved_inputs;
   return p;
 }
 
@@ -249,9 +257,13 @@ std::vector<StageMemory> estimate_stage_memory(const RunConfig& c, std::size_t b
   const PipelineShape shape = pipeline_shape(c);
   const double rows = tokens * static_cast<double>(shape.microbatches);
   const double experts_local = static_cast<double>(m.n_routed_experts / c.layout.ep);
-  const bool fp8_inputs = policy.fp8_saved_inputs && c.precision == Precision::fp8;
-  const double gin = fp8_inputs ? 1.0 + scale_bytes(c.fp8_recipe) : bpe;
-  const auto bytes = [&](const Bytes& b) { return b.in * gin + b.el * bpe + b.b4 * 4.0; };
+  const bool fp8 = c.precision == Precision::fp8;
+  const double in8 = 1.0 + scale_bytes(c.fp8_recipe, bytes_per_element < 4);
+  const double gin = fp8 && policy.fp8_all_inputs ? in8 : bpe;
+  const double gsaved = fp8 && (policy.fp8_saved_inputs || policy.fp8_all_inputs) ? in8 : bpe;
+  const auto bytes = [&](const Bytes& b) {
+    return b.saved * gsaved + b.in * gin + b.el * bpe + b.b4 * 4.0;
+  };
   const double vocab = static_cast<double>(m.vocab_size);
   const auto layer_params = [&](int layer, double& dense, double& experts) {
     const bool is_dense = is_dense_layer(c, layer);
@@ -399,11 +411,12 @@ std::vector<std::string> memory_gaps(const RunConfig& c, const std::vector<std::
   const MemoryEstimate mine = largest(own);
   if (c.precision == Precision::fp8) {
     ActivationPolicy te = own;
-    te.fp8_saved_inputs = true;
+    te.fp8_all_inputs = true;
     gaps.push_back(
-        "FP8 copies of GEMM inputs for the backward (Transformer Engine keeps them in "
-        "FP8, moebench in BF16): " +
-        format_gib(mine.activations - largest(te).activations) +
+        std::string("FP8 copies of GEMM inputs for the backward (Transformer Engine keeps every "
+                    "linear layer's and core attention's in FP8; moebench ") +
+        (own.fp8_saved_inputs ? "only the routed experts', the rest" : "none of them, all") +
+        " in BF16): " + format_gib(mine.activations - largest(te).activations) +
         " of the largest rank's activations");
     te = own;
     te.fp8_weight_copies = false;

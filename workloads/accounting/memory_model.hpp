@@ -54,17 +54,20 @@ struct ActivationPolicy {
   // (Transformer Engine's saved inputs); moebench's step reads them in place from the kv
   // up-projection and the shared rope key, which it keeps instead.
   bool separate_k_v = false;
-  // With --precision fp8, the inputs of GEMMs and of core attention kept in FP8 (1 byte), as
-  // Transformer Engine keeps its quantised copies; moebench's step keeps them in storage
-  // precision.
+  // With --precision fp8, the routed experts' GEMM inputs (their rows and weighted activation)
+  // kept in FP8 (1 byte and the scales) for the weight gradients: moebench's --fp8-saved-inputs.
   bool fp8_saved_inputs = false;
+  // With --precision fp8, every input of a linear GEMM and of core attention kept in FP8, as
+  // Transformer Engine keeps its quantised copies; moebench's step keeps the others in storage
+  // precision.
+  bool fp8_all_inputs = false;
   // With --precision fp8, every weight's quantised copies kept for the step (moebench quantises
   // each weight once per step, forward and transposed). Off for the published rows as Megatron
   // runs them: with --fp8-param-gather their primary weights are FP8 already.
   bool fp8_weight_copies = true;
 };
-// The run's own policy: its --recompute and --fp8-weight-copies (auto counted as kept), the rest
-// moebench's step.
+// The run's own policy: its --recompute, --fp8-saved-inputs and --fp8-weight-copies (auto counted
+// as kept), the rest moebench's step.
 ActivationPolicy run_policy(const RunConfig& c);
 // --fp8-weight-copies auto for a rank with `available_bytes` for its estimate: kept when the run
 // fits with the copies, per-gemm when it fits only without them, kept when it fits neither way

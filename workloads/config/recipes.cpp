@@ -145,6 +145,17 @@ std::vector<std::string> recipe_differences(const Recipe& r, const RunConfig& c,
                 "), not mxfp8 (a scale per 32 values; --fp8-recipe mxfp8, on Blackwell)");
   }
   if (c.fp8_emulated()) d.push_back("precision: fp8 emulated in FP32 on the cpu backend");
+  // The published FP8 rows gather FP8 primary weights (fp8_param_gather): quantised once a step.
+  if (c.precision == Precision::fp8 && c.fp8_weight_copies == Fp8WeightCopies::per_gemm) {
+    d.push_back(
+        "precision: each weight quantised at every GEMM (--fp8-weight-copies per-gemm, for "
+        "memory), not once a step from FP8 primary weights (fp8_param_gather)");
+  }
+  if (c.precision == Precision::fp8 && !c.fp8_saved_inputs) {
+    d.push_back(
+        "memory: the routed experts' GEMM inputs kept in the storage precision "
+        "(--fp8-saved-inputs off), not as FP8 copies");
+  }
   const ParallelLayout& p = c.layout;
   const std::string layout = pipeline_layout(c).text;
   if (p.pp != r.pp || p.vp != r.vp || p.ep != r.ep || r.tp != 1) {

@@ -143,6 +143,9 @@ struct RunConfig {
   Fp8Recipe fp8_recipe = Fp8Recipe::tensor;
   // Whether fp8 keeps the weights' quantised copies for the step (--fp8-weight-copies).
   Fp8WeightCopies fp8_weight_copies = Fp8WeightCopies::automatic;
+  // Whether fp8 keeps the routed experts' GEMM inputs for the backward as their FP8 copies
+  // (--fp8-saved-inputs, on by default): see saves_fp8_inputs().
+  bool fp8_saved_inputs = true;
   // How the experts' GEMMs run (--grouped-gemm).
   GroupedGemmImpl grouped_gemm = GroupedGemmImpl::loop;
   // How core attention runs (--attention-impl).
@@ -152,6 +155,9 @@ struct RunConfig {
   bool fp8_emulated() const {
     return precision == Precision::fp8 && backend == ComputeBackend::cpu;
   }
+  // --fp8-saved-inputs under --precision fp8: the routed experts' inputs (the dispatched rows and
+  // the weighted activation) kept for their weight gradients in FP8, not in storage precision.
+  bool saves_fp8_inputs() const { return precision == Precision::fp8 && fp8_saved_inputs; }
   double comm_timeout_s = 600;  // --timeout: the longest wait for a collective or setup
   int blas_threads = 1;
   // Collectives start after a barrier of their group, timed as comm_wait

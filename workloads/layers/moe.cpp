@@ -126,7 +126,8 @@ void MoeBlock::forward(LayerContext& ctx, int layer, Mat xn, Mat y) {
   ctx.wait(Phase::dispatch, dispatch);
   ctx.wait(Phase::dispatch, dispatch_weights);
 
-  Mat xe = ensure_rows(c, xe_, r, h);
+  Mat xe =
+      ctx.config.saves_fp8_inputs() ? ctx.scratch.get("moe.xe", r, h) : ensure_rows(c, xe_, r, h);
   {
     auto scope = ctx.timer.scope(Phase::permute);
     Mat source = upload_index(c, expert_source_, layout_.expert_row_source);
@@ -197,7 +198,9 @@ void MoeBlock::weighted_act(LayerContext& ctx, Mat gate_up, Mat act_u, Mat act) 
 
 Mat MoeBlock::expert_act(LayerContext& ctx, std::int64_t rows) {
   const std::int64_t f = ctx.config.model.moe_intermediate_size;
-  if (ctx.config.workload.recompute.moe_act) return ctx.scratch.get("moe.act", rows, f);
+  if (ctx.config.workload.recompute.moe_act || ctx.config.saves_fp8_inputs()) {
+    return ctx.scratch.get("moe.act", rows, f);
+  }
   return ensure_rows(ctx.compute, act_, rows, f);
 }
 
@@ -222,6 +225,24 @@ void MoeBlock::experts_forward(LayerContext& ctx, int layer, Mat xe) {
   c.linear_grouped_gemm(false, false, 1.0f, up, 0.0f);
   weighted_act(ctx, gate_up, ctx.scratch.get("moe.act_u", r, f), act);
   c.linear_grouped_gemm(false, false, 1.0f, down, 0.0f);
+  if (ctx.config.saves_fp8_inputs()) {
+    // Each expert's inputs as its weight gradients will read them (recomputed activations are
+    // not kept at all).
+    const bool keep_act = !ctx.config.workload.recompute.moe_act;
+    xe_saved_.assign(static_cast<std::size_t>(p.local_experts()), Fp8Input{});
+    act_saved_.assign(static_cast<std::size_t>(p.local_experts()), Fp8Input{});
+    for (int e = 0; e < p.local_experts(); ++e) {
+      const std::int64_t rows = layout_.expert_rows[e], first = layout_.expert_offsets[e];
+      if (rows == 0) continue;
+      const auto i = static_cast<std::size_t>(e);
+      xe_saved_[i] = c.save_linear_input(xe.row_slice(first, rows),
+                                         p.grad(layer, ParamKind::expert_gate_up, e));
+      if (keep_act) {
+        act_saved_[i] = c.save_linear_input(act.row_slice(first, rows),
+                                            p.grad(layer, ParamKind::expert_down, e));
+      }
+    }
+  }
   ctx.add_flops(Phase::experts, 3.0 * 3.0 * 2.0 * static_cast<double>(r) * h * f);
 }
 
@@ -310,7 +331,8 @@ void MoeBlock::experts_backward(LayerContext& ctx, int layer, Mat dye, Mat dxe, 
   ParamStore& p = ctx.params;
   const std::int64_t r = layout_.total_rows;
   const std::int64_t f = ctx.config.model.moe_intermediate_size;
-  Mat xe = xe_.view().row_slice(0, r);
+  const bool saved = ctx.config.saves_fp8_inputs();
+  Mat xe = saved ? Mat{} : xe_.view().row_slice(0, r);
   Mat gate_up = gate_up_.view().row_slice(0, r);
   Mat weight = expert_weight_.view().row_slice(0, r);
   Mat iota = ctx.scratch.iota(r);
@@ -326,6 +348,7 @@ void MoeBlock::experts_backward(LayerContext& ctx, int layer, Mat dye, Mat dxe, 
   Mat dact_w = ctx.scratch.get("moe.dact_w", r, f);
   Mat dact = ctx.scratch.get("moe.dact", r, f);
   Mat dgate_up = ctx.scratch.get("moe.dgate_up", r, 2 * f);
+  const bool act_saved = saved && !ctx.config.workload.recompute.moe_act;
   std::vector<GemmProblem> dgrad_down, wgrad_down, dgrad_up, wgrad_up;
   for (int e = 0; e < p.local_experts(); ++e) {
     const std::int64_t rows = layout_.expert_rows[e], first = layout_.expert_offsets[e];
@@ -335,21 +358,39 @@ void MoeBlock::experts_backward(LayerContext& ctx, int layer, Mat dye, Mat dxe, 
     }
     dgrad_down.push_back({dye.row_slice(first, rows), p.param(layer, ParamKind::expert_down, e),
                           dact_w.row_slice(first, rows)});
-    wgrad_down.push_back({act.row_slice(first, rows), dye.row_slice(first, rows),
-                          p.grad(layer, ParamKind::expert_down, e)});
+    wgrad_down.push_back({act_saved ? Mat{} : act.row_slice(first, rows),
+                          dye.row_slice(first, rows), p.grad(layer, ParamKind::expert_down, e)});
     dgrad_up.push_back({dgate_up.row_slice(first, rows),
                         p.param(layer, ParamKind::expert_gate_up, e), dxe.row_slice(first, rows)});
-    wgrad_up.push_back({xe.row_slice(first, rows), dgate_up.row_slice(first, rows),
+    wgrad_up.push_back({saved ? Mat{} : xe.row_slice(first, rows), dgate_up.row_slice(first, rows),
                         p.grad(layer, ParamKind::expert_gate_up, e)});
   }
+  // The weight gradients from the inputs' FP8 copies (--fp8-saved-inputs), expert by expert as
+  // fp8 runs them anyway, or as one grouped call.
+  const auto wgrads = [&](const std::vector<GemmProblem>& problems,
+                          const std::vector<Fp8Input>& inputs, bool from_saved) {
+    if (!from_saved) {
+      c.linear_grouped_gemm(true, false, 1.0f, problems, 1.0f);
+      return;
+    }
+    std::size_t i = 0;
+    for (const Fp8Input& x : inputs) {
+      if (x.rows == 0) continue;
+      c.linear_wgrad(1.0f, x, problems[i].b, 1.0f, problems[i].c);
+      ++i;
+    }
+  };
   c.linear_grouped_gemm(false, true, 1.0f, dgrad_down, 0.0f);
-  c.linear_grouped_gemm(true, false, 1.0f, wgrad_down, 1.0f);
+  wgrads(wgrad_down, act_saved_, act_saved);
   // act_w = weight * act_u: d weight = <d act_w, act_u>, d act_u = weight * d act_w.
   c.gathered_row_dot(dact_w, iota, act_u, dwe);
   c.gather_rows_scaled(dact_w, iota, weight, dact);
   c.swiglu_backward(gate_up, dact, dgate_up);
   c.linear_grouped_gemm(false, true, 1.0f, dgrad_up, 0.0f);
-  c.linear_grouped_gemm(true, false, 1.0f, wgrad_up, 1.0f);
+  wgrads(wgrad_up, xe_saved_, saved);
+  // The copies were this micro-batch's: their memory goes now.
+  xe_saved_.clear();
+  act_saved_.clear();
 }
 
 }  // namespace moebench

@@ -46,8 +46,8 @@ class MoeBlock {
   // dxn += (or = without accumulate) the router's input gradient; the router's weight gradient.
   void router_backward(LayerContext& ctx, int layer, Mat xn, Mat dweights, Mat dxn,
                        bool accumulate);
-  // The experts' weighted activation (the down projection's input) for this pass: kept, or
-  // (--recompute moe_act) in scratch.
+  // The experts' weighted activation (the down projection's input) for this pass: kept, or in
+  // scratch (--recompute moe_act, or --fp8-saved-inputs, which keeps its FP8 copy instead).
   Mat expert_act(LayerContext& ctx, std::int64_t rows);
 
   DispatchPlan plan_;
@@ -59,6 +59,9 @@ class MoeBlock {
   Tensor row_token_, row_slot_, expert_source_;
   Tensor xe_, gate_up_, act_;
   Tensor expert_weight_;  // each expert row's combine weight (FP32)
+  // --fp8-saved-inputs: each local expert's rows and weighted activation as its weight
+  // gradients' FP8 copies (xe_ and act_ then stay empty: the forward uses scratch).
+  std::vector<Fp8Input> xe_saved_, act_saved_;
   SwigluMlp shared_;
 };
 

@@ -49,6 +49,29 @@ MB_HD float e4m3_round(float x) {
   return ::copysignf(r, x);
 }
 
+// The bit pattern of an E4M3 value v (as e4m3_round returns it; anything else is rounded down in
+// its mantissa): sign, exponent biased by 7, 3 mantissa bits; exponent 0 holds the subnormals
+// k x 2^-9. NaN is 0x7f. e4m3_value is its inverse: e4m3_value(e4m3_bits(v)) == v for every E4M3
+// value v, so a copy kept as bytes gives back exactly the values it was made from.
+MB_HD std::uint8_t e4m3_bits(float v) {
+  if (v != v) return 0x7f;
+  const std::uint8_t sign = ::copysignf(1.0f, v) < 0.0f ? 0x80 : 0x00;
+  const float a = ::fabsf(v);
+  // Below 2^-6: k x 2^-9 with k in [0, 8); 2^-6 itself gives k = 8, exponent 1 mantissa 0.
+  if (a < kE4m3MinNormal) return sign | static_cast<std::uint8_t>(::rintf(a * 512.0f));
+  int e = 0;
+  (void)::frexpf(a, &e);  // a in [2^(e-1), 2^e): biased exponent e - 1 + 7, a x 2^(4-e) in [8, 16)
+  const int mantissa = static_cast<int>(::ldexpf(a, 4 - e)) - 8;
+  return sign | static_cast<std::uint8_t>(((e + 6) << 3) | mantissa);
+}
+MB_HD float e4m3_value(std::uint8_t bits) {
+  const int exponent = (bits >> 3) & 0xf, mantissa = bits & 0x7;
+  if (exponent == 0xf && mantissa == 0x7) return ::nanf("");
+  const float a = exponent == 0 ? ::ldexpf(static_cast<float>(mantissa), -9)
+                                : ::ldexpf(static_cast<float>(8 + mantissa), exponent - 10);
+  return (bits & 0x80) != 0 ? -a : a;
+}
+
 // The per-tensor scale for an operand whose largest magnitude is amax: 448 / amax, or 1 when the
 // operand is all zeros (or amax is not finite, so NaN and inf pass through unscaled). Always
 // finite: for an amax below 448 / FLT_MAX (about 1.3e-36) the quotient overflows to inf, and

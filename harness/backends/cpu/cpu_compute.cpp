@@ -72,38 +72,57 @@ void sgemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b, 
               blas_int(std::max<std::int64_t>(1, c.ld), "ldc"));
 }
 
-// Quantises op(X) tile by tile (fp8_recipe.hpp: the tiles in GEMM coordinates, `outer` along M
-// for A and along N for B) and writes the dequantised values, q x descale of its tile, into `out`
-// in X's own layout (contiguous, x.rows x x.cols), so the FP32 GEMM then sees exactly the values
-// the block-scaled FP8 GEMM multiplies.
-void quantize_tiles(const Mat& x, bool trans, Fp8Operand which, const Fp8Tile& tile,
-                    std::vector<float>& out) {
-  // (stored row i, column j) -> (outer, k) of the GEMM.
-  const bool outer_is_row = (which == Fp8Operand::a) != trans;
-  const std::int64_t outer_extent = outer_is_row ? x.rows : x.cols;
-  const std::int64_t k_extent = outer_is_row ? x.cols : x.rows;
-  const std::int64_t to = tile.outer > 0 ? tile.outer : outer_extent;
-  const std::int64_t tk = tile.k > 0 ? tile.k : k_extent;
-  const std::int64_t tiles_k = (k_extent + tk - 1) / tk;
-  const std::int64_t tiles_outer = (outer_extent + to - 1) / to;
-  std::vector<float> amax(static_cast<std::size_t>(tiles_outer * tiles_k), 0.0f);
-  auto tile_of = [&](std::int64_t i, std::int64_t j) {
+// op(X)'s tiles (fp8_recipe.hpp: the tiles in GEMM coordinates, `outer` along M for A and along
+// N for B), indexed from X's stored (row i, column j); a tile of 0 extent spans the whole.
+struct TileGrid {
+  bool outer_is_row = true;
+  std::int64_t to = 1, tk = 1, tiles_k = 1, tiles_outer = 1;
+  std::size_t at(std::int64_t i, std::int64_t j) const {
     const std::int64_t o = outer_is_row ? i : j, k = outer_is_row ? j : i;
     return static_cast<std::size_t>((o / to) * tiles_k + k / tk);
-  };
+  }
+  std::size_t count() const { return static_cast<std::size_t>(tiles_outer * tiles_k); }
+};
+
+TileGrid tile_grid(std::int64_t rows, std::int64_t cols, bool trans, Fp8Operand which,
+                   const Fp8Tile& tile) {
+  TileGrid g;
+  g.outer_is_row = (which == Fp8Operand::a) != trans;
+  const std::int64_t outer_extent = g.outer_is_row ? rows : cols;
+  const std::int64_t k_extent = g.outer_is_row ? cols : rows;
+  g.to = std::max<std::int64_t>(1, tile.outer > 0 ? tile.outer : outer_extent);
+  g.tk = std::max<std::int64_t>(1, tile.k > 0 ? tile.k : k_extent);
+  g.tiles_k = std::max<std::int64_t>(1, (k_extent + g.tk - 1) / g.tk);
+  g.tiles_outer = std::max<std::int64_t>(1, (outer_extent + g.to - 1) / g.to);
+  return g;
+}
+
+// Each tile's scale: 448 / amax, or MX's power of two.
+std::vector<float> tile_scales(const Mat& x, const TileGrid& g, const Fp8Tile& tile) {
+  std::vector<float> amax(g.count(), 0.0f);
   for_rows(x, [&](const float* row, std::int64_t i) {
     for (std::int64_t j = 0; j < x.cols; ++j) {
-      float& m = amax[tile_of(i, j)];
+      float& m = amax[g.at(i, j)];
       m = std::max(m, std::fabs(row[j]));
     }
   });
   std::vector<float> scale(amax.size());
   for (std::size_t t = 0; t < amax.size(); ++t) scale[t] = fp8_tile_scale(amax[t], tile);
+  return scale;
+}
+
+// Quantises op(X) tile by tile and writes the dequantised values, q x descale of its tile, into
+// `out` in X's own layout (contiguous, x.rows x x.cols), so the FP32 GEMM then sees exactly the
+// values the block-scaled FP8 GEMM multiplies.
+void quantize_tiles(const Mat& x, bool trans, Fp8Operand which, const Fp8Tile& tile,
+                    std::vector<float>& out) {
+  const TileGrid g = tile_grid(x.rows, x.cols, trans, which, tile);
+  const std::vector<float> scale = tile_scales(x, g, tile);
   out.resize(static_cast<std::size_t>(x.numel()));
   for_rows(x, [&](const float* row, std::int64_t i) {
     float* q = out.data() + i * x.cols;
     for (std::int64_t j = 0; j < x.cols; ++j) {
-      const float sc = scale[tile_of(i, j)];
+      const float sc = scale[g.at(i, j)];
       q[j] = fp8_quantize(row[j], sc) * fp8_descale(sc);
     }
   });
@@ -296,6 +315,51 @@ void CpuCompute::do_fp8_gemm(bool trans_a, bool trans_b, float alpha, const Mat&
   const Mat qa{const_cast<float*>(qa_data), a.rows, a.cols, a.cols, DType::f32};
   const Mat qb{const_cast<float*>(qb_data), b.rows, b.cols, b.cols, DType::f32};
   sgemm(trans_a, trans_b, alpha * descale_a * descale_b, qa, qb, beta, c);
+}
+
+// The saved input's words: one FP32 descale per tile of the weight gradient's A operand (per
+// tensor: one), then the E4M3 bytes of x in its own layout.
+bool CpuCompute::do_save_fp8_input(const Mat& x, const Mat&, Fp8Input& out) {
+  const bool per_tensor = fp8_recipe_ == Fp8Recipe::tensor;
+  const Fp8Tile tile = per_tensor ? Fp8Tile{} : operand_tile(fp8_recipe_, Fp8Operand::a, true);
+  const TileGrid g = tile_grid(x.rows, x.cols, true, Fp8Operand::a, tile);
+  const std::vector<float> scale = tile_scales(x, g, tile);
+  const auto tiles = static_cast<std::int64_t>(g.count());
+  out.data = alloc(tiles + (x.numel() + 3) / 4, 1, DType::i32);
+  auto* descale = static_cast<float*>(out.data.data());
+  auto* codes = reinterpret_cast<std::uint8_t*>(descale + tiles);
+  for (std::int64_t t = 0; t < tiles; ++t) descale[t] = fp8_descale(scale[t]);
+  for_rows(x, [&](const float* row, std::int64_t i) {
+    std::uint8_t* q = codes + i * x.cols;
+    for (std::int64_t j = 0; j < x.cols; ++j)
+      q[j] = e4m3_bits(fp8_quantize(row[j], scale[g.at(i, j)]));
+  });
+  // Per tensor the GEMM multiplies the quantised values and then the descale, as do_fp8_gemm.
+  out.descale = per_tensor ? descale[0] : 1.0f;
+  return true;
+}
+
+void CpuCompute::do_fp8_wgrad(float alpha, const Fp8Input& x, const Mat& dy, float beta,
+                              const Mat& c) {
+  ++fp8_gemms_;
+  const bool per_tensor = fp8_recipe_ == Fp8Recipe::tensor;
+  const Fp8Tile tile = per_tensor ? Fp8Tile{} : operand_tile(fp8_recipe_, Fp8Operand::a, true);
+  const TileGrid g = tile_grid(x.rows, x.cols, true, Fp8Operand::a, tile);
+  const auto* descale = static_cast<const float*>(x.data.data());
+  const auto* codes = reinterpret_cast<const std::uint8_t*>(descale + g.count());
+  fp8_a_.resize(static_cast<std::size_t>(x.rows * x.cols));
+  for (std::int64_t i = 0; i < x.rows; ++i) {
+    for (std::int64_t j = 0; j < x.cols; ++j) {
+      const std::size_t e = static_cast<std::size_t>(i * x.cols + j);
+      const float v = e4m3_value(codes[e]);
+      fp8_a_[e] = per_tensor ? v : v * descale[g.at(i, j)];
+    }
+  }
+  float descale_b = 1.0f;
+  const float* qb_data = fp8_operand(dy, false, Fp8Operand::b, true, fp8_b_, descale_b);
+  const Mat qa{fp8_a_.data(), x.rows, x.cols, x.cols, DType::f32};
+  const Mat qb{const_cast<float*>(qb_data), dy.rows, dy.cols, dy.cols, DType::f32};
+  sgemm(true, false, alpha * x.descale * descale_b, qa, qb, beta, c);
 }
 
 void CpuCompute::do_rmsnorm_forward(const Mat& x, const Mat& weight, float eps, const Mat& y,

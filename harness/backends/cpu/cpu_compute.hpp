@@ -57,6 +57,11 @@ class CpuCompute : public Compute {
   // One FP8-emulated GEMM: E4M3 copies of both inputs, FP32 CBLAS, both descales.
   void do_fp8_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b, float beta,
                    const Mat& c) override;
+  // --fp8-saved-inputs: the E4M3 bytes and the tiles' descales; the weight gradient decodes them
+  // to the values do_fp8_gemm would have multiplied.
+  bool do_save_fp8_input(const Mat& x, const Mat& wgrad, Fp8Input& out) override;
+  void do_fp8_wgrad(float alpha, const Fp8Input& x, const Mat& dy, float beta,
+                    const Mat& c) override;
   void do_rmsnorm_forward(const Mat& x, const Mat& weight, float eps, const Mat& y,
                           const Mat& rstd) override;
   void do_rmsnorm_backward(const Mat& dy, const Mat& x, const Mat& weight, const Mat& rstd,

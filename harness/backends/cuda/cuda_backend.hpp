@@ -256,6 +256,11 @@ class CudaCompute final : public CudaComputeApi {
   // One linear GEMM in FP8 (fp8.cu), or the BF16 path where cuBLASLt has no FP8 algorithm.
   void do_fp8_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b, float beta,
                    const Mat& c) override;
+  // --fp8-saved-inputs: the weight gradient's A copy (op(A) = x^T, K-major, with its scales, as
+  // quantise_fp8 makes it) in a tensor of its own; the weight gradient then quantises only dy.
+  bool do_save_fp8_input(const Mat& x, const Mat& wgrad, Fp8Input& out) override;
+  void do_fp8_wgrad(float alpha, const Fp8Input& x, const Mat& dy, float beta,
+                    const Mat& c) override;
   void do_rmsnorm_forward(const Mat& x, const Mat& weight, float eps, const Mat& y,
                           const Mat& rstd) override;
   void do_rmsnorm_backward(const Mat& dy, const Mat& x, const Mat& weight, const Mat& rstd,

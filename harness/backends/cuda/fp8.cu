@@ -319,4 +319,36 @@ void CudaCompute::do_fp8_gemm(bool trans_a, bool trans_b, float alpha, const Mat
   gemm_->run_fp8(*plan, alpha, qa.data, qb.data, qa.scales, qb.scales, beta, c);
 }
 
+bool CudaCompute::do_save_fp8_input(const Mat& x, const Mat& wgrad, Fp8Input& out) {
+  // The weight gradient wgrad = x^T dy: m = x.cols, n = wgrad.cols, k = x.rows (the tokens).
+  const std::int64_t m = x.cols, n = wgrad.cols;
+  const std::int64_t kp = round_up(x.rows, fp8_recipe_ == Fp8Recipe::mxfp8 ? kFp8MxTile : kKAlign);
+  // Where that GEMM would fall back to the storage precision, x is kept as it is.
+  if (fp8_recipe_ != Fp8Recipe::tensor && (m % 4 != 0 || n % 4 != 0)) return false;
+  if (gemm_->fp8_plan(m, n, kp, wgrad, cublaslt_scale_mode(fp8_recipe_, false),
+                      cublaslt_scale_mode(fp8_recipe_, false)) == nullptr) {
+    return false;
+  }
+  const std::size_t bytes = fp8_copy_bytes(Fp8Operand::a, true, m, kp);
+  out.data = alloc(static_cast<std::int64_t>((bytes + 3) / 4), 1, DType::i32);
+  (void)quantise_fp8(x, true, Fp8Operand::a, true, m, kp, out.data.data());
+  return true;
+}
+
+void CudaCompute::do_fp8_wgrad(float alpha, const Fp8Input& x, const Mat& dy, float beta,
+                               const Mat& c) {
+  const std::int64_t m = x.cols, n = dy.cols;
+  const std::int64_t kp = round_up(x.rows, fp8_recipe_ == Fp8Recipe::mxfp8 ? kFp8MxTile : kKAlign);
+  const GemmEngine::Plan* plan =
+      gemm_->fp8_plan(m, n, kp, c, cublaslt_scale_mode(fp8_recipe_, false),
+                      cublaslt_scale_mode(fp8_recipe_, false));
+  MB_CHECK(plan != nullptr, "fp8 weight gradient from a saved input: no FP8 algorithm for "
+                                << m << " x " << n << " x " << kp << " (it had one when saved)");
+  ++fp8_gemms_;
+  const Fp8Copy qa = carve_fp8_copy(Fp8Operand::a, true, m, kp, x.data.data());
+  void* scratch = fp8_scratch_.get(fp8_copy_bytes(Fp8Operand::b, true, n, kp), stream_);
+  const Fp8Copy qb = quantise_fp8(dy, false, Fp8Operand::b, true, n, kp, scratch);
+  gemm_->run_fp8(*plan, alpha, qa.data, qb.data, qa.scales, qb.scales, beta, c);
+}
+
 }  // namespace moebench::cuda
