@@ -76,7 +76,7 @@ def draw(plt, report, out_path):
     fig.text(0.5, 0.02, "outliers (boxed): " + (", ".join(outliers[:12]) or "none"),
              ha="center", fontsize=10, color="darkred" if outliers else "black")
     fig.tight_layout(rect=(0, 0.05, 1, 0.95))
-    fig.savefig(out_path, dpi=110)
+    fig.savefig(out_path, dpi=110, format="png")
 
 
 def human_bytes(n):

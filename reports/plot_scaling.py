@@ -123,7 +123,7 @@ def draw(plt, report, out_path):
     ax_ph.set_ylim(0, 1.12 * max(steps + bottom))
 
     fig.tight_layout(rect=(0, 0, 1, 0.94))
-    fig.savefig(out_path, dpi=110)
+    fig.savefig(out_path, dpi=110, format="png")
     plt.close(fig)
 
 

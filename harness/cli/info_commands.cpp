@@ -11,6 +11,7 @@
 #include "harness/cli/commands.hpp"
 #include "harness/core/error.hpp"
 #include "harness/core/human.hpp"
+#include "harness/core/regular_file.hpp"
 #include "harness/output/atomic_file.hpp"
 #include "harness/output/linkcheck_report.hpp"
 #include "harness/output/phase_table.hpp"
@@ -263,21 +264,17 @@ int validate_command(const CliOptions& o) {
   const nlohmann::json link_schema = load_schema(kLinkcheckSchemaFile);
   int bad = 0;
   for (const std::string& path : o.files) {
-    std::error_code ec;
-    if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
-      std::cerr << path << ": not a regular file (give run report files)\n";
-      ++bad;
-      continue;
-    }
-    std::ifstream in(path);
-    if (!in) {
-      std::cerr << path << ": cannot be read\n";
+    std::string text;
+    try {
+      text = read_regular_file(path, "give run report files");
+    } catch (const UsageError& e) {
+      std::cerr << e.what() << "\n";
       ++bad;
       continue;
     }
     nlohmann::json doc;
     try {
-      doc = nlohmann::json::parse(in);
+      doc = nlohmann::json::parse(text);
     } catch (const nlohmann::json::exception& e) {  // parse errors, and numbers beyond double
       std::cerr << path << ": not JSON (" << e.what() << ")\n";
       ++bad;

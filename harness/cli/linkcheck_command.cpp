@@ -224,10 +224,7 @@ int linkcheck_command(const CliOptions& o, MpiRuntime& rt) {
   if (!l.plot.empty()) {
     std::string json_path = l.out;
     const bool temporary = json_path.empty();
-    if (temporary) {
-      json_path = l.plot + ".json.tmp";
-      write_file_atomically(json_path, text);
-    }
+    if (temporary) json_path = write_temporary_file(l.plot, text);
     const bool drawn = draw_plot("plot_linkcheck.py", json_path, l.plot, temporary);
     if (temporary) std::remove(json_path.c_str());
     if (drawn && !l.quiet) std::cout << "# plot: " << l.plot << "\n";

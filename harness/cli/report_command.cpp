@@ -118,12 +118,7 @@ int report_command(const CliOptions& o) {
   if (!r.plot.empty()) {
     std::string json_path = r.out;
     const bool temporary = json_path.empty();
-    if (temporary) {
-      json_path =
-          (fs::temp_directory_path() / ("moebench-scaling." + std::to_string(::getpid()) + ".json"))
-              .string();
-      write_file_atomically(json_path, report_text);
-    }
+    if (temporary) json_path = write_temporary_file(r.plot, report_text);
     std::cout << std::flush;
     const bool drawn = draw_plot("plot_scaling.py", json_path, r.plot, temporary);
     if (temporary) fs::remove(json_path);

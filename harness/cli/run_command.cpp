@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <thread>
@@ -21,6 +22,7 @@
 #include "harness/comm/communicator.hpp"
 #include "harness/core/host.hpp"
 #include "harness/core/human.hpp"
+#include "harness/core/regular_file.hpp"
 #include "harness/core/stop_request.hpp"
 #include "harness/core/version.hpp"
 #include "harness/device/device_records.hpp"
@@ -481,11 +483,11 @@ double failure_grace_s(double timeout_s) {
 // keeps what it measured (the slowest rank's step time, and the rates it gives).
 class StepLog {
  public:
+  // Opened never through a link and never blocking on a FIFO planted since the destination was
+  // checked (open_regular_for_writing).
   StepLog(const std::string& path, const RunConfig& c, double flops_per_step)
       : c_(c), flops_per_step_(flops_per_step) {
-    if (path.empty()) return;
-    file_.open(path, std::ios::out | std::ios::trunc);
-    if (!file_) throw UsageError("--step-log " + path + ": cannot be written");
+    if (!path.empty()) file_.reset(open_regular_for_writing(path, "--step-log"));
   }
   // The step's rates (per GPU, from the slowest rank's time), for the log and the console.
   StepProgress progress(const char* kind, int index, int of, int overall, int total,
@@ -501,20 +503,25 @@ class StepLog {
             static_cast<double>(tokens_per_step(c_)) / world / step_time_s};
   }
   void add(const StepProgress& p) {
-    if (!file_.is_open()) return;
+    if (!file_) return;
     nlohmann::json j{{"step", p.overall},
                      {"kind", p.kind},
                      {"index", p.index},
                      {"step_time_s", p.step_time_s},
                      {"tflops_per_gpu", p.tflops_per_gpu},
                      {"tokens_per_s_per_gpu", p.tokens_per_s_per_gpu}};
-    file_ << j.dump() << "\n" << std::flush;
+    const std::string line = j.dump() + "\n";
+    std::fwrite(line.data(), 1, line.size(), file_.get());
+    std::fflush(file_.get());
   }
 
  private:
   const RunConfig& c_;
   double flops_per_step_;
-  std::ofstream file_;
+  struct Close {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  std::unique_ptr<std::FILE, Close> file_;
 };
 
 }  // namespace
@@ -570,7 +577,10 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
   }
 
   std::optional<StepLog> log;
-  if (rt.rank() == 0) log.emplace(step_log_path(o), c, record.instantiated.flops_per_step);
+  // Every rank learns whether rank 0 could open it (a link or FIFO planted since the check).
+  agree(rt, usage_problem([&] {
+          if (rt.rank() == 0) log.emplace(step_log_path(o), c, record.instantiated.flops_per_step);
+        }));
   Progress progress;
   FailureReport failure(o, record, s.topo, progress, step.grad_buckets());
   clear_stop_signal();

@@ -36,7 +36,8 @@ std::string temporary_prefix(const std::string& path) {
   return path + ".tmp." + host_name() + ".";
 }
 
-// Removes this host's temporary files of `path` whose writer is no longer alive.
+// Removes this host's temporary files of `path` whose writer is no longer alive: names
+// "<prefix><pid>.<6 characters>" (and "<prefix><pid>", the form before random suffixes).
 int remove_stale_temporaries(const std::string& path) {
   const std::string dir = parent_directory(path);
   const std::string prefix = temporary_prefix(path);
@@ -49,7 +50,7 @@ int remove_stale_temporaries(const std::string& path) {
     if (name.rfind(name_prefix, 0) != 0) continue;
     char* end = nullptr;
     const long pid = std::strtol(name.c_str() + name_prefix.size(), &end, 10);
-    if (pid <= 0 || *end != '\0') continue;
+    if (pid <= 0 || (*end != '\0' && (*end != '.' || std::strlen(end) != 7))) continue;
     if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive, or unknown
     if (::unlink((dir + "/" + name).c_str()) == 0) ++removed;
   }
@@ -57,12 +58,32 @@ int remove_stale_temporaries(const std::string& path) {
   return removed;
 }
 
-}  // namespace
+// Creates `stem` + "XXXXXX" exclusively (the six characters random), readable by all as a
+// report is (0644 less the umask), and checks that what was opened is a regular file; returns
+// the descriptor and sets `tmp` to the name.
+int create_exclusive(const std::string& path, const std::string& stem, std::string& tmp) {
+  std::string name = stem + "XXXXXX";
+  const int fd = ::mkostemp(name.data(), O_CLOEXEC);
+  if (fd < 0) fail(path, "", "creation of the temporary file", errno);
+  tmp = name;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const int err = errno != 0 ? errno : EINVAL;
+    ::close(fd);
+    fail(path, tmp, "check of the temporary file (not a regular file)", err);
+  }
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  if (::fchmod(fd, 0644 & ~mask) != 0) {
+    const int err = errno;
+    ::close(fd);
+    fail(path, tmp, "chmod of the temporary file", err);
+  }
+  return fd;
+}
 
-void write_file_atomically(const std::string& path, const std::string& content) {
-  const std::string tmp = temporary_prefix(path) + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(path, "", "open of the temporary file", errno);
+void write_all(const std::string& path, const std::string& tmp, int fd,
+               const std::string& content) {
   const char* p = content.data();
   std::size_t left = content.size();
   while (left > 0) {
@@ -82,7 +103,23 @@ void write_file_atomically(const std::string& path, const std::string& content) 
     fail(path, tmp, "fsync", err);
   }
   if (::close(fd) != 0) fail(path, tmp, "close", errno);
+}
+
+}  // namespace
+
+void write_file_atomically(const std::string& path, const std::string& content) {
+  std::string tmp;
+  const int fd =
+      create_exclusive(path, temporary_prefix(path) + std::to_string(::getpid()) + ".", tmp);
+  write_all(path, tmp, fd, content);
   if (std::rename(tmp.c_str(), path.c_str()) != 0) fail(path, tmp, "rename", errno);
+}
+
+std::string write_temporary_file(const std::string& near, const std::string& content) {
+  std::string tmp;
+  const int fd = create_exclusive(near, near + ".", tmp);
+  write_all(near, tmp, fd, content);
+  return tmp;
 }
 
 int ensure_writable_destination(const std::string& path, const std::string& flag) {

@@ -6,10 +6,18 @@
 
 namespace moebench {
 
-// Writes `content` to "<path>.tmp.<host>.<pid>" in the same directory, fsyncs it and renames it
-// over `path`. On failure the temporary file is removed and a RuntimeError names the path and
-// cause.
+// Writes `content` to a temporary file "<path>.tmp.<host>.<pid>.XXXXXX" in the same directory,
+// fsyncs it and renames it over `path`. The temporary file's name ends in six random characters
+// and it is created exclusively (mkostemp: O_CREAT | O_EXCL, which never follows a link planted
+// at its name), checked to be a regular file with fstat, and made readable (0644 less the umask);
+// rename() replaces whatever `path` is then, a link or a FIFO planted there included, without
+// writing through it. On failure the temporary file is removed and a RuntimeError names the
+// path and cause.
 void write_file_atomically(const std::string& path, const std::string& content);
+
+// A private temporary copy of `content` beside `near` ("<near>.XXXXXX", created as above), for a
+// helper that reads a file by name (the plots); returns its path, which the caller removes.
+std::string write_temporary_file(const std::string& near, const std::string& content);
 
 // Checked before a run so a bad destination fails in a second, not after the benchmark: throws
 // UsageError ("<flag> <path>: directory <dir> does not exist") when the directory is missing,

@@ -16,6 +16,7 @@
 
 #include "harness/core/error.hpp"
 #include "harness/core/json_excerpt.hpp"
+#include "harness/core/regular_file.hpp"
 #include "harness/output/run_report.hpp"
 #include "harness/scaling/sha256.hpp"
 
@@ -217,14 +218,9 @@ std::vector<InputFile> expand_inputs(const std::vector<std::string>& args,
 
 namespace {
 
+// Opened once, without blocking on a FIFO or device, and refused unless a regular file.
 std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw UsageError(path + ": cannot be read");
-  const std::streamoff size = in.tellg();
-  std::string bytes(static_cast<std::size_t>(std::max<std::streamoff>(size, 0)), '\0');
-  in.seekg(0);
-  if (size < 0 || !in.read(bytes.data(), size)) throw UsageError(path + ": cannot be read");
-  return bytes;
+  return read_regular_file(path, "give moebench run report files");
 }
 
 json parse_document(const std::string& path, const std::string& bytes) {

@@ -7,7 +7,11 @@ and run alone; these do not, so they live here."""
 import json
 import os
 import re
+import signal
+import socket
+import subprocess
 import tempfile
+import time
 
 import moebench_e2e as e2e
 
@@ -232,6 +236,104 @@ def test_out_not_a_regular_file(ctx):
                            out_dir=tempfile.mkdtemp(dir=tmp))
 
 
+def _start_run(ctx, out, steps=40):
+    """A 2-rank run in the background, long enough to plant things while it runs."""
+    cmd = ["mpirun", "-np", "2", "--oversubscribe", ctx.binary, "run", "--preset",
+           "deepseek-v3-tiny", "--warmup", "0", "--steps", str(steps), "--quiet", "--out", out]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=e2e.mpi_env(), start_new_session=True, text=True)
+
+
+def _wait_running(proc, out):
+    """Until the run has logged a step (its destinations were checked long before)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if os.path.exists(out + ".steps.jsonl") and os.path.getsize(out + ".steps.jsonl") > 0:
+            return
+        time.sleep(0.05)
+    e2e.check(False, "the run did not get going (exit %r)" % proc.poll())
+
+
+def _finish(proc, timeout=120):
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        e2e.check(False, "the run hung: %s" % err[-2000:])
+    return proc.returncode, out, err
+
+
+def _moebench_pids(out):
+    """The ranks of the run writing `out` (their command lines name it)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % entry, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if out.encode() in argv and not argv[0].endswith(b"mpirun"):
+            pids.append(int(entry))
+    return pids
+
+
+def test_links_and_fifos_planted_during_a_run(ctx):
+    """Planted after the run checked its destinations: a symlink at the report's name and at
+    every temporary name an earlier moebench used (OUT.tmp.HOST.PID), and a FIFO at the report's
+    name. Nothing is written through a link, nothing blocks, and the report is a regular file."""
+    host = socket.gethostname()
+    with tempfile.TemporaryDirectory() as tmp:
+        victim = os.path.join(tmp, "victim.json")
+        with open(victim, "w") as f:
+            f.write("another user's file")
+        out = os.path.join(tmp, "r.json")
+        proc = _start_run(ctx, out)
+        _wait_running(proc, out)
+        pids = _moebench_pids(out)
+        e2e.check(len(pids) >= 2, "the run's ranks were not found: %r" % pids)
+        for pid in pids:
+            os.symlink(victim, "%s.tmp.%s.%d" % (out, host, pid))
+        os.symlink(victim, out)
+        rc, _, err = _finish(proc)
+        e2e.check(rc == 0, "exit %r with links planted: %s" % (rc, err[-2000:]))
+        with open(victim) as f:
+            e2e.check(f.read() == "another user's file", "the report was written through a link")
+        e2e.check(os.path.isfile(out) and not os.path.islink(out),
+                  "the report is not a regular file in place of the link")
+        e2e.load_report(ctx, out)
+        for pid in pids:  # the planted links were not ours to remove, and were never opened
+            e2e.check(os.path.islink("%s.tmp.%s.%d" % (out, host, pid)), "a planted link moved")
+
+        out2 = os.path.join(tmp, "r2.json")
+        proc = _start_run(ctx, out2)
+        _wait_running(proc, out2)
+        os.mkfifo(out2)
+        rc, _, err = _finish(proc)
+        e2e.check(rc == 0 and os.path.isfile(out2), "a FIFO planted at --out: exit %r, %s" %
+                  (rc, err[-2000:]))
+        e2e.load_report(ctx, out2)
+        left = [f for f in e2e.leftover_files(tmp) if ".tmp." in f and host not in f]
+        e2e.check(not left, "temporary files left: %r" % left)
+
+
+def test_report_inputs_planted(ctx):
+    """`report` and `validate` never block on a FIFO among their inputs (their outputs' temporary
+    names are random and exclusive: tests/unit/atomic_file_test.cpp)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        good = _write_valid_report(ctx, tmp)
+        fifo = os.path.join(tmp, "fifo.json")
+        os.mkfifo(fifo)
+        for args in (["report", fifo, good, "--out", os.path.join(tmp, "s.json")],
+                     ["validate", fifo]):
+            r = e2e.run_moebench(ctx, args, timeout=30)
+            e2e.check(not r.timed_out and r.rc == e2e.EXIT_USAGE, "%s of a FIFO" % args[0], r)
+            e2e.check(fifo in r.stderr and "FIFO" in r.stderr, "the message names the FIFO", r)
+        e2e.check(not os.path.exists(os.path.join(tmp, "s.json")), "a partial report was written")
+
+
 def test_memory_estimate_exceeds_machine(ctx):
     line = expect_usage_error(ctx, ["run", "--preset", "deepseek-v3", "--layers", "61",
                                     "--warmup", "0", "--steps", "1"], ["needs", "available"], np=1)
@@ -302,7 +404,8 @@ TESTS = ([make_case(n, a, k) for n, a, k in CASES] + [test_both_preset_and_confi
          CONFIG_TESTS + [test_out_in_missing_directory, test_out_not_a_regular_file,
                          test_memory_estimate_exceeds_machine] +
          [make_case(n, a, k, np) for n, a, k, np in MPI_CASES + DIAGNOSTICS_CASES] +
-         [test_validate_reports])
+         [test_validate_reports, test_links_and_fifos_planted_during_a_run,
+          test_report_inputs_planted])
 
 if __name__ == "__main__":
     e2e.run_main(TESTS)

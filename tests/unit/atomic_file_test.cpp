@@ -117,15 +117,65 @@ TEST_CASE("atomic file: a dead writer's temporary file is removed, a live one's 
     ::gethostname(buf, sizeof(buf) - 1);
     return std::string(buf);
   }();
-  // A pid that is not running: beyond pid_max.
-  const std::string dead = path + ".tmp." + host + ".2147483646";
-  const std::string live = path + ".tmp." + host + "." + std::to_string(::getpid());
-  const std::string other_host = path + ".tmp.some-other-host.2147483646";
-  for (const std::string& f : {dead, live, other_host}) {
+  // A pid that is not running: beyond pid_max. Names as write_file_atomically makes them (six
+  // random characters after the pid), and the older form without them.
+  const std::string dead = path + ".tmp." + host + ".2147483646.a1B2c3";
+  const std::string dead_old = path + ".tmp." + host + ".2147483646";
+  const std::string live = path + ".tmp." + host + "." + std::to_string(::getpid()) + ".zZ9yY8";
+  const std::string other_host = path + ".tmp.some-other-host.2147483646.a1B2c3";
+  const std::string not_ours = path + ".tmp." + host + ".2147483646.toolong";
+  for (const std::string& f : {dead, dead_old, live, other_host, not_ours}) {
     std::ofstream(f) << "partial";
   }
-  CHECK(ensure_writable_destination(path) == 1);
+  CHECK(ensure_writable_destination(path) == 2);
   CHECK_FALSE(fs::exists(dead));
+  CHECK_FALSE(fs::exists(dead_old));
   CHECK(fs::exists(live));
   CHECK(fs::exists(other_host));  // another host's writer may be alive: left alone
+  CHECK(fs::exists(not_ours));
+}
+
+TEST_CASE(
+    "atomic file: a link or FIFO planted at the final name is replaced, not written through") {
+  TempDir dir;
+  const fs::path victim = dir.path / "victim.json";
+  std::ofstream(victim) << "another user's file";
+  const fs::path out = dir.path / "r.json";
+  fs::create_symlink(victim, out);
+  write_file_atomically(out.string(), "{}\n");
+  CHECK(slurp(victim) == "another user's file");
+  CHECK_FALSE(fs::is_symlink(out));
+  CHECK(slurp(out) == "{}\n");
+  const fs::path fifo = dir.path / "fifo.json";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  write_file_atomically(fifo.string(), "{}\n");  // returns: nothing opens the FIFO
+  CHECK(fs::is_regular_file(fifo));
+  // The temporary names are new each time and private until renamed: a link planted at the old
+  // predictable name is never opened.
+  const std::string host = [] {
+    char buf[256] = {};
+    ::gethostname(buf, sizeof(buf) - 1);
+    return std::string(buf);
+  }();
+  const fs::path planted = out.string() + ".tmp." + host + "." + std::to_string(::getpid());
+  fs::create_symlink(victim, planted);
+  write_file_atomically(out.string(), "[]\n");
+  CHECK(slurp(victim) == "another user's file");
+  CHECK(slurp(out) == "[]\n");
+  // Readable by others as before (0644 less the umask).
+  struct stat st {};
+  REQUIRE(::stat(out.c_str(), &st) == 0);
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  CHECK((st.st_mode & 0777) == (0644 & ~mask));
+}
+
+TEST_CASE("atomic file: a temporary copy for a helper is private, beside its target") {
+  TempDir dir;
+  const std::string near = (dir.path / "plot.png").string();
+  const std::string a = write_temporary_file(near, "x"), b = write_temporary_file(near, "y");
+  CHECK(a != b);
+  CHECK(a.rfind(near + ".", 0) == 0);
+  CHECK(slurp(a) == "x");
+  CHECK(slurp(b) == "y");
 }

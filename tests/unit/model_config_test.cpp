@@ -263,7 +263,8 @@ TEST_CASE("model_config: inconsistent values name the key and what would be vali
 TEST_CASE("model_config: unreadable files and invalid JSON name the file") {
   CHECK(usage_message([] {
           load_model_config("/nonexistent/config.json");
-        }).rfind("/nonexistent/config.json: cannot read", 0) == 0);
+        }).rfind("/nonexistent/config.json: does not exist; give the path of a config.json", 0) ==
+        0);
 
   const auto dir = std::filesystem::temp_directory_path() / "moebench_model_config_test";
   std::filesystem::create_directories(dir);
@@ -321,7 +322,9 @@ TEST_CASE("model_config: a number beyond double and a directory are bad input to
   std::string msg = usage_message([&] { load_model_config(path); });
   CHECK(msg.rfind(path + ": invalid JSON: number overflow", 0) == 0);
   msg = usage_message([&] { load_model_config(dir.string()); });
-  CHECK(msg == dir.string() + ": not a regular file; give the path of a config.json");
+  CHECK(msg.rfind(dir.string() + ": is a directory, not a regular file; give the path of a "
+                                 "config.json, or a preset: ",
+                  0) == 0);
   std::filesystem::remove_all(dir);
 }
 

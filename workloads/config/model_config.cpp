@@ -13,6 +13,7 @@
 
 #include "harness/core/error.hpp"
 #include "harness/core/json_excerpt.hpp"
+#include "harness/core/regular_file.hpp"
 #include "workloads/ops/route.hpp"
 
 namespace moebench {
@@ -266,17 +267,9 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& s
 }
 
 ModelConfig load_model_config(const std::string& path, std::vector<std::string>* warnings) {
-  std::error_code ec;
-  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
-    throw UsageError(path + ": not a regular file; give the path of a config.json");
-  }
-  std::ifstream in(path);
-  if (!in) {
-    throw UsageError(path +
-                     ": cannot read the model config file (give a readable config.json "
-                     "path, or a preset: " +
-                     valid_preset_names() + ")");
-  }
+  // Opened once, without blocking on a FIFO or device, and refused unless a regular file.
+  const std::string text = read_regular_file(
+      path, "give the path of a config.json, or a preset: " + valid_preset_names());
   nlohmann::json j;
   // A key given twice would silently take its last value: refused, naming it. The parser's
   // callback sees each object's keys in order, one set per open object.
@@ -294,7 +287,7 @@ ModelConfig load_model_config(const std::string& path, std::vector<std::string>*
     return true;
   };
   try {
-    j = nlohmann::json::parse(in, keys);
+    j = nlohmann::json::parse(text, keys);
   } catch (const nlohmann::json::parse_error& e) {
     // e.what() starts with "[json.exception.parse_error.101] "; the rest has the position.
     std::string what = e.what();
