@@ -430,12 +430,6 @@ class FailureReport {
     if (written_ || o_.out.empty()) return;
     written_ = true;
     const std::size_t n = progress_.samples.size();
-    if (n == 0) {
-      std::cerr << "moebench: no timed step finished before the failure: no report (the step "
-                   "log has the "
-                << progress_.steps_run << " steps that did)\n";
-      return;
-    }
     RunRecord r = base_;
     const RunConfig& c = r.config;
     RankSamples own{0,
@@ -457,8 +451,13 @@ class FailureReport {
     r.health.note = "the run failed: only rank 0's own figures were kept, nothing to compare";
     try {
       write_file_atomically(o_.out, make_run_report(r).dump(2) + "\n");
-      std::cerr << "moebench: the report of the " << n << " timed steps that finished is " << o_.out
-                << " (status failed, rank 0's own phases)\n";
+      if (n == 0) {
+        std::cerr << "moebench: no timed step finished before the failure; the report " << o_.out
+                  << " says so (status failed, 0 steps)\n";
+      } else {
+        std::cerr << "moebench: the report of the " << n << " timed steps that finished is "
+                  << o_.out << " (status failed, rank 0's own phases)\n";
+      }
     } catch (const std::exception& e) {
       std::cerr << "moebench: could not write the failed run's report: " << e.what() << "\n";
     }

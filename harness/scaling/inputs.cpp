@@ -388,6 +388,11 @@ RunPoint point_from_document(const std::string& path, const std::string& bytes, 
     p.busbw[i] = phases[name]["busbw"].get<double>();
   }
   if (!(p.step_time_s > 0) || !(p.tflops_per_gpu > 0)) {
+    // A run that failed or was interrupted before its first timed step has nothing to compare,
+    // even with --allow-failed.
+    if (!p.interrupted.empty()) {
+      bad(path, "the run " + p.interrupted + ": no timed step finished, nothing to compare");
+    }
     bad(path,
         "/results/step_time_s/median and /results/tflops_per_gpu must be > 0 (no timed step)");
   }

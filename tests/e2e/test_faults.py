@@ -60,15 +60,19 @@ def check_failed_report(ctx, out, error_text, signal=None):
               "status signal %r, expected %r" % (st["signal"], signal))
     e2e.check(st["ranks_reporting"] == 1 and [r["rank"] for r in rep["results"]["per_rank"]] == [0],
               "a failed run's results are rank 0's own: %r" % st)
-    e2e.check(st["steps_completed"] == len(timed) > 0,
+    e2e.check(st["steps_completed"] == len(timed),
               "status %r, %d timed steps logged" % (st, len(timed)))
     # Each step's time is the slowest rank's as the ranks agreed on it: the step log's figure.
     e2e.check(rep["results"]["step_times_s"] == [s["step_time_s"] for s in timed],
               "results %r != step log %r" % (rep["results"]["step_times_s"], timed))
     scaling = os.path.join(os.path.dirname(out), "scaling.json")
     r = e2e.run_moebench(ctx, ["report", out, "--out", scaling])
-    e2e.check(r.rc == USAGE and "stopped by a failure" in r.stderr and "--allow-failed" in r.stderr,
-              "report must refuse a failed run unless asked", r)
+    if timed:
+        e2e.check(r.rc == USAGE and "stopped by a failure" in r.stderr and
+                  "--allow-failed" in r.stderr, "report must refuse a failed run unless asked", r)
+    else:
+        e2e.check(r.rc == USAGE and "stopped by a failure after 0 of" in r.stderr and
+                  "no timed step finished" in r.stderr, "report of a run without a timed step", r)
     e2e.check(not os.path.exists(scaling), "report wrote a scaling report for a failed run")
     return rep
 
@@ -104,7 +108,7 @@ def make_hang_test(np, ep, rank, step):
             # Steps 0..step-1 finished before the hang (step 0 is the warm-up step). A hung rank
             # 0 writes nothing; otherwise rank 0 times out too and writes the failed report.
             check_timed_out(ctx, r, out, np, step, report=rank != 0)
-    test.__name__ = "test_hang_np%d_rank%d" % (np, rank)
+    test.__name__ = "test_hang_np%d_rank%d_step%d" % (np, rank, step)
     return test
 
 
@@ -304,6 +308,7 @@ def test_sigterm_writes_an_interrupted_report(ctx):
 
 TESTS = [
     make_hang_test(2, 1, 1, 3),
+    make_hang_test(2, 1, 1, 0),
     make_hang_test(4, 2, 0, 4),
     make_hang_test(8, 4, 5, 3),
     test_hang_in_the_dispatch,
