@@ -208,6 +208,33 @@ def test_router_routing(ctx):
                   "workload.routing is %r" % rep["config"]["workload"]["routing"])
 
 
+def test_deepseek_v2_routing(ctx):
+    """DeepSeek-V2's and V2-Lite's own routing, read from their config.json (scaled down in
+    tests/data): softmax scores, group_limited_greedy or greedy selection, weights not normalised.
+    pp 2, ep 2, the router's own selection: the run verifies against the single-process
+    reference and its report says which routing ran."""
+    for name, method, scaling in (("deepseek-v2-lite-tiny", "greedy", 1.0),
+                                  ("deepseek-v2-tiny", "group_limited_greedy", 16.0)):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r.json")
+            config = os.path.join(ctx.test_data, name + ".config.json")
+            r = e2e.run_moebench(ctx, ["run", "--model-config", config, "--ep", 2, "--pp", 2,
+                                       "--seq-len", 64, "--global-batch", 4, "--routing", "router",
+                                       "--verify",
+                                       "--warmup", 1, "--steps", 2, "--quiet", "--out", out],
+                                 np=4, timeout=180)
+            e2e.check(r.rc == 0, "%s: exit %r" % (name, r.rc), r)
+            rep = e2e.load_report(ctx, out)
+            m = rep["config"]["model"]
+            e2e.check((m["scoring_func"], m["topk_method"], m["norm_topk_prob"],
+                       m["routed_scaling_factor"]) == ("softmax", method, False, scaling),
+                      "%s: the report's routing is %r" % (name, m))
+            e2e.check(rep["verification"]["passed"] and rep["verification"]["compared"] > 0,
+                      "%s did not verify: %r" % (name, rep["verification"]))
+            print("  %s: %s, verified (max abs error %.2g)" %
+                  (name, method, rep["verification"]["max_abs_error"]))
+
+
 def test_zipf_routing(ctx):
     with tempfile.TemporaryDirectory() as tmp:
         r, rep = run_tiny(ctx, tmp, 4, 4, ["--routing", "zipf:1.2"])
@@ -327,6 +354,7 @@ TESTS = [make_layout_test(n, e) for n, e in LAYOUTS] + [
     test_ranks_per_node_2,
     test_reduce_scatter,
     test_router_routing,
+    test_deepseek_v2_routing,
     test_zipf_routing,
     test_attention_off,
     test_head_off,

@@ -328,4 +328,31 @@ TEST_CASE("model_config: a number beyond double and a directory are bad input to
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("model_config: the routing keys, DeepSeek-V3's when absent, refused when unknown") {
+  nlohmann::json j = tiny_json();
+  j.erase("scoring_func");
+  j.erase("topk_method");
+  j.erase("norm_topk_prob");
+  const ModelConfig v3 = model_config_from_json(j, "c.json");
+  CHECK(v3.scoring_func == "sigmoid");
+  CHECK(v3.topk_method == "noaux_tc");
+  CHECK(v3.norm_topk_prob);
+  j["scoring_func"] = "softmax";
+  j["topk_method"] = "group_limited_greedy";
+  j["norm_topk_prob"] = false;
+  const ModelConfig v2 = model_config_from_json(j, "c.json");
+  CHECK(v2.scoring_func == "softmax");
+  CHECK(v2.topk_method == "group_limited_greedy");
+  CHECK_FALSE(v2.norm_topk_prob);
+  CHECK(to_json(v2)["topk_method"] == "group_limited_greedy");  // the report records it
+  j["topk_method"] = "gready";
+  CHECK(usage_message([&] { model_config_from_json(j, "c.json"); }) ==
+        "c.json: key 'topk_method' is 'gready', which moebench does not run; valid: noaux_tc, "
+        "greedy, group_limited_greedy");
+  j["topk_method"] = "greedy";
+  j["norm_topk_prob"] = "no";
+  CHECK(usage_message([&] { model_config_from_json(j, "c.json"); }) ==
+        "c.json: key 'norm_topk_prob' must be true or false, got \"no\"");
+}
+
 }  // namespace moebench

@@ -74,6 +74,128 @@ std::vector<float> random_scores(int experts, std::uint64_t seed, std::uint64_t 
   return s;
 }
 
+// DeepSeek-V2's and V2-Lite's gate (modeling_deepseek.py's MoEGate) spelled out with sorts:
+// group_limited_greedy keeps the topk_group groups of the highest single score, greedy has no
+// groups; neither reads a bias.
+std::vector<std::int32_t> v2_reference(const RouterParams& p, const std::vector<float>& s) {
+  const int groups = p.topk_method == kTopkGreedy ? 1 : p.groups;
+  const int keep = p.topk_method == kTopkGreedy ? 1 : p.topk_groups;
+  const int size = p.experts / groups;
+  std::vector<float> group_score(groups);
+  for (int g = 0; g < groups; ++g) {
+    group_score[g] = *std::max_element(s.begin() + g * size, s.begin() + (g + 1) * size);
+  }
+  std::vector<int> order(groups);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return group_score[a] > group_score[b]; });
+  std::vector<int> candidates;
+  for (int n = 0; n < keep; ++n) {
+    for (int e = order[n] * size; e < (order[n] + 1) * size; ++e) candidates.push_back(e);
+  }
+  std::sort(candidates.begin(), candidates.end());
+  std::stable_sort(candidates.begin(), candidates.end(), [&](int a, int b) { return s[a] > s[b]; });
+  std::vector<std::int32_t> out(candidates.begin(), candidates.begin() + p.top_k);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST_CASE("router_scores: sigmoid of each logit, or their softmax") {
+  RouterParams p = router_params(24, 6, 1, 1, 1.0f);
+  std::vector<float> logits(24);
+  for (int e = 0; e < 24; ++e) logits[e] = 6.0f * uniform_pm1(9, 1, e);
+  std::vector<float> s = logits;
+  router_scores(p, s.data());
+  for (int e = 0; e < 24; ++e) CHECK(s[e] == sigmoid(logits[e]));
+  p.scoring = kScoreSoftmax;
+  s = logits;
+  router_scores(p, s.data());
+  double z = 0;
+  for (float l : logits) z += std::exp(static_cast<double>(l));
+  double sum = 0;
+  for (int e = 0; e < 24; ++e) {
+    // FP32 exp and division against double: a few ulps of values below 1.
+    CHECK(s[e] == doctest::Approx(std::exp(static_cast<double>(logits[e])) / z).epsilon(1e-5));
+    sum += s[e];
+  }
+  CHECK(sum == doctest::Approx(1.0).epsilon(1e-5));
+}
+
+TEST_CASE(
+    "V2's group_limited_greedy and V2-Lite's greedy select as their gate does, bias ignored") {
+  for (std::int32_t method : {kTopkGroupLimitedGreedy, kTopkGreedy}) {
+    CAPTURE(method);
+    RouterParams p = router_params(32, 6, 8, 3, 16.0f);
+    p.topk_method = method;
+    p.scoring = kScoreSoftmax;
+    p.norm_topk = 0;
+    std::vector<float> bias(32);
+    for (int e = 0; e < 32; ++e) bias[e] = 10.0f * uniform_pm1(8, 2, e);  // would change noaux_tc
+    int differs_from_v3 = 0;
+    for (std::uint64_t t = 0; t < 200; ++t) {
+      const std::vector<float> s = random_scores(32, 5, t, t % 2 == 0);
+      const Routed r = route(p, s, bias.data(), t);
+      CHECK(r.idx == v2_reference(p, s));
+      // Weights: the scores themselves times routed_scaling_factor, not normalised.
+      for (int j = 0; j < p.top_k; ++j) CHECK(r.w[j] == 16.0f * s[r.idx[j]]);
+      RouterParams v3 = p;
+      v3.topk_method = kTopkNoauxTc;
+      differs_from_v3 += route(v3, s, bias.data(), t).idx != r.idx;
+    }
+    CHECK(differs_from_v3 > 100);  // the methods really differ on these scores
+  }
+}
+
+TEST_CASE("route_token_backward matches finite differences for softmax scores, normalised or not") {
+  for (int norm : {0, 1}) {
+    for (std::int32_t scoring : {kScoreSoftmax, kScoreSigmoid}) {
+      CAPTURE(norm);
+      CAPTURE(scoring);
+      RouterParams p = router_params(16, 4, 4, 2, 2.0f);
+      p.scoring = scoring;
+      p.norm_topk = norm;
+      p.topk_method = kTopkGroupLimitedGreedy;
+      for (int trial = 0; trial < 10; ++trial) {
+        std::vector<float> logits(p.experts), s(p.experts);
+        for (int e = 0; e < p.experts; ++e) logits[e] = 3.0f * uniform_pm1(13, trial, e);
+        s = logits;
+        router_scores(p, s.data());
+        const Routed r = route(p, s, nullptr, trial);
+        std::vector<float> dw(p.top_k);
+        for (int j = 0; j < p.top_k; ++j) dw[j] = uniform_pm1(14, trial, j);
+        std::vector<float> dlogits(p.experts, NAN);
+        route_token_backward(p, s.data(), r.idx.data(), dw.data(), dlogits.data());
+        // L(logits) = sum_j dw_j * w_j, indices held fixed, in double.
+        auto loss = [&](std::vector<double> x) {
+          std::vector<double> sc(x.size());
+          double z = 0;
+          for (double v : x) z += std::exp(v);
+          for (std::size_t e = 0; e < x.size(); ++e) {
+            sc[e] = scoring == kScoreSoftmax ? std::exp(x[e]) / z : 1.0 / (1.0 + std::exp(-x[e]));
+          }
+          double sum = 0.0, dot = 0.0;
+          for (int j = 0; j < p.top_k; ++j) {
+            sum += sc[r.idx[j]];
+            dot += dw[j] * sc[r.idx[j]];
+          }
+          return p.scaling * (norm ? dot / sum : dot);
+        };
+        std::vector<double> x(logits.begin(), logits.end());
+        for (int e = 0; e < p.experts; ++e) {
+          const double h = 1e-4;
+          std::vector<double> up = x, down = x;
+          up[e] += h;
+          down[e] -= h;
+          const double fd = (loss(up) - loss(down)) / (2.0 * h);
+          // As above: O(h^2) for the differences, ~1e-6 for the float gradient.
+          CAPTURE(e);
+          CHECK(std::abs(dlogits[e] - fd) <= 1e-5);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("sigmoid") {

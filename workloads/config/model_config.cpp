@@ -139,6 +139,28 @@ class Reader {
     return v == nullptr ? fallback : positive_number_value(key, *v);
   }
 
+  // A string among `valid` (the first is the default when the key is absent).
+  std::string choice_or(const char* key, const std::vector<std::string>& valid) const {
+    const nlohmann::json* v = find(key);
+    if (v == nullptr) return valid.front();
+    std::string names;
+    for (const std::string& n : valid) names += (names.empty() ? "" : ", ") + n;
+    if (!v->is_string()) wrong(key, ("one of " + names).c_str(), *v);
+    const std::string x = v->get<std::string>();
+    for (const std::string& n : valid) {
+      if (x == n) return x;
+    }
+    throw UsageError(source_ + ": key '" + key + "' is '" + x +
+                     "', which moebench does not run; valid: " + names);
+  }
+
+  bool boolean_or(const char* key, bool fallback) const {
+    const nlohmann::json* v = find(key);
+    if (v == nullptr) return fallback;
+    if (!v->is_boolean()) wrong(key, "true or false", *v);
+    return v->get<bool>();
+  }
+
   double positive_number_value(const char* key, const nlohmann::json& v) const {
     if (!v.is_number()) wrong(key, "a positive number", v);
     const auto x = v.get<double>();
@@ -249,6 +271,11 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& s
   m.n_group = r.integer("n_group", ex.n_group, false);
   m.topk_group = r.integer("topk_group", ex.topk_group, false);
   m.routed_scaling_factor = r.positive_number("routed_scaling_factor", "2.5");
+  // DeepSeek-V3's routing unless the config names another (V2: softmax, group_limited_greedy, no
+  // normalisation; V2-Lite: softmax, greedy, no normalisation).
+  m.scoring_func = r.choice_or("scoring_func", {"sigmoid", "softmax"});
+  m.topk_method = r.choice_or("topk_method", {"noaux_tc", "greedy", "group_limited_greedy"});
+  m.norm_topk_prob = r.boolean_or("norm_topk_prob", true);
   const nlohmann::json* q_lora = r.find("q_lora_rank");
   if (q_lora == nullptr) r.missing("q_lora_rank", "1536, or null for a direct q projection");
   if (!q_lora->is_null()) m.q_lora_rank = r.integer_value("q_lora_rank", *q_lora, false);
@@ -450,6 +477,9 @@ nlohmann::json to_json(const ModelConfig& m) {
   j["n_group"] = m.n_group;
   j["topk_group"] = m.topk_group;
   j["routed_scaling_factor"] = m.routed_scaling_factor;
+  j["scoring_func"] = m.scoring_func;
+  j["topk_method"] = m.topk_method;
+  j["norm_topk_prob"] = m.norm_topk_prob;
   j["q_lora_rank"] = m.q_lora_rank ? nlohmann::json(*m.q_lora_rank) : nlohmann::json(nullptr);
   j["kv_lora_rank"] = m.kv_lora_rank;
   j["qk_nope_head_dim"] = m.qk_nope_head_dim;

@@ -23,6 +23,12 @@ struct ModelConfig {
   std::int64_t n_group = 1;
   std::int64_t topk_group = 1;
   double routed_scaling_factor = 1.0;
+  // The router's own arithmetic (workloads/ops/route.hpp), DeepSeek-V3's unless the config says:
+  // scoring_func sigmoid|softmax, topk_method noaux_tc|greedy|group_limited_greedy, and whether
+  // the chosen scores are normalised to sum 1 (norm_topk_prob).
+  std::string scoring_func = "sigmoid";
+  std::string topk_method = "noaux_tc";
+  bool norm_topk_prob = true;
   std::optional<std::int64_t> q_lora_rank;  // null: q is projected directly from the hidden state
   std::int64_t kv_lora_rank = 0;
   std::int64_t qk_nope_head_dim = 0;

@@ -23,6 +23,16 @@ RouterParams router_params(const RunConfig& c) {
   p.groups = static_cast<std::int32_t>(m.n_group);
   p.topk_groups = static_cast<std::int32_t>(m.topk_group);
   p.scaling = static_cast<float>(m.routed_scaling_factor);
+  p.scoring = m.scoring_func == "softmax" ? kScoreSoftmax : kScoreSigmoid;
+  p.topk_method = m.topk_method == "greedy"                 ? kTopkGreedy
+                  : m.topk_method == "group_limited_greedy" ? kTopkGroupLimitedGreedy
+                                                            : kTopkNoauxTc;
+  p.norm_topk = m.norm_topk_prob ? 1 : 0;
+  if (p.topk_method == kTopkGreedy) {
+    // No group limit: balanced routing spreads over all experts alike.
+    p.groups = 1;
+    p.topk_groups = 1;
+  }
   switch (c.workload.routing.mode) {
     case RoutingMode::router:
       p.mode = kRouteRouter;

@@ -27,6 +27,11 @@ struct RouterParams {
   float zipf_exponent = 0.0f;
   std::uint64_t seed = 0;
   std::uint64_t layer = 0;  // random mode: each layer draws its own logits
+  // The model's own routing (its config.json; route.hpp): scoring_func, topk_method and
+  // norm_topk_prob. DeepSeek-V3's by default.
+  std::int32_t scoring = 0;      // kScoreSigmoid or kScoreSoftmax
+  std::int32_t topk_method = 0;  // kTopkNoauxTc, kTopkGreedy or kTopkGroupLimitedGreedy
+  std::int32_t norm_topk = 1;    // 1: the chosen scores normalised to sum 1
 };
 
 }  // namespace moebench

@@ -1,9 +1,13 @@
 // Routing arithmetic for one token, written once for both backends (MB_HD).
 //
-// Scores are sigmoid(logits). Selection:
-//  - router:   DeepSeek-V3's noaux_tc group-limited top-k: each of n_group groups is scored by the
+// Scores are sigmoid(logits) (scoring_func sigmoid, DeepSeek-V3) or softmax(logits) over the
+// experts (softmax, DeepSeek-V2 and V2-Lite). Selection:
+//  - router:   by the model's topk_method. noaux_tc (V3): each of n_group groups is scored by the
 //              sum of its two highest (score + bias); the topk_group best groups are kept; the
-//              top_k experts by (score + bias) inside them are chosen.
+//              top_k experts by (score + bias) inside them are chosen. group_limited_greedy (V2):
+//              each group is scored by its highest score, the topk_group best kept, the top_k
+//              experts by score inside them chosen. greedy (V2-Lite): the top_k experts by score.
+//              Only noaux_tc reads the selection bias.
 //  - balanced: exact per-expert counts inside the model's group limit. With G = n_group groups of
 //              S experts, K = topk_group and q = k / K experts per kept group (when K | G, K | k
 //              and q | S): token g keeps the K groups c, c + G/K, c + 2G/K, ... with
@@ -16,8 +20,9 @@
 //              straight through to the router), then the real group-limited top-k (as router).
 //  - zipf:     k distinct experts drawn (seeded by token) with probability proportional to
 //              1 / (popularity_rank + 1)^S, popularity ranks a fixed permutation of the experts.
-// Weights, in every mode: the chosen experts' scores (without bias), normalised to sum 1, times
-// routed_scaling_factor. Indices are in ascending order of expert id within a token.
+// Weights, in every mode: the chosen experts' scores (without bias), normalised to sum 1 when
+// norm_topk_prob (V3) and as they are otherwise (V2, V2-Lite), times routed_scaling_factor.
+// Indices are in ascending order of expert id within a token.
 #pragma once
 
 #include <cstdint>
@@ -32,8 +37,14 @@ constexpr int kMaxGroups = 64;
 constexpr int kMaxTopK = 32;
 
 enum : std::int32_t { kRouteRouter = 0, kRouteBalanced = 1, kRouteZipf = 2, kRouteRandom = 3 };
+enum : std::int32_t { kScoreSigmoid = 0, kScoreSoftmax = 1 };
+enum : std::int32_t { kTopkNoauxTc = 0, kTopkGreedy = 1, kTopkGroupLimitedGreedy = 2 };
 
 MB_HD float sigmoid(float x);
+
+// The E router logits of one token (as router_logit gives them) turned into its scores in place:
+// sigmoid of each, or their softmax.
+MB_HD void router_scores(const RouterParams& p, float* scores);
 
 // The logit the router scores (sigmoid) for `expert` of `global_token`: `logit` itself, or in
 // random mode a standard normal draw in its place.

@@ -72,11 +72,15 @@ MB_HD std::int64_t inverse_mod(std::int64_t a, std::int64_t m) {
   return t0 < 0 ? t0 + m : t0;
 }
 
-// DeepSeek-V3 noaux_tc: group-limited top-k on choice scores score + bias.
+// The model's top-k: noaux_tc (DeepSeek-V3) group-limited on choice scores score + bias, groups
+// scored by their two best; group_limited_greedy (V2) on the scores, groups scored by their
+// best; greedy (V2-Lite) on the scores, one group.
 MB_HD void select_router(const RouterParams& p, const float* scores, const float* bias,
                          std::int32_t* idx) {
   const int experts = p.experts;
-  int groups = p.groups;
+  if (p.topk_method != kTopkNoauxTc) bias = nullptr;
+  const bool two_best = p.topk_method == kTopkNoauxTc;
+  int groups = p.topk_method == kTopkGreedy ? 1 : p.groups;
   if (groups < 1 || groups > kMaxGroups || experts % groups != 0) groups = 1;
   const int group_size = experts / groups;
   int keep = p.topk_groups;
@@ -101,7 +105,7 @@ MB_HD void select_router(const RouterParams& p, const float* scores, const float
         v2 = c;
       }
     }
-    group_score[g] = order_key(v1) + (second >= 0 ? order_key(v2) : 0.0f);
+    group_score[g] = order_key(v1) + (two_best && second >= 0 ? order_key(v2) : 0.0f);
   }
 
   std::uint64_t kept = 0;  // bit g: group g kept
@@ -226,6 +230,21 @@ MB_HD float sigmoid(float x) {
   return 1.0f / (1.0f + expf(-x));
 }
 
+MB_HD void router_scores(const RouterParams& p, float* scores) {
+  if (p.scoring != kScoreSoftmax) {
+    for (int e = 0; e < p.experts; ++e) scores[e] = sigmoid(scores[e]);
+    return;
+  }
+  float top = -INFINITY;
+  for (int e = 0; e < p.experts; ++e) top = fmaxf(top, scores[e]);
+  float sum = 0.0f;
+  for (int e = 0; e < p.experts; ++e) {
+    scores[e] = expf(scores[e] - top);
+    sum += scores[e];
+  }
+  for (int e = 0; e < p.experts; ++e) scores[e] /= sum;
+}
+
 MB_HD float router_logit(const RouterParams& p, float logit, std::uint64_t global_token,
                          int expert) {
   if (p.mode != kRouteRandom) return logit;
@@ -250,6 +269,10 @@ MB_HD void route_token(const RouterParams& p, const float* scores, const float* 
   }
   route_detail::sort_ascending(idx, p.top_k);
 
+  if (!p.norm_topk) {
+    for (int j = 0; j < p.top_k; ++j) w[j] = p.scaling * scores[idx[j]];
+    return;
+  }
   float sum = 0.0f;
   for (int j = 0; j < p.top_k; ++j) sum += scores[idx[j]];
   for (int j = 0; j < p.top_k; ++j) {
@@ -261,18 +284,32 @@ MB_HD void route_token(const RouterParams& p, const float* scores, const float* 
 MB_HD void route_token_backward(const RouterParams& p, const float* scores, const std::int32_t* idx,
                                 const float* dw, float* dlogits) {
   for (int e = 0; e < p.experts; ++e) dlogits[e] = 0.0f;
-  float sum = 0.0f, dot = 0.0f;
-  for (int j = 0; j < p.top_k; ++j) {
-    sum += scores[idx[j]];
-    dot += dw[j] * scores[idx[j]];
+  // d loss / d score of each chosen expert: through the normalisation, or directly.
+  float dscore[kMaxTopK];
+  if (p.norm_topk) {
+    float sum = 0.0f, dot = 0.0f;
+    for (int j = 0; j < p.top_k; ++j) {
+      sum += scores[idx[j]];
+      dot += dw[j] * scores[idx[j]];
+    }
+    if (!(sum > 0.0f)) return;  // the forward used constant weights there
+    const float inv = 1.0f / sum;
+    for (int j = 0; j < p.top_k; ++j) dscore[j] = p.scaling * (dw[j] * inv - dot * inv * inv);
+  } else {
+    for (int j = 0; j < p.top_k; ++j) dscore[j] = p.scaling * dw[j];
   }
-  if (!(sum > 0.0f)) return;  // the forward used constant weights there
-  const float inv = 1.0f / sum;
+  if (p.scoring == kScoreSoftmax) {
+    // s = softmax(l): dl_e = s_e (ds_e - sum_j ds_j s_j), every expert's logit moves.
+    float dot = 0.0f;
+    for (int j = 0; j < p.top_k; ++j) dot += dscore[j] * scores[idx[j]];
+    for (int e = 0; e < p.experts; ++e) dlogits[e] = -scores[e] * dot;
+    for (int j = 0; j < p.top_k; ++j) dlogits[idx[j]] += scores[idx[j]] * dscore[j];
+    return;
+  }
   for (int j = 0; j < p.top_k; ++j) {
     const float s = scores[idx[j]];
-    const float dscore = p.scaling * (dw[j] * inv - dot * inv * inv);
     // += so that a repeated index would still get its full derivative.
-    dlogits[idx[j]] += dscore * s * (1.0f - s);
+    dlogits[idx[j]] += dscore[j] * s * (1.0f - s);
   }
 }
 

@@ -560,7 +560,8 @@ void CpuCompute::do_router_forward(const RouterParams& p, const Mat& logits, con
   for_rows(logits, [&](const float* lr, std::int64_t r) {
     float* sr = row_f32(scores, r);
     const auto g = static_cast<std::uint64_t>(first_token + r);
-    for (std::int32_t e = 0; e < p.experts; ++e) sr[e] = sigmoid(router_logit(p, lr[e], g, e));
+    for (std::int32_t e = 0; e < p.experts; ++e) sr[e] = router_logit(p, lr[e], g, e);
+    router_scores(p, sr);
     route_token(p, sr, bias_row, g, row_i32(indices, r), row_f32(weights, r));
   });
 }

@@ -33,9 +33,8 @@ __global__ void router_forward_kernel(RouterParams p, Mat logits, const float* b
   MB_GRID_LOOP(r, logits.rows) {
     float* sr = row_f32(scores, r);
     const auto g = static_cast<std::uint64_t>(first_token + r);
-    for (std::int32_t e = 0; e < p.experts; ++e) {
-      sr[e] = sigmoid(router_logit(p, load(logits, r, e), g, e));
-    }
+    for (std::int32_t e = 0; e < p.experts; ++e) sr[e] = router_logit(p, load(logits, r, e), g, e);
+    router_scores(p, sr);
     route_token(p, sr, bias, g, row_i32(indices, r), row_f32(weights, r));
   }
 }
