@@ -30,8 +30,14 @@ def draw(plt, report, out_path):
     fig, (ax_tf, ax_eff, ax_ph) = plt.subplots(1, 3, figsize=(17, 5.2))
     title = "%s: %s scaling, baseline %d GPU%s" % (
         report["workload"]["model"], scaling["mode"], base["gpus"], "" if base["gpus"] == 1 else "s")
+    # The verdict says what it judged: a PASS of verifications alone is not a scaling claim.
     if report["verdicts"]:
-        title += " - verdict %s" % ("PASS" if report["passed"] else "FAIL")
+        judged = sorted(set(v["name"] for v in report["verdicts"]))
+        failed = sorted(set(v["name"] for v in report["verdicts"] if not v["passed"]))
+        title += " - verdict %s (judged: %s)" % (
+            "PASS" if report["passed"] else "FAIL: " + ", ".join(failed), ", ".join(judged))
+    else:
+        title += " - no verdict (no claim or threshold given)"
     if synthetic:
         title = "SYNTHETIC DATA (not measured) - " + title
     if report.get("system"):  # who was measured: GPU model, count, nodes, software

@@ -316,6 +316,12 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   report->add_flag("--allow-failed", r.allow_failed,
                    "merge runs that were interrupted (SIGTERM, SIGINT) or failed (a timeout, a "
                    "peer's death) too: their figures come from the timed steps that finished");
+  report->add_flag("--allow-suspects", r.allow_suspects,
+                   "accept runs whose health check named suspect ranks (by default such a size "
+                   "fails the `health` verdict, naming them)");
+  report->add_flag("--allow-injected", r.allow_injected,
+                   "accept runs that injected a fault (--inject; by default such a size fails the "
+                   "`injected` verdict)");
   report->add_flag("--claim-from-recipe", r.claim_from_recipe,
                    "judge the largest size against its runs' recipe (--recipe): comparable or "
                    "not, with every difference, and the published TFLOP/s per GPU");

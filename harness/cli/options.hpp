@@ -84,6 +84,8 @@ struct ReportOptions {
   std::optional<double> min_efficiency;
   bool claim_from_recipe = false;  // judge the largest size against the runs' recipe
   bool allow_failed = false;       // merge interrupted runs too
+  bool allow_suspects = false;     // runs with health suspects do not fail the verdict
+  bool allow_injected = false;     // runs with an injected fault do not fail the verdict
   bool quiet = false;
 };
 

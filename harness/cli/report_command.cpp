@@ -66,6 +66,8 @@ ScalingOptions scaling_options(const ReportOptions& r) {
   s.claim_from_recipe = r.claim_from_recipe;
   s.min_tflops = r.min_tflops;
   s.min_efficiency = r.min_efficiency;
+  s.allow_suspects = r.allow_suspects;
+  s.allow_injected = r.allow_injected;
   return s;
 }
 

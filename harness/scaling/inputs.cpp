@@ -9,9 +9,11 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <iomanip>
 #include <fstream>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "harness/core/error.hpp"
@@ -443,6 +445,18 @@ RunPoint point_from_document(const std::string& path, const std::string& bytes, 
   p.verification_enabled = v["enabled"].get<bool>();
   p.verification_passed = v["passed"].get<bool>();
   p.mismatches = v["mismatches"].get<long long>();
+
+  // What may make the figures not the system's: slow ranks the run itself named, a fault it
+  // injected, FP8 it only emulated.
+  for (const json& s : doc["health"]["suspects"]) {
+    std::ostringstream line;
+    line << std::setprecision(3) << "rank " << s["rank"].get<long long>() << " on "
+         << s["host"].get<std::string>() << " (" << s["metric"].get<std::string>() << " "
+         << s["slowdown"].get<double>() << "x the median)";
+    p.suspects.push_back(line.str());
+  }
+  if (config.contains("inject")) p.injected = config["inject"].get<std::string>();
+  p.fp8_emulated = config.contains("fp8") && config["fp8"].value("emulated", false);
   return p;
 }
 

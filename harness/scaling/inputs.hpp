@@ -76,6 +76,11 @@ struct RunPoint {
   bool verification_enabled = false;
   bool verification_passed = true;
   long long mismatches = 0;
+  // The run's own health suspects ("rank R on HOST (metric Nx the median)"), the fault it
+  // injected (--inject; empty in a measurement), and whether its fp8 was emulated (cpu).
+  std::vector<std::string> suspects;
+  std::string injected;
+  bool fp8_emulated = false;
 };
 
 // The key fields that --allow-mixed may let vary between GPU counts.

@@ -165,6 +165,9 @@ SizeResult aggregate(const std::vector<RunPoint>& runs, const std::vector<std::s
       if (!r.verification_passed) s.failed_runs.push_back(r.path);
       s.mismatches += r.mismatches;
     }
+    for (const std::string& suspect : r.suspects) s.suspects.push_back(r.path + ": " + suspect);
+    if (!r.injected.empty()) s.injected.push_back(r.path + ": " + r.injected);
+    s.fp8_emulated = s.fp8_emulated || r.fp8_emulated;
     layouts.insert(std::to_string(r.nodes) + " x " + std::to_string(r.ranks_per_node));
     std::vector<std::string> hosts = r.hosts;
     std::sort(hosts.begin(), hosts.end());
@@ -337,6 +340,38 @@ void compute_verdicts(const std::vector<RunPoint>& runs, const ScalingOptions& o
                         : "verification at " + gpus_text(s.gpus) + ": failed in " +
                               list_files(s.failed_runs);
     out.verdicts.push_back(v);
+  }
+  // A slow rank the run named, or a fault it injected: its figures are not the system's, so the
+  // study does not pass unless the user accepts them.
+  const auto flagged = [&](const char* name, const SizeResult& s,
+                           const std::vector<std::string>& items, bool allowed, const char* what,
+                           const char* flag) {
+    if (items.empty()) return;
+    Verdict v;
+    v.name = name;
+    v.gpus = s.gpus;
+    v.comparison = "<=";
+    v.measured = static_cast<double>(items.size());
+    v.passed = allowed;
+    v.margin = allowed ? 0.0 : -v.measured;
+    std::string list;
+    for (const std::string& i : items) list += (list.empty() ? "" : "; ") + i;
+    v.reason = std::string(name) + " at " + gpus_text(s.gpus) + ": " +
+               std::to_string(items.size()) + " " + what + " (" + list + ")" +
+               (allowed ? std::string(", accepted by ") + flag
+                        : std::string("; pass ") + flag + " to accept them");
+    out.verdicts.push_back(v);
+  };
+  for (const SizeResult& s : out.sizes) {
+    flagged("health", s, s.suspects, o.allow_suspects, "health suspect(s) the runs named",
+            "--allow-suspects");
+    flagged("injected", s, s.injected, o.allow_injected, "run(s) with an injected fault",
+            "--allow-injected");
+    if (s.fp8_emulated) {
+      out.warnings.push_back("runs at " + gpus_text(s.gpus) +
+                             " ran fp8 emulated in FP32 on the cpu backend: their TFLOP/s are "
+                             "not FP8 hardware figures");
+    }
   }
   for (const SizeResult& s : out.sizes) {
     if (o.min_tflops) {

@@ -23,6 +23,9 @@ struct ScalingOptions {
   // The largest size against its runs' recipe: comparable (the run is the published workload)
   // and at least the published TFLOP/s per GPU, or not comparable with every difference.
   bool claim_from_recipe = false;
+  // Runs with health suspects or an injected fault are a failing verdict unless allowed.
+  bool allow_suspects = false;
+  bool allow_injected = false;
 };
 
 enum class ScalingMode {
@@ -68,6 +71,9 @@ struct SizeResult {
   VerificationState verification = VerificationState::not_run;
   std::vector<std::string> failed_runs;  // paths of the runs whose verification failed
   long long mismatches = 0;              // wrong elements, summed over the verified runs
+  std::vector<std::string> suspects;     // "PATH: rank R on HOST (...)", every run's
+  std::vector<std::string> injected;     // "PATH: SPEC", the runs that injected a fault
+  bool fp8_emulated = false;             // some run's fp8 was emulated
 };
 
 // One phase between two consecutive sizes.
@@ -92,7 +98,8 @@ struct PhaseGrowth {
 };
 
 struct Verdict {
-  std::string name;  // claim_tflops, claim_efficiency, min_tflops, min_efficiency, verification
+  // claim_tflops, claim_efficiency, min_tflops, min_efficiency, verification, health, injected
+  std::string name;
   int gpus = 0;
   int baseline_gpus = 0;  // efficiency verdicts only
   double measured = 0;

@@ -13,6 +13,7 @@ import moebench_e2e as e2e
 
 PRESET = "deepseek-v3-tiny"
 HEALTH = 5
+CLAIM = 4  # a scaling-report verdict failed
 DEVICE_LINE = re.compile(r"^#  Rank +(\d+) Pid +\d+ on +\S+ local rank +(\d+) device cpu",
                          re.M)
 
@@ -29,6 +30,26 @@ def run(ctx, tmp, np, per_node, extra=(), name="r.json"):
 # four runs at 8 ranks). At 4 it measured 2.3 to 3.1x, and once, in a full ctest run, nobody was
 # named: the other ranks' noise can lift the 6-robust-SD threshold above a margin that small.
 SLOW_FACTOR = 6
+
+
+def check_scaling_verdict(ctx, tmp, slow_out, slow_rank, host):
+    """A scaling report over the slow run and a clean one at another size is not PASS: its
+    `health` verdict names the suspect, its `injected` verdict the fault, unless accepted."""
+    res, clean = run(ctx, tmp, 2, 2, [], name="clean.json")
+    e2e.check(res.rc == 0, "the clean run", res)
+    md = "%s/s.md" % tmp
+    base = ["report", clean, slow_out, "--allow-mixed", "ep", "--markdown", md]
+    r = e2e.run_moebench(ctx, base, timeout=60)
+    e2e.check(r.rc == CLAIM, "a study with a suspect passed (exit %r)" % r.rc, r)
+    suspect = "rank %d on %s" % (slow_rank, host)
+    with open(md) as f:
+        text = f.read()
+    for where, out in (("terminal", r.stdout), ("Markdown", text)):
+        e2e.check(suspect in out and "health" in out and "--allow-suspects" in out and
+                  "injected" in out, "the %s does not name the suspect and the fault" % where, r)
+    r = e2e.run_moebench(ctx, base + ["--allow-suspects", "--allow-injected"], timeout=60)
+    e2e.check(r.rc == 0 and "accepted by --allow-suspects" in r.stdout,
+              "accepted suspects and faults pass", r)
 
 
 def make_slow_test(np, per_node, slow_rank):
@@ -60,6 +81,8 @@ def make_slow_test(np, per_node, slow_rank):
                       "the console's health block names the rank", res)
             e2e.check("--health-gate: 1 suspect rank(s)" in res.stderr,
                       "the gate says why it failed", res)
+            if np == 4:
+                check_scaling_verdict(ctx, tmp, out, slow_rank, first["host"])
 
     test.__name__ = "test_slow_rank_%d_of_%d_is_named" % (slow_rank, np)
     return test

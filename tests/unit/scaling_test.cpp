@@ -197,6 +197,38 @@ TEST_CASE("a run that failed verification never passes a verdict, at its size or
   CHECK_FALSE(r.passed());
 }
 
+TEST_CASE("health suspects and injected faults fail the verdict, naming them, unless accepted") {
+  RunPoint slow = scaling_point(2, 9);
+  slow.suspects = {"rank 1 on node-b (compute 1.8x the median)"};
+  RunPoint faulted = scaling_point(1, 10);
+  faulted.injected = "slow:rank=0,factor=2";
+  faulted.fp8_emulated = true;
+  ScalingOptions o;
+  auto r = compute_scaling({faulted, slow}, o);
+  const Verdict* health = find_verdict(r, "health", 2);
+  REQUIRE(health != nullptr);
+  CHECK_FALSE(health->passed);
+  CHECK(health->measured == 1);
+  CHECK(contains(health->reason, "run-2.json: rank 1 on node-b (compute 1.8x the median)"));
+  CHECK(contains(health->reason, "pass --allow-suspects"));
+  const Verdict* injected = find_verdict(r, "injected", 1);
+  REQUIRE(injected != nullptr);
+  CHECK_FALSE(injected->passed);
+  CHECK(contains(injected->reason, "slow:rank=0,factor=2"));
+  CHECK(find_verdict(r, "health", 1) == nullptr);  // the clean size has none
+  CHECK_FALSE(r.passed());
+  bool warned = false;
+  for (const std::string& w : r.warnings) warned = warned || contains(w, "fp8 emulated");
+  CHECK(warned);
+  o.allow_suspects = true;
+  o.allow_injected = true;
+  r = compute_scaling({faulted, slow}, o);
+  CHECK(find_verdict(r, "health", 2)->passed);
+  CHECK(contains(find_verdict(r, "health", 2)->reason, "accepted by --allow-suspects"));
+  CHECK(find_verdict(r, "injected", 1)->passed);
+  CHECK(r.passed());
+}
+
 TEST_CASE("phase growth names the phases that grew by more than 1% of the step, largest first") {
   RunPoint a = scaling_point(1, 10), b = scaling_point(2, 10);
   b.phase_time_s[static_cast<std::size_t>(Phase::dispatch)] += 0.004;    // 4% of 0.1 s
