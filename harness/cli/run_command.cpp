@@ -1,5 +1,6 @@
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -8,6 +9,7 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string_view>
 #include <thread>
@@ -405,10 +407,14 @@ void gather_telemetry(const MpiRuntime& rt, Telemetry& t, RunRecord& record) {
 }
 
 // What the steps left, for the report.
+// What the run has finished, read by rank 0's stop watcher thread while the steps run: the step
+// loop changes it, and the watcher copies it, under `mutex`.
 struct Progress {
+  std::mutex mutex;
   std::vector<StepSample> samples;      // this rank's timed steps
   std::vector<double> slowest_times_s;  // each timed step's slowest rank, as agreed after it
   int steps_run = 0;                    // every kind
+  std::string in_step;                  // "timed step 3 of 10", for the messages
 };
 
 // The step's gradient buckets, counted per group into the results.
@@ -423,13 +429,25 @@ void count_grad_buckets(RunResults& results, const std::vector<GradBucket>& buck
 class FailureReport {
  public:
   FailureReport(const CliOptions& o, const RunRecord& base, const Topology& topo,
-                const Progress& progress, const std::vector<GradBucket>& buckets)
+                Progress& progress, const std::vector<GradBucket>& buckets)
       : o_(o), base_(base), topo_(topo), progress_(progress), buckets_(buckets) {}
 
-  void write(const std::string& error, const std::string& signal) {
-    if (written_ || o_.out.empty()) return;
+  // Rank 0's report of the steps that finished, as `state` ("failed" or "interrupted"); written
+  // once, unless `replace` (a later, more precise account of the same stop). Thread-safe: the
+  // stop watcher and the step loop may both call it.
+  void write(const std::string& error, const std::string& signal,
+             const std::string& state = "failed", bool replace = false) {
+    std::lock_guard<std::mutex> once(mutex_);
+    if ((written_ && !replace) || o_.out.empty()) return;
     written_ = true;
-    const std::size_t n = progress_.samples.size();
+    std::vector<StepSample> samples;
+    std::vector<double> slowest;
+    {
+      std::lock_guard<std::mutex> lock(progress_.mutex);
+      samples = progress_.samples;
+      slowest = progress_.slowest_times_s;
+    }
+    const std::size_t n = samples.size();
     RunRecord r = base_;
     const RunConfig& c = r.config;
     RankSamples own{0,
@@ -437,12 +455,12 @@ class FailureReport {
                     topo_.node,
                     topo_.local_rank,
                     topo_.group(Group::pipeline).rank,
-                    progress_.samples};
-    r.results = summarize_own(own, progress_.slowest_times_s,
-                              static_cast<double>(tokens_per_step(c)) / c.layout.world,
-                              r.instantiated.flops_per_step / c.layout.world);
+                    samples};
+    r.results =
+        summarize_own(own, slowest, static_cast<double>(tokens_per_step(c)) / c.layout.world,
+                      r.instantiated.flops_per_step / c.layout.world);
     count_grad_buckets(r.results, buckets_);
-    r.state = "failed";
+    r.state = state;
     r.signal = signal;
     r.error = error;
     r.steps_completed = static_cast<int>(n);
@@ -452,11 +470,11 @@ class FailureReport {
     try {
       write_file_atomically(o_.out, make_run_report(r).dump(2) + "\n");
       if (n == 0) {
-        std::cerr << "moebench: no timed step finished before the failure; the report " << o_.out
-                  << " says so (status failed, 0 steps)\n";
+        std::cerr << "moebench: no timed step finished before the " << state_noun(state)
+                  << "; the report " << o_.out << " says so (status " << state << ", 0 steps)\n";
       } else {
         std::cerr << "moebench: the report of the " << n << " timed steps that finished is "
-                  << o_.out << " (status failed, rank 0's own phases)\n";
+                  << o_.out << " (status " << state << ", rank 0's own phases)\n";
       }
     } catch (const std::exception& e) {
       std::cerr << "moebench: could not write the failed run's report: " << e.what() << "\n";
@@ -464,12 +482,54 @@ class FailureReport {
   }
 
  private:
+  static const char* state_noun(const std::string& state) {
+    return state == "interrupted" ? "signal" : "failure";
+  }
   const CliOptions& o_;
   const RunRecord& base_;
   const Topology& topo_;
-  const Progress& progress_;
+  Progress& progress_;
   const std::vector<GradBucket>& buckets_;
+  std::mutex mutex_;
   bool written_ = false;
+};
+
+// Rank 0's watch for SIGTERM and SIGINT while the steps run: the report of the finished steps is
+// written within a poll of the signal (interrupted, rank 0's own figures), before a launcher's
+// SIGKILL can come (mpirun sends it a second after its SIGTERM, whatever the step's length).
+// A step that still ends normally replaces it with the whole report.
+class StopWatcher {
+ public:
+  StopWatcher(bool active, FailureReport& failure, Progress& progress) {
+    if (!active) return;
+    thread_ = std::thread([this, &failure, &progress] {
+      while (!done_.load()) {
+        if (const int sig = stop_signal(); sig != 0) {
+          std::string in_step;
+          {
+            std::lock_guard<std::mutex> lock(progress.mutex);
+            in_step = progress.in_step;
+          }
+          failure.write(signal_name(sig) + " arrived in " + in_step +
+                            ", before it finished: the report keeps the timed steps that had "
+                            "(rank 0's own figures) and is replaced by the whole report if the "
+                            "step still ends",
+                        signal_name(sig), "interrupted");
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    });
+  }
+  ~StopWatcher() { stop(); }
+  void stop() {
+    done_.store(true);
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::atomic<bool> done_{false};
+  std::thread thread_;
 };
 
 // How long a rank other than 0 that timed out waits before ending the job, so that rank 0,
@@ -584,29 +644,41 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
   FailureReport failure(o, record, s.topo, progress, step.grad_buckets());
   clear_stop_signal();
   install_stop_handlers();
-  // A signal while a wait stays blocked: the launcher is ending the job (a peer died), or the
-  // step will still end and the full report replaces this one.
-  std::string in_step;  // "timed step 3 of 10", for the messages
+  // A signal while a wait stays blocked: the report the watcher wrote gets what rank 0 was
+  // waiting for (the launcher may be ending the job because a peer died; the ranks cannot tell
+  // that from Ctrl-C or scancel). Either way the step will still end and the full report replace
+  // it, or the job ends here.
   if (rt.rank() == 0) {
     set_stopped_wait_hook([&](const std::string& waiting_for) {
+      std::string in_step;
+      {
+        std::lock_guard<std::mutex> lock(progress.mutex);
+        in_step = progress.in_step;
+      }
       failure.write(signal_name(stop_signal()) + " arrived while rank 0 waited for " + waiting_for +
                         ", in " + in_step +
-                        "; the job ended before every rank finished the step (a peer died or hung)",
-                    signal_name(stop_signal()));
+                        "; the job ended before every rank finished the step (the launcher "
+                        "stopped it: Ctrl-C, scancel or a time limit, or a peer died or hung)",
+                    signal_name(stop_signal()), "interrupted", true);
     });
   }
+  StopWatcher watcher(rt.rank() == 0 && !o.out.empty(), failure, progress);
   int stop = 0;  // the signal any rank received, agreed after each step
   const int total_steps = (c.verify ? 1 : 0) + c.warmup + c.steps;
   // One step, its slowest rank's time logged; a wait past --timeout names the step it was in.
   const auto run_step = [&](const char* kind, int index, int of) {
-    in_step =
-        std::string(kind) + " step " + std::to_string(index + 1) + " of " + std::to_string(of);
+    {
+      std::lock_guard<std::mutex> lock(progress.mutex);
+      progress.in_step =
+          std::string(kind) + " step " + std::to_string(index + 1) + " of " + std::to_string(of);
+    }
     try {
       StepSample sample = step.run();
       // One reduction: the slowest rank's step time, and any rank's stop signal.
       double agreed[2] = {sample.step_time_s, static_cast<double>(stop_signal())};
       rt.allreduce_max(agreed);
       stop = static_cast<int>(agreed[1]);
+      std::lock_guard<std::mutex> lock(progress.mutex);
       ++progress.steps_run;
       if (log) {
         const StepProgress p =
@@ -620,7 +692,7 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
         progress.slowest_times_s.push_back(agreed[0]);
       }
     } catch (const TimeoutError& e) {
-      throw TimeoutError(std::string(e.what()) + ", in " + in_step);
+      throw TimeoutError(std::string(e.what()) + ", in " + progress.in_step);
     }
   };
   VerificationResult verification;
@@ -639,6 +711,7 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
     for (int i = 0; i < c.steps && stop == 0; ++i) run_step("timed", i, c.steps);
     telemetry.stop();
   } catch (const Error& e) {
+    watcher.stop();
     set_stopped_wait_hook(nullptr);
     // Rank 0 writes what it has; the others give it the time to, then the job ends (main).
     if (rt.rank() != 0 && e.code() != ExitCode::timeout) throw;
@@ -652,13 +725,16 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
     }
     throw Error(e.code(), "");  // said above
   }
+  // The early report, if any, is on disk before the whole one replaces it.
+  watcher.stop();
   set_stopped_wait_hook(nullptr);
   const std::vector<StepSample>& samples = progress.samples;
   if (stop != 0 && samples.empty()) {
     if (rt.rank() == 0) {
       std::cerr << "moebench: interrupted by " << signal_name(stop) << " after "
-                << progress.steps_run
-                << " steps, before any timed step finished: no report (the step log has them)\n";
+                << progress.steps_run << " steps, before any timed step finished"
+                << (o.out.empty() ? "" : "; the report says so (0 steps)")
+                << " (the step log has them)\n";
     }
     return static_cast<int>(ExitCode::interrupted);
   }

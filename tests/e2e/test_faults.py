@@ -9,6 +9,7 @@ delay|hang|die) and from SIGSTOP sent to a rank's process; each run keeps its st
 
 import json
 import os
+import random
 import re
 import signal
 import subprocess
@@ -45,14 +46,16 @@ def step_log(out):
 ANY = object()  # check_failed_report: a signal or none
 
 
-def check_failed_report(ctx, out, error_text, signal=None):
-    """The report rank 0 wrote of a run that failed: status failed, the error (containing
-    error_text, or one of a tuple of them), rank 0's own results, and exactly the timed steps of
-    the step log (their agreed times)."""
+def check_failed_report(ctx, out, error_text, signal=None, state="failed"):
+    """The report rank 0 wrote of a run that failed (or, state "interrupted", that a signal ended
+    before the step in flight did): that status, the error (containing error_text, or one of a
+    tuple of them), rank 0's own results, and exactly the timed steps of the step log (their
+    agreed times)."""
     rep = e2e.load_report(ctx, out)  # validates against the schema
     st = rep["status"]
     timed = [s for s in step_log(out) if s["kind"] == "timed"]
-    e2e.check(st["state"] == "failed", "status %r" % st)
+    states = state if isinstance(state, tuple) else (state,)
+    e2e.check(st["state"] in states, "status %r, expected %r" % (st, states))
     texts = error_text if isinstance(error_text, tuple) else (error_text,)
     e2e.check(any(t in (st["error"] or "") for t in texts), "status error %r should say %r" %
               (st["error"], texts))
@@ -60,18 +63,23 @@ def check_failed_report(ctx, out, error_text, signal=None):
               "status signal %r, expected %r" % (st["signal"], signal))
     e2e.check(st["ranks_reporting"] == 1 and [r["rank"] for r in rep["results"]["per_rank"]] == [0],
               "a failed run's results are rank 0's own: %r" % st)
-    e2e.check(st["steps_completed"] == len(timed),
+    # A failure's report has every logged step; an interrupted one is written the moment the
+    # signal arrives, and a step may still be logged before the launcher's SIGKILL.
+    done = st["steps_completed"]
+    e2e.check(done == len(timed) or (st["state"] == "interrupted" and done <= len(timed)),
               "status %r, %d timed steps logged" % (st, len(timed)))
+    timed = timed[:done]
     # Each step's time is the slowest rank's as the ranks agreed on it: the step log's figure.
     e2e.check(rep["results"]["step_times_s"] == [s["step_time_s"] for s in timed],
               "results %r != step log %r" % (rep["results"]["step_times_s"], timed))
     scaling = os.path.join(os.path.dirname(out), "scaling.json")
     r = e2e.run_moebench(ctx, ["report", out, "--out", scaling])
+    said = "stopped by a failure" if st["state"] == "failed" else "interrupted by"
     if timed:
-        e2e.check(r.rc == USAGE and "stopped by a failure" in r.stderr and
-                  "--allow-failed" in r.stderr, "report must refuse a failed run unless asked", r)
+        e2e.check(r.rc == USAGE and said in r.stderr and "--allow-failed" in r.stderr,
+                  "report must refuse a failed run unless asked", r)
     else:
-        e2e.check(r.rc == USAGE and "stopped by a failure after 0 of" in r.stderr and
+        e2e.check(r.rc == USAGE and said in r.stderr and "after 0 of" in r.stderr and
                   "no timed step finished" in r.stderr, "report of a run without a timed step", r)
     e2e.check(not os.path.exists(scaling), "report wrote a scaling report for a failed run")
     return rep
@@ -92,8 +100,10 @@ def check_timed_out(ctx, r, out, np, steps_before, report=True):
     if report:
         check_failed_report(ctx, out, "did not complete within %d s (--timeout)" % LIMIT_S)
         e2e.check("(status failed" in r.stderr, "stderr should point to the report", r)
-    else:
-        e2e.check(not os.path.exists(out), "rank 0 hung, yet a report was written")
+    elif os.path.exists(out):
+        # Rank 0's step loop hung; its stop watcher still writes the finished steps when the
+        # launcher ends the job (SIGTERM after the others timed out), if it gets the time.
+        check_failed_report(ctx, out, "SIGTERM arrived", signal="SIGTERM", state="interrupted")
     print("  np %d: exit %d after %.1f s, %d steps logged%s" %
           (np, r.rc, r.wall_s, len(log), ", report failed" if report else ""))
 
@@ -106,7 +116,8 @@ def make_hang_test(np, ep, rank, step):
                                                    "hang:rank=%d,step=%d" % (rank, step)],
                                  np=np, timeout=120)
             # Steps 0..step-1 finished before the hang (step 0 is the warm-up step). A hung rank
-            # 0 writes nothing; otherwise rank 0 times out too and writes the failed report.
+            # 0 writes at most the interrupted report of its watcher; otherwise rank 0 times out
+            # too and writes the failed report.
             check_timed_out(ctx, r, out, np, step, report=rank != 0)
     test.__name__ = "test_hang_np%d_rank%d_step%d" % (np, rank, step)
     return test
@@ -135,7 +146,9 @@ def test_hang_in_a_pipeline_transfer(ctx):
 def make_die_test(np, rank, step):
     def test(ctx):
         """A rank killed at once: the launcher ends the job fast (SIGTERM, then SIGKILL a second
-        later); rank 0, still waiting for the dead peer, writes the failed report in between."""
+        later); rank 0, still waiting for the dead peer, writes its report in between. The ranks
+        cannot tell this SIGTERM from Ctrl-C or scancel: the report says interrupted, with what
+        rank 0 was waiting for."""
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "r.json")
             r = e2e.run_moebench(ctx, base(out) + ["--ep", 2, "--inject",
@@ -144,9 +157,10 @@ def make_die_test(np, rank, step):
             e2e.check(not r.timed_out and r.rc not in (0, None), "expected a failing exit", r)
             e2e.check(r.wall_s < LIMIT_S + SLACK_S, "took %.1f s to end" % r.wall_s, r)
             e2e.check(len(step_log(out)) >= step, "step log %r" % step_log(out))
-            rep = check_failed_report(ctx, out, "SIGTERM arrived while rank 0 waited for",
-                                      signal="SIGTERM")
-            e2e.check("a peer died or hung" in rep["status"]["error"], rep["status"]["error"])
+            rep = check_failed_report(ctx, out, "SIGTERM arrived", signal="SIGTERM",
+                                      state="interrupted")
+            e2e.check("a peer died or hung" in rep["status"]["error"] or
+                      "before it finished" in rep["status"]["error"], rep["status"]["error"])
             print("  die np %d: exit %s after %.1f s, %d timed steps in the failed report" %
                   (np, r.rc, r.wall_s, rep["status"]["steps_completed"]))
     test.__name__ = "test_die_np%d_rank%d" % (np, rank)
@@ -257,9 +271,9 @@ def make_sigstop_test(victim_rank):
                 # The launcher's SIGCONT and SIGTERM wake a stopped rank 0, which then writes what
                 # it has before the SIGKILL a second later if it gets to a wait (the signal) or
                 # its wait was already past --timeout (the timeout): not guaranteed.
-                check_failed_report(ctx, out, ("SIGTERM arrived while rank 0 waited for",
+                check_failed_report(ctx, out, ("SIGTERM arrived",
                                                "did not complete within %d s" % LIMIT_S),
-                                    signal=ANY)
+                                    signal=ANY, state=("failed", "interrupted"))
             print("  SIGSTOP of rank %d: exit %d %.1f s after the stop, %d steps logged, %s" %
                   (victim_rank, proc.returncode, waited, len(step_log(out)),
                    "report failed" if os.path.exists(out) else "no report"))
@@ -306,6 +320,55 @@ def test_sigterm_writes_an_interrupted_report(ctx):
         print("  SIGTERM: %d timed steps in the report" % st["steps_completed"])
 
 
+def make_signal_test(sig, times):
+    def test(ctx):
+        """SIGINT (Ctrl-C) or SIGTERM to mpirun, `times` times, each at a random point of a step
+        of 3 s or more on 4 ranks: Open MPI passes SIGTERM to the ranks and SIGKILLs them a
+        second later, before the step can end; rank 0's watcher writes the interrupted report at
+        once (or the step ends in time and the whole report replaces it). Every time: status
+        interrupted, SIGTERM (what the ranks received), and the timed steps that finished."""
+        rnd = random.Random(20261202)
+        with tempfile.TemporaryDirectory() as tmp:
+            outcomes = []
+            for i in range(times):
+                out = os.path.join(tmp, "r%d.json" % i)
+                cmd = ["mpirun", "-np", "4", "--oversubscribe", ctx.binary, "run", "--preset",
+                       PRESET, "--ep", "2", "--pp", "2", "--seq-len", "512", "--global-batch",
+                       "24", "--warmup", "0", "--steps", "1000", "--quiet", "--out", out]
+                proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        env=e2e.mpi_env(), start_new_session=True, text=True)
+                try:
+                    wait_for_steps(out, 1)
+                    time.sleep(rnd.uniform(0.1, 2.5))  # somewhere inside the next step
+                    proc.send_signal(sig)
+                    _, err = proc.communicate(timeout=60)
+                finally:
+                    if proc.poll() is None:
+                        os.killpg(proc.pid, signal.SIGKILL)
+                        proc.wait()
+                e2e.check(os.path.exists(out), "run %d: no report after %s:\n%s" %
+                          (i, signal.Signals(sig).name, err[-2000:]))
+                rep = e2e.load_report(ctx, out)
+                st = rep["status"]
+                timed = [x for x in step_log(out) if x["kind"] == "timed"]
+                e2e.check(st["state"] == "interrupted" and st["signal"] == "SIGTERM",
+                          "run %d: status %r" % (i, st))
+                e2e.check(1 <= st["steps_completed"] <= len(timed),
+                          "run %d: %r, %d timed steps logged" % (i, st, len(timed)))
+                e2e.check(rep["results"]["step_times_s"] ==
+                          [x["step_time_s"] for x in timed[:st["steps_completed"]]],
+                          "run %d: the report's step times are not the finished steps'" % i)
+                e2e.check(min(x["step_time_s"] for x in timed) >= 3.0,
+                          "run %d: steps of %r s, not 3 s or more" %
+                          (i, [x["step_time_s"] for x in timed]))
+                outcomes.append("whole" if st["ranks_reporting"] == 4 else "rank 0's")
+            print("  %s x %d: every report interrupted (%d whole, %d rank 0's own)" %
+                  (signal.Signals(sig).name, times, outcomes.count("whole"),
+                   outcomes.count("rank 0's")))
+    test.__name__ = "test_%s_to_mpirun_x%d" % (signal.Signals(sig).name.lower(), times)
+    return test
+
+
 TESTS = [
     make_hang_test(2, 1, 1, 3),
     make_hang_test(2, 1, 1, 0),
@@ -321,6 +384,8 @@ TESTS = [
     make_sigstop_test(2),
     make_sigstop_test(0),
     test_sigterm_writes_an_interrupted_report,
+    make_signal_test(signal.SIGTERM, 10),
+    make_signal_test(signal.SIGINT, 10),
 ]
 
 if __name__ == "__main__":

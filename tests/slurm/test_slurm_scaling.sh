@@ -242,7 +242,8 @@ expect_job "${fail_jobs[2]}" "CANCELLED 0:0"
 scontrol show job -o "${fail_jobs[2]}" | grep -q "Reason=DependencyNeverSatisfied" ||
   die "study 3: the report job was not cancelled for its dependency"
 [[ ! -e "$tmp/fail/scaling.json" ]] || die "study 3: a scaling report was written"
-# Rank 0 outlived the dead rank: its report of the timed steps that finished says failed.
+# Rank 0 outlived the dead rank: its report of the timed steps that finished says failed (or
+# interrupted, when the launcher's SIGTERM came first).
 for g in 2 4; do
   python3 "$here/check_study.py" failed "$tmp/fail/runs/"run-${g}gpus-job*.json ||
     die "study 3: the failed run's report at $g tasks"
