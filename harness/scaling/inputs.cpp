@@ -9,8 +9,8 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
-#include <iomanip>
 #include <fstream>
+#include <iomanip>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -448,15 +448,38 @@ RunPoint point_from_document(const std::string& path, const std::string& bytes, 
 
   // What may make the figures not the system's: slow ranks the run itself named, a fault it
   // injected, FP8 it only emulated.
-  for (const json& s : doc["health"]["suspects"]) {
-    std::ostringstream line;
-    line << std::setprecision(3) << "rank " << s["rank"].get<long long>() << " on "
-         << s["host"].get<std::string>() << " (" << s["metric"].get<std::string>() << " "
-         << s["slowdown"].get<double>() << "x the median)";
-    p.suspects.push_back(line.str());
+  // Read leniently, as the devices are: the schema said what it could, and a damaged entry
+  // still names what it can.
+  const auto field = [](const json& o, const char* key) -> const json* {
+    return o.is_object() && o.contains(key) ? &o[key] : nullptr;
+  };
+  const json* health = field(doc, "health");
+  const json* suspects = health != nullptr ? field(*health, "suspects") : nullptr;
+  if (suspects != nullptr && suspects->is_array()) {
+    for (const json& s : *suspects) {
+      const json* rank = field(s, "rank");
+      const json* host = field(s, "host");
+      const json* metric = field(s, "metric");
+      const json* slowdown = field(s, "slowdown");
+      std::ostringstream line;
+      line << std::setprecision(3) << "rank "
+           << (rank != nullptr && rank->is_number_integer() ? std::to_string(rank->get<long long>())
+                                                            : std::string("?"))
+           << " on " << (host != nullptr && host->is_string() ? host->get<std::string>() : "?");
+      if (metric != nullptr && metric->is_string() && slowdown != nullptr &&
+          slowdown->is_number()) {
+        line << " (" << metric->get<std::string>() << " " << slowdown->get<double>()
+             << "x the median)";
+      }
+      p.suspects.push_back(line.str());
+    }
   }
-  if (config.contains("inject")) p.injected = config["inject"].get<std::string>();
-  p.fp8_emulated = config.contains("fp8") && config["fp8"].value("emulated", false);
+  if (const json* inject = field(config, "inject"); inject != nullptr) {
+    p.injected = inject->is_string() ? inject->get<std::string>() : inject->dump();
+  }
+  const json* fp8 = field(config, "fp8");
+  const json* emulated = fp8 != nullptr ? field(*fp8, "emulated") : nullptr;
+  p.fp8_emulated = emulated != nullptr && emulated->is_boolean() && emulated->get<bool>();
   return p;
 }
 
