@@ -406,9 +406,8 @@ void gather_telemetry(const MpiRuntime& rt, Telemetry& t, RunRecord& record) {
   add_suspects(record.health, flagged, record.results.per_rank);
 }
 
-// What the steps left, for the report.
-// What the run has finished, read by rank 0's stop watcher thread while the steps run: the step
-// loop changes it, and the watcher copies it, under `mutex`.
+// What the steps left, for the report, read by rank 0's stop watcher thread while the steps run:
+// the step loop changes it, and the watcher copies it, under `mutex`.
 struct Progress {
   std::mutex mutex;
   std::vector<StepSample> samples;      // this rank's timed steps
