@@ -233,6 +233,9 @@ int linkcheck_command(const CliOptions& o, MpiRuntime& rt) {
   if (l.gate && !r.analysis.outliers.empty()) {
     std::cerr << "moebench: --health-gate: " << r.analysis.outliers.size()
               << " slow link(s); the report's outliers name them\n";
+    for (const std::string& line : outlier_lines(r)) {
+      std::cerr << "moebench: --health-gate: " << line << "\n";
+    }
     return static_cast<int>(ExitCode::health);
   }
   return 0;

@@ -126,6 +126,10 @@ int report_command(const CliOptions& o) {
     if (temporary) fs::remove(json_path);
     if (drawn) std::cout << "# plot: " << r.plot << "\n";
   }
+  // One line per failing verdict, also under --quiet: a CI log says what failed and why.
+  for (const Verdict& v : result.verdicts) {
+    if (!v.passed) std::cerr << "moebench: verdict FAIL: " << v.name << ": " << v.reason << "\n";
+  }
   return result.passed() ? 0 : static_cast<int>(ExitCode::claim);
 }
 

@@ -32,6 +32,7 @@
 #include "harness/device/telemetry.hpp"
 #include "harness/measure/summary.hpp"
 #include "harness/output/atomic_file.hpp"
+#include "harness/output/rank_identity.hpp"
 #include "harness/output/run_report.hpp"
 #include "harness/output/table.hpp"
 #include "harness/parallel/domains.hpp"
@@ -780,6 +781,13 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
       std::cerr << "moebench: verification failed: " << verification.mismatches << " of "
                 << verification.compared
                 << " values differ from the single-process reference beyond tolerance\n";
+      // One line per tensor that differs, also under --quiet.
+      for (const TensorCheck& t : verification.tensors) {
+        if (t.mismatches == 0) continue;
+        std::cerr << "moebench: verification failed: " << t.name << ": " << t.mismatches << " of "
+                  << t.compared << " wrong (max abs error " << t.max_abs_error << ", "
+                  << t.nonfinite << " not finite)\n";
+      }
     }
     return static_cast<int>(ExitCode::verification);
   }
@@ -790,6 +798,10 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
       std::cerr << "moebench: --health-gate: " << record.health.suspect_ranks()
                 << " suspect rank(s) on " << record.health.nodes.size()
                 << " node(s); the report's health section names them\n";
+      // One line per culprit, also under --quiet: a CI log must say which rank and host.
+      for (const std::string& line : suspect_lines(record)) {
+        std::cerr << "moebench: --health-gate: suspect " << line << "\n";
+      }
     }
     return static_cast<int>(ExitCode::health);
   }

@@ -212,4 +212,16 @@ std::string format_linkcheck(const LinkcheckRecord& r) {
   return out;
 }
 
+std::vector<std::string> outlier_lines(const LinkcheckRecord& r) {
+  std::vector<std::string> lines;
+  for (const LinkOutlier& o : r.analysis.outliers) {
+    char ratio[32];
+    std::snprintf(ratio, sizeof(ratio), "%.2fx", o.slowdown);
+    lines.push_back("slow link " + who(r, o.a) + " - " + who(r, o.b) + ": " + o.metric + " " +
+                    ratio + " worse than the median " + to_string(o.cls) + " link (" +
+                    o.directions + ")");
+  }
+  return lines;
+}
+
 }  // namespace moebench

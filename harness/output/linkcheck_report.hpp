@@ -65,5 +65,8 @@ LinkcheckEstimate estimate_linkcheck(const LinkcheckRecord& r, int ranks);
 
 nlohmann::ordered_json make_linkcheck_report(const LinkcheckRecord& r);
 std::string format_linkcheck(const LinkcheckRecord& r);
+// One line per slow link, naming both ranks (host, GPU), the metric, the slowdown and the
+// directions, for the console, --quiet too.
+std::vector<std::string> outlier_lines(const LinkcheckRecord& r);
 
 }  // namespace moebench

@@ -1,6 +1,7 @@
 #include "harness/output/rank_identity.hpp"
 
 #include <algorithm>
+#include <set>
 
 namespace moebench {
 
@@ -33,6 +34,16 @@ std::string describe(const RankIdentity& who) {
     s += ", GPU " + std::to_string(who.gpu_index) + " " + who.uuid + " " + who.pci_bus_id;
   }
   return s + ")";
+}
+
+std::vector<std::string> suspect_lines(const RunRecord& r) {
+  std::vector<std::string> lines;
+  std::set<int> named;
+  for (const Suspect& s : r.health.suspects) {
+    if (!named.insert(s.rank).second) continue;  // the rank's first entry (its compute total)
+    lines.push_back(describe(identify_rank(r, s.rank)) + ": " + s.reason);
+  }
+  return lines;
 }
 
 }  // namespace moebench

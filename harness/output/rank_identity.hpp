@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "harness/output/run_record.hpp"
 
@@ -23,5 +24,9 @@ RankIdentity identify_rank(const RunRecord& r, int rank);
 
 // "rank 3 (host node-7, local rank 3, GPU 3 GPU-8c3a... 0000:19:00.0)"; no GPU part without one.
 std::string describe(const RankIdentity& who);
+
+// One line per suspect rank of the run's health check, its worst entry first found: who it is
+// and why ("rank 1 (host h, local rank 1): compute 4.1x ..."), for the console, --quiet too.
+std::vector<std::string> suspect_lines(const RunRecord& r);
 
 }  // namespace moebench

@@ -41,6 +41,9 @@ def check_scaling_verdict(ctx, tmp, slow_out, slow_rank, host):
     base = ["report", clean, slow_out, "--allow-mixed", "ep", "--markdown", md]
     r = e2e.run_moebench(ctx, base, timeout=60)
     e2e.check(r.rc == CLAIM, "a study with a suspect passed (exit %r)" % r.rc, r)
+    e2e.check("moebench: verdict FAIL: health: " in r.stderr and
+              "moebench: verdict FAIL: injected: " in r.stderr,
+              "stderr names each failing verdict", r)
     suspect = "rank %d on %s" % (slow_rank, host)
     with open(md) as f:
         text = f.read()
@@ -88,6 +91,19 @@ def make_slow_test(np, per_node, slow_rank):
     return test
 
 
+def test_quiet_gate_names_the_culprit(ctx):
+    """--quiet --health-gate: nothing on stdout, and stderr names the slow rank and its host."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        res, out = run(ctx, tmp, 4, 2, ["--inject", "slow:rank=1,factor=%d" % SLOW_FACTOR,
+                                        "--health-gate", "--quiet"])
+        e2e.check(res.rc == HEALTH, "--health-gate with a slow rank must exit 5", res)
+        host = e2e.load_report(ctx, out)["health"]["suspects"][0]["host"]
+        e2e.check("moebench: --health-gate: suspect rank 1 (host %s, local rank 1" % host in
+                  res.stderr, "stderr names rank 1 and its host", res)
+        e2e.check("# health" not in res.stdout, "--quiet printed the health block", res)
+
+
 def test_clean_runs_name_nobody(ctx):
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
@@ -120,6 +136,7 @@ TESTS = [
     make_slow_test(4, 2, 2),
     make_slow_test(8, 4, 5),
     make_slow_test(8, 2, 0),
+    test_quiet_gate_names_the_culprit,
     test_clean_runs_name_nobody,
     test_two_ranks_per_stage_are_not_compared,
 ]

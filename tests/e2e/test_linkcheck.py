@@ -76,6 +76,10 @@ def make_slow_link_test(np, a, b, level="rank"):
                       "the report records the injected fault")
             e2e.check("rank %d (host" % want[0] in res.stdout and "outliers: " in res.stdout,
                       "the console names the pair", res)
+            # The gate's own lines name each slow link on stderr (what --quiet still prints).
+            e2e.check("moebench: --health-gate: slow link rank %d (host" % want[0] in res.stderr
+                      and " - rank %d (host" % want[1] in res.stderr,
+                      "stderr names the slow link's ranks and hosts", res)
             v = e2e.run_moebench(ctx, ["validate", os.path.join(tmp, "l.json")])
             e2e.check(v.rc == 0 and "valid moebench.linkcheck" in v.stdout,
                       "moebench validate knows a link test", v)
