@@ -568,7 +568,8 @@ class StepLog {
                      {"index", p.index},
                      {"step_time_s", p.step_time_s},
                      {"tflops_per_gpu", p.tflops_per_gpu},
-                     {"tokens_per_s_per_gpu", p.tokens_per_s_per_gpu}};
+                     {"tokens_per_s_per_gpu", p.tokens_per_s_per_gpu},
+                     {"time", iso_time_utc()}};  // when the step ended (UTC)
     const std::string line = j.dump() + "\n";
     std::fwrite(line.data(), 1, line.size(), file_.get());
     std::fflush(file_.get());

@@ -186,6 +186,10 @@ def test_delay_below_the_timeout_is_only_slow(ctx):
         # Step 2 (the second timed step) waited for the delayed rank: at least the delay.
         e2e.check(log[2]["step_time_s"] >= 1.5, "the delayed step took %r s" %
                   log[2]["step_time_s"])
+        # Each line says when its step ended (UTC, ISO 8601), in order.
+        times = [x["time"] for x in log]
+        e2e.check(all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", t) for t in times) and
+                  times == sorted(times), "step log times %r" % times)
         e2e.check(max(s["step_time_s"] for s in log[3:]) < 1.5, "later steps are not delayed")
         rep = e2e.load_report(ctx, out)
         e2e.check(rep["results"]["step_time_s"]["max"] >= 1.5, "the report's max step time")
