@@ -10,21 +10,13 @@
 #include <doctest/doctest.h>
 
 #include "harness/core/error.hpp"
+#include "tests/unit/temp_dir.hpp"
 
 using namespace moebench;
+using moebench::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "moebench-atomic-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p);

@@ -139,8 +139,7 @@ TEST_CASE("memory model: FP8 saved inputs, moebench's and Transformer Engine's, 
   // moebench's: the routed experts' rows 4 * 256 and weighted activation 4 * 128 a token at 1
   // byte and 1/32 of E8M0 scales instead of 2 bytes; their BF16 values move to the shared
   // scratch.
-  CHECK(storage.activations - own.activations ==
-        doctest::Approx(16.0 * 1536 * (2 - 1 - 1.0 / 32)));
+  CHECK(storage.activations - own.activations == doctest::Approx(16.0 * 1536 * (2 - 1 - 1.0 / 32)));
   CHECK(own.workspace - storage.workspace == doctest::Approx(16.0 * 1536 * 2));
   ActivationPolicy te;
   te.fp8_saved_inputs = true;
@@ -149,8 +148,7 @@ TEST_CASE("memory model: FP8 saved inputs, moebench's and Transformer Engine's, 
   const MemoryEstimate fp8 = estimate_stage_memory(c, 2, te).at(0).memory;
   // Transformer Engine's: every GEMM and attention input a token: xn 256, cqn 96, q 192, ckvn
   // 64, kv 256, o 128, xn2 256, xe 4 * 256, experts' act 4 * 128, shared act 128 = 2912.
-  CHECK(storage.activations - fp8.activations ==
-        doctest::Approx(16.0 * 2912 * (2 - 1 - 1.0 / 32)));
+  CHECK(storage.activations - fp8.activations == doctest::Approx(16.0 * 2912 * (2 - 1 - 1.0 / 32)));
   // No kept weight copies: the backend holds one GEMM's operands only.
   CHECK(fp8.backend == doctest::Approx(16.0 * 16 * 4 + fp8_operand_bytes(c)));
   te.separate_k_v = true;

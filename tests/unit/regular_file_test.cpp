@@ -13,21 +13,13 @@
 #include <doctest/doctest.h>
 
 #include "harness/core/error.hpp"
+#include "tests/unit/temp_dir.hpp"
 
 using namespace moebench;
+using moebench::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "moebench-regular-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
 
 std::string refusal(const std::function<void()>& f) {
   try {
