@@ -122,9 +122,10 @@ def draw(plt, report, out_path):
     ax_ph.set_xticks(x)
     ax_ph.set_xticklabels([str(g) for g in gpus])
     ax_ph.set_xlabel("GPUs")
-    ax_ph.set_ylabel("ms per step (slowest rank, median)")
-    # Each phase is its slowest rank's time, so the stack can rise above the step time.
-    ax_ph.set_title("Step time by phase (hatched: communication)")
+    ax_ph.set_ylabel("ms per step (median)")
+    # The phases of the rank that sets the step time, in its median step (phase_time_s): they add
+    # up to about the step time, unlike each phase's slowest rank (phase_max_s).
+    ax_ph.set_title("Step time by phase, on the rank that sets it (hatched: communication)")
     ax_ph.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), markerscale=0.4)
     ax_ph.set_ylim(0, 1.12 * max(steps + bottom))
 

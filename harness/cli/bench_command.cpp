@@ -302,6 +302,11 @@ int bench_command(const CliOptions& o) {
   const BenchPlan plan = plan_bench(b);
   if (!b.out.empty()) ensure_writable_destination(b.out);
   std::unique_ptr<Compute> compute = make_compute(b.backend, 0, b.blas_threads);
+  if (b.backend == ComputeBackend::cpu) {
+    if (const std::string w = blas_fallback_warning(); !w.empty()) {
+      std::cerr << "moebench: warning: " << w << "\n";
+    }
+  }
   Compute& c = *compute;
   const std::string host = host_name();
   const bool fp8 = plan.precision == Precision::fp8;

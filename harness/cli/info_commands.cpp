@@ -108,7 +108,10 @@ void print_plan(const RunConfig& c, const nlohmann::ordered_json& j, std::ostrea
   const StackAccounting full = account_full_model(c.model, c.workload.seq_len, tokens);
   const StackAccounting inst = account_instantiated(c);
   os << "# model " << c.model.name << ", seq " << c.workload.seq_len << ", micro-batch "
-     << c.workload.micro_batch << ", world " << c.layout.world << ", ep " << c.layout.ep << "\n";
+     << c.workload.micro_batch << ", world " << c.layout.world << ", ep " << c.layout.ep
+     << ", precision " << to_string(c.precision);
+  if (c.precision == Precision::fp8) os << " (--fp8-recipe " << to_string(c.fp8_recipe) << ")";
+  os << "\n";
   for (const StackAccounting* a : {&full, &inst}) {
     os << "# " << a->scope << ": " << human(static_cast<double>(a->total_params), "") << " params, "
        << human(static_cast<double>(a->active_params), "") << " active, "
@@ -134,7 +137,8 @@ void print_plan(const RunConfig& c, const nlohmann::ordered_json& j, std::ostrea
     const nlohmann::ordered_json& m = j["memory"];
     const double own = m["max_rank_bytes"].get<double>();
     const double margin = m["margin_bytes"].get<double>();
-    os << "# recipe " << r.name << ", moebench's own step: largest rank " << gib(own) << " + "
+    os << "# recipe " << r.name << " (published in " << r.precision
+       << "), moebench's own step: largest rank " << gib(own) << " + "
        << gib(kGpuContextReserveBytes) << " for the CUDA context and libraries, of the "
        << gib(r.gpu_memory_bytes) << " of a " << r.gpu << ": "
        << (m["fits"].get<bool>() ? "fits, " + gib(margin) + " to spare"

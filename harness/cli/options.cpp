@@ -8,6 +8,7 @@
 #include "harness/backends/registry/registry.hpp"
 #include "harness/compute/backend_kind.hpp"
 #include "harness/core/error.hpp"
+#include "harness/core/human.hpp"
 #include "workloads/config/recipes.hpp"
 
 namespace moebench {
@@ -64,6 +65,10 @@ void add_workload_flags(CLI::App* app, WorkloadFlags& w, NamedFlags& n) {
   app->add_option("--recipe", w.recipe,
                   "a published row's workload by name (`moebench recipes`): model, layout, batch, "
                   "precision, routing; the flags below override it");
+  app->add_flag("--keep-batch", w.keep_batch,
+                "with --recipe on another model than the recipe's: keep its sequence length and "
+                "micro-batches a rank (default: the model's sequence length and 2 x pp "
+                "micro-batches a rank, so that a step takes seconds, not an hour)");
   app->add_option("--preset", w.preset, "built-in model: deepseek-v3, deepseek-v3-tiny");
   app->add_option("--model-config", w.model_config,
                   "Hugging Face config.json of the DeepSeek-V3 family (instead of --preset)");
@@ -512,9 +517,21 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
   c.workload.seq_len = w.seq_len.value_or(seq);
   c.workload.micro_batch = w.micro_batch;
   c.workload.global_batch = w.global_batch.value_or(0);
-  if (rec && !given("--seq-len")) c.workload.seq_len = rec->seq_len;
+  // A recipe on another model (the tiny preset) runs the model's own sequence and a few
+  // micro-batches a rank, unless --keep-batch: the row's 4096 tokens and 32 micro-batches a rank
+  // would make a step of a small model on a few cores take an hour.
+  const bool recipe_batch = rec && (c.model.name == rec->model || w.keep_batch);
+  std::vector<std::string> scaled;  // what of the recipe this run scales to the model
+  if (rec && !given("--seq-len")) {
+    if (recipe_batch) {
+      c.workload.seq_len = rec->seq_len;
+    } else if (c.workload.seq_len != rec->seq_len) {
+      scaled.push_back("seq " + std::to_string(c.workload.seq_len) + " (the model's), not " +
+                       std::to_string(rec->seq_len));
+    }
+  }
   if (rec && !given("--micro-batch")) c.workload.micro_batch = rec->micro_batch;
-  if (rec && !given("--global-batch")) {
+  if (rec && !given("--global-batch") && recipe_batch) {
     // Weak scaling, as NVIDIA's statement runs it: the global batch grows with the GPU count.
     c.workload.global_batch = rec->global_batch * world / rec->gpus;
     if (c.workload.global_batch * rec->gpus != rec->global_batch * world) {
@@ -552,9 +569,32 @@ RunConfig resolve_run_config(const CliOptions& o, int world) {
   } else if (given_layout) {
     c.layout.vp = given_layout->vp;
   }
-  if (rec && !given("--pipeline-layout") && c.layout.pp == rec->pp && c.layout.vp == rec->vp) {
-    // The recipe's layout, its layers spread over its stages when the model is smaller.
+  if (rec && !given("--pipeline-layout") && !given("--pp") && !w.vp) {
+    // The recipe's layout, its layers spread over its stages when the model is smaller, and
+    // fewer stages when some would hold no layer.
+    const ScaledPipeline sp =
+        scaled_pipeline(*rec, static_cast<int>(c.workload.layers), world, c.layout.ep);
+    c.layout.pp = sp.pp;
+    c.layout.vp = sp.vp;
+    c.layout.pipeline_layout = sp.layout;
+    if (!sp.note.empty()) c.warnings.push_back(sp.note);
+  } else if (rec && !given("--pipeline-layout") && c.layout.pp == rec->pp &&
+             c.layout.vp == rec->vp) {
     c.layout.pipeline_layout = scaled_layout(*rec, static_cast<int>(c.workload.layers));
+  }
+  if (rec && !given("--global-batch") && !recipe_batch) {
+    // 2 x pp micro-batches a rank: the pipeline fills (and interleaving needs a multiple of pp).
+    const std::int64_t per_rank = 2 * c.layout.pp;
+    const std::int64_t dp = c.layout.pp >= 1 && world % c.layout.pp == 0 ? world / c.layout.pp : 1;
+    c.workload.global_batch = per_rank * c.workload.micro_batch * dp;
+    scaled.push_back(std::to_string(per_rank) + " micro-batches a rank (global batch " +
+                     std::to_string(c.workload.global_batch) + "), not the recipe's " +
+                     std::to_string(rec->global_batch / std::max(1, rec->gpus / rec->pp) /
+                                    std::max<std::int64_t>(1, rec->micro_batch)));
+  }
+  if (!scaled.empty()) {
+    c.warnings.push_back("--recipe " + rec->name + " on " + c.model.name + ", not " + rec->model +
+                         ": " + join(scaled, ", ") + "; --keep-batch keeps the recipe's");
   }
   // The model's ends: as --head says; else as the given layout places E and L; else on.
   if (!w.head.empty()) {

@@ -63,6 +63,7 @@ struct WorkloadFlags {
   std::string overlap = "on";
   double grad_bucket_mb = 80;  // MiB; RunConfig::grad_bucket_bytes says why
   std::string recipe;          // --recipe NAME: a published row's workload (workloads/config)
+  bool keep_batch = false;     // --keep-batch: the recipe's batch on another model too
   // The flags given on the command line that a recipe also sets (they override it).
   std::vector<std::string> given;
 };

@@ -22,6 +22,7 @@
 #include "harness/backends/registry/registry.hpp"
 #include "harness/cli/commands.hpp"
 #include "harness/comm/communicator.hpp"
+#include "harness/core/clock.hpp"
 #include "harness/core/host.hpp"
 #include "harness/core/human.hpp"
 #include "harness/core/regular_file.hpp"
@@ -415,6 +416,51 @@ struct Progress {
   std::vector<double> slowest_times_s;  // each timed step's slowest rank, as agreed after it
   int steps_run = 0;                    // every kind
   std::string in_step;                  // "timed step 3 of 10", for the messages
+  // For rank 0's lines inside long steps (StepTicker): the step under way, when it started, and
+  // when the console last had a line.
+  PassProgress step;
+  bool stepping = false;
+  Clock::time_point step_start{};
+  Clock::time_point last_line{};
+};
+
+// Rank 0's line every kTickS while a step runs longer, saying where rank 0 is in it, so that a
+// long step and a hung one look different before the step's own line (a step of the published
+// recipes' size takes minutes on a few CPU cores).
+class StepTicker {
+ public:
+  static constexpr double kTickS = 5;
+  StepTicker(bool active, Progress& progress, const TrainingStep& step) {
+    if (!active) return;
+    thread_ = std::thread([this, &progress, &step] {
+      while (!done_.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        std::lock_guard<std::mutex> lock(progress.mutex);
+        const Clock::time_point now = Clock::now();
+        if (!progress.stepping ||
+            std::chrono::duration<double>(now - progress.last_line).count() < kTickS) {
+          continue;
+        }
+        const TrainingStep::Position at = step.position();
+        PassProgress p = progress.step;
+        p.since_start_s = std::chrono::duration<double>(now - progress.step_start).count();
+        p.done = at.done;
+        p.passes = at.passes;
+        p.current = at.current;
+        std::cout << format_pass_line(p) << std::flush;
+        progress.last_line = now;
+      }
+    });
+  }
+  ~StepTicker() { stop(); }
+  void stop() {
+    done_.store(true);
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::atomic<bool> done_{false};
+  std::thread thread_;
 };
 
 // The step's gradient buckets, counted per group into the results.
@@ -594,6 +640,11 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
   const RunConfig& c = s.config;
   if (rt.rank() == 0) {
     for (const std::string& w : c.warnings) std::cerr << "moebench: warning: " << w << "\n";
+    if (c.backend == ComputeBackend::cpu) {
+      if (const std::string w = blas_fallback_warning(); !w.empty()) {
+        std::cerr << "moebench: warning: " << w << "\n";
+      }
+    }
   }
   rt.set_timeout(c.comm_timeout_s);
   Compute& compute = *s.compute;
@@ -664,6 +715,18 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
     });
   }
   StopWatcher watcher(rt.rank() == 0 && !o.out.empty(), failure, progress);
+  StepTicker ticker(rt.rank() == 0 && !o.quiet, progress, step);
+  if (rt.rank() == 0 && !o.quiet) {
+    // Before the first step ends: how long a step should take, from its first pass.
+    step.set_pass_observer([&](int pass, double since_start_s) {
+      if (pass != 0) return;
+      std::lock_guard<std::mutex> lock(progress.mutex);
+      if (progress.steps_run == 0) {
+        std::cout << format_step_estimate(since_start_s, step.shape()) << std::flush;
+        progress.last_line = Clock::now();
+      }
+    });
+  }
   int stop = 0;  // the signal any rank received, agreed after each step
   const int total_steps = (c.verify ? 1 : 0) + c.warmup + c.steps;
   // One step, its slowest rank's time logged; a wait past --timeout names the step it was in.
@@ -672,6 +735,15 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
       std::lock_guard<std::mutex> lock(progress.mutex);
       progress.in_step =
           std::string(kind) + " step " + std::to_string(index + 1) + " of " + std::to_string(of);
+      PassProgress& p = progress.step;
+      p.overall = progress.steps_run + 1;
+      p.total = total_steps;
+      p.kind = kind;
+      p.index = index;
+      p.of = of;
+      p.shape = step.shape();
+      progress.stepping = true;
+      progress.step_start = progress.last_line = Clock::now();
     }
     try {
       StepSample sample = step.run();
@@ -680,6 +752,8 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
       rt.allreduce_max(agreed);
       stop = static_cast<int>(agreed[1]);
       std::lock_guard<std::mutex> lock(progress.mutex);
+      progress.stepping = false;
+      progress.last_line = Clock::now();
       ++progress.steps_run;
       if (log) {
         const StepProgress p =
@@ -713,6 +787,7 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
     telemetry.stop();
   } catch (const Error& e) {
     watcher.stop();
+    ticker.stop();
     set_stopped_wait_hook(nullptr);
     // Rank 0 writes what it has; the others give it the time to, then the job ends (main).
     if (rt.rank() != 0 && e.code() != ExitCode::timeout) throw;
@@ -728,6 +803,8 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
   }
   // The early report, if any, is on disk before the whole one replaces it.
   watcher.stop();
+  ticker.stop();
+  step.set_pass_observer(nullptr);
   set_stopped_wait_hook(nullptr);
   const std::vector<StepSample>& samples = progress.samples;
   if (stop != 0 && samples.empty()) {

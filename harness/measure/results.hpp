@@ -3,6 +3,7 @@
 // only read it.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "harness/measure/phases.hpp"
@@ -41,6 +42,20 @@ struct RankResult {
   double compute_flops = 0;     // the compute phases' FLOPs, mean over timed steps
 };
 
+// One step of the rank that sets the step time, phase by phase, so that its parts add up: the
+// rank whose median step is the longest, in its own median step (the upper one of an even
+// count). The cross-rank figures (PhaseResult::time_s) take each phase's slowest rank, which
+// differ from phase to phase, so they add up to more than a step.
+struct StepBreakdown {
+  int rank = -1;  // none without timed steps
+  std::string host;
+  int stage = 0;
+  int step = 0;            // which timed step, from 0
+  double step_time_s = 0;  // that step's time on that rank
+  PerPhase<double> phase_time_s{};
+  double other_s = 0;  // step_time_s minus the phases: host work no phase times
+};
+
 struct RunResults {
   Stats step_time_s;  // each step's time is the slowest rank's
   std::vector<double> step_times_s;
@@ -62,6 +77,7 @@ struct RunResults {
   int grad_buckets_expert = 0;
   std::vector<PhaseResult> phases;
   std::vector<RankResult> per_rank;
+  StepBreakdown breakdown;
 };
 
 }  // namespace moebench

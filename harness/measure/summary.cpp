@@ -39,6 +39,35 @@ void set_step_rates(RunResults& out, double tokens_per_rank, double flops_per_st
   }
 }
 
+StepBreakdown step_breakdown(const std::vector<RankSamples>& ranks,
+                             const std::vector<RankResult>& per_rank) {
+  StepBreakdown b;
+  std::size_t slowest = 0;
+  for (std::size_t i = 0; i < per_rank.size(); ++i) {
+    if (per_rank[i].step_time_s > per_rank[slowest].step_time_s) slowest = i;
+  }
+  if (ranks.empty() || ranks[slowest].steps.empty()) return b;
+  const RankSamples& rs = ranks[slowest];
+  std::vector<std::size_t> order(rs.steps.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+    return rs.steps[x].step_time_s < rs.steps[y].step_time_s;
+  });
+  const std::size_t step = order[order.size() / 2];
+  const StepSample& s = rs.steps[step];
+  b.rank = rs.rank;
+  b.host = rs.host;
+  b.stage = rs.stage;
+  b.step = static_cast<int>(step);
+  b.step_time_s = s.step_time_s;
+  b.other_s = s.step_time_s;
+  for (std::size_t p = 0; p < kPhaseCount; ++p) {
+    b.phase_time_s[p] = s.time_s[p];
+    b.other_s -= s.time_s[p];
+  }
+  return b;
+}
+
 }  // namespace
 
 RunResults summarize_run(const std::vector<RankSamples>& ranks, double tokens_per_rank,
@@ -87,8 +116,10 @@ RunResults summarize_run(const std::vector<RankSamples>& ranks, double tokens_pe
     const double t = r.time_s.median;
     // Bandwidths from the collectives' own duration: with overlap, the phase's time is only the
     // part the compute stream waited for.
+    // A group of one rank moves nothing: no bandwidth (nccl-tests would divide its size by
+    // the time of a copy).
     const double busy = r.busy_s.median;
-    if (is_communication(r.phase) && busy > 0) {
+    if (is_communication(r.phase) && busy > 0 && r.group_size > 1) {
       r.algbw = r.bytes / busy;
       r.busbw = bus / busy;
     } else if (is_compute(r.phase) && t > 0) {
@@ -138,6 +169,7 @@ RunResults summarize_run(const std::vector<RankSamples>& ranks, double tokens_pe
     r.compute_spread_s = kMadToSigma * median_absolute_deviation(compute);
     out.per_rank.push_back(r);
   }
+  out.breakdown = step_breakdown(ranks, out.per_rank);
   return out;
 }
 

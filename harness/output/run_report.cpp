@@ -233,25 +233,40 @@ ojson results_json(const RunResults& res) {
                              {"step_time_s", rr.step_time_s},
                              {"phase_time_s", times}});
   }
-  return ojson{{"step_time_s", ojson(to_json(res.step_time_s))},
-               {"step_times_s", res.step_times_s},
-               {"tflops_per_gpu", res.tflops_per_gpu},
-               {"tokens_per_s_per_gpu", res.tokens_per_s_per_gpu},
-               {"compute_time_s", res.compute_time_s},
-               {"communication_time_s", res.communication_time_s},
-               {"exposed_communication_s", res.exposed_communication_s},
-               {"communication_overlap", ojson{{"busy_s", res.overlap.busy_s},
-                                               {"exposed_s", res.overlap.exposed_s},
-                                               {"hidden_s", res.overlap.hidden_s},
-                                               {"overlap_fraction", res.overlap.fraction}}},
-               {"grad_buckets",
-                ojson{{"dense", res.grad_buckets_dense}, {"expert", res.grad_buckets_expert}}},
-               {"phases", phases},
-               {"per_rank", per_rank},
-               {"bandwidth_convention",
-                "nccl-tests: algbw = send bytes / busy time (the collectives' own duration); busbw "
-                "= algbw * (n-1)/n (all-to-all, "
-                "reduce-scatter, all-gather), * 2(n-1)/n (all-reduce)"}};
+  ojson out{{"step_time_s", ojson(to_json(res.step_time_s))},
+            {"step_times_s", res.step_times_s},
+            {"tflops_per_gpu", res.tflops_per_gpu},
+            {"tokens_per_s_per_gpu", res.tokens_per_s_per_gpu},
+            {"compute_time_s", res.compute_time_s},
+            {"communication_time_s", res.communication_time_s},
+            {"exposed_communication_s", res.exposed_communication_s},
+            {"communication_overlap", ojson{{"busy_s", res.overlap.busy_s},
+                                            {"exposed_s", res.overlap.exposed_s},
+                                            {"hidden_s", res.overlap.hidden_s},
+                                            {"overlap_fraction", res.overlap.fraction}}},
+            {"grad_buckets",
+             ojson{{"dense", res.grad_buckets_dense}, {"expert", res.grad_buckets_expert}}},
+            {"phases", phases},
+            {"per_rank", per_rank},
+            {"bandwidth_convention",
+             "nccl-tests: algbw = send bytes / busy time (the collectives' own duration); busbw "
+             "= algbw * (n-1)/n (all-to-all, "
+             "reduce-scatter, all-gather), * 2(n-1)/n (all-reduce)"}};
+  const StepBreakdown& b = res.breakdown;
+  if (b.rank >= 0) {
+    ojson times = ojson::object();
+    for (std::size_t i = 0; i < kPhaseCount; ++i) {
+      times[std::string(kPhaseNames[i])] = b.phase_time_s[i];
+    }
+    out["step_breakdown"] = ojson{{"rank", b.rank},
+                                  {"host", b.host},
+                                  {"stage", b.stage},
+                                  {"step", b.step},
+                                  {"step_time_s", b.step_time_s},
+                                  {"phase_time_s", times},
+                                  {"other_s", b.other_s}};
+  }
+  return out;
 }
 
 ojson verification_json(const VerificationResult& v) {

@@ -68,29 +68,51 @@ std::string header(const RunRecord& r) {
   }
   out += "\n";
   if (c.recipe) out += "# recipe " + *c.recipe + " (its published figures are in the report)\n";
-  out += sprintf_str("# %d warmup + %d timed steps; times are the slowest rank's, medians\n#\n",
-                     c.warmup, c.steps);
+  out += sprintf_str(
+      "# %d warmup + %d timed steps; a step's time is its slowest rank's; medians over steps\n#\n",
+      c.warmup, c.steps);
   return out;
 }
 
+// The phases of the rank that sets the step time, in one of its steps, so that time and share
+// add up (with "other", what no phase times); max(ms) and the rates beside them are each phase's
+// slowest rank's, which do not add up in a pipelined run.
 std::string phase_rows(const RunRecord& r) {
-  const double step = r.results.step_time_s.median;
-  std::string out =
-      "#  phase           time(ms)  busy(ms)   share  TFLOP/s   size(MB)  algbw(GB/s)  "
+  const StepBreakdown& b = r.results.breakdown;
+  const bool own = b.rank >= 0 && b.step_time_s > 0;
+  const double step = own ? b.step_time_s : r.results.step_time_s.median;
+  std::string out;
+  if (own) {
+    out += sprintf_str(
+        "# time(ms), share: rank %d (stage %d, host %s), which sets the step time, in its median "
+        "step (%.3f ms); they add up to it\n",
+        b.rank, b.stage, b.host.c_str(), b.step_time_s * 1e3);
+  }
+  out +=
+      "# max(ms): each phase's slowest rank, median over steps (different ranks: not additive)\n"
+      "#  phase           time(ms)   share   max(ms)  busy(ms)  TFLOP/s   size(MB)  algbw(GB/s)  "
       "busbw(GB/s)\n";
   for (const PhaseResult& p : r.results.phases) {
     const bool comm = is_communication(p.phase);
-    const double t = p.time_s.median;
+    const double t = own ? b.phase_time_s[static_cast<std::size_t>(p.phase)] : p.time_s.median;
     out += sprintf_str("   %-14s", std::string(phase_name(p.phase)).c_str());
     out += cell(true, "%.3f", t * 1e3, 10);
-    out += cell(comm, "%.3f", p.busy_s.median * 1e3, 10);
     out += cell(step > 0, "%.1f%%", 100.0 * t / step, 8);
+    out += cell(true, "%.3f", p.time_s.median * 1e3, 10);
+    out += cell(comm, "%.3f", p.busy_s.median * 1e3, 10);
     out += cell(!comm && p.flops > 0, "%.3f", p.flop_rate / 1e12, 9);
     out += cell(comm, "%.2f", p.bytes / 1e6, 11);
-    out += cell(comm, "%.2f", p.algbw / 1e9, 13);
-    out += cell(comm, "%.2f", p.busbw / 1e9, 13);
+    const bool moves = comm && p.group_size > 1;  // a group of one rank moves nothing
+    out += cell(moves, "%.2f", p.algbw / 1e9, 13);
+    out += cell(moves, "%.2f", p.busbw / 1e9, 13);
     while (!out.empty() && out.back() == ' ') out.pop_back();
     out += '\n';
+  }
+  if (own) {
+    out += sprintf_str("   %-14s", "other");
+    out += cell(true, "%.3f", b.other_s * 1e3, 10);
+    out += cell(step > 0, "%.1f%%", 100.0 * b.other_s / step, 8);
+    out += "   (host work no phase times)\n";
   }
   return out;
 }
@@ -173,7 +195,10 @@ std::string format_suspects(const RunRecord& r) {
                     rule + ")\n";
   for (const NodeSuspects& n : h.nodes) {
     std::string ranks;
-    for (int rank : n.ranks) ranks += (ranks.empty() ? "" : ",") + std::to_string(rank);
+    for (int rank : n.ranks) {
+      if (!ranks.empty()) ranks += ',';
+      ranks += std::to_string(rank);
+    }
     out += sprintf_str("#   node %d (%s): ranks %s\n", n.node, n.host.c_str(), ranks.c_str());
   }
   for (const Suspect& s : h.suspects) {
@@ -212,6 +237,40 @@ std::string format_step_line(const StepProgress& p) {
                 p.total, p.kind, p.index + 1, p.of, p.step_time_s * 1e3, p.tflops_per_gpu,
                 p.tokens_per_s_per_gpu);
   return line;
+}
+
+std::string format_pass_line(const PassProgress& p) {
+  std::string out = sprintf_str("# step %d/%d %s %d/%d: %.1f s in, rank 0 ", p.overall, p.total,
+                                p.kind, p.index + 1, p.of, p.since_start_s);
+  if (p.done >= p.passes) {
+    out += sprintf_str("past its %d passes (gradient reduction and optimizer)\n", p.passes);
+  } else {
+    out += sprintf_str("at pass %d of %d (micro-batch %d of %d, chunk %d of %d, %s)\n", p.done + 1,
+                       p.passes, p.current.microbatch + 1, p.shape.microbatches,
+                       p.current.chunk + 1, p.shape.vp, p.current.forward ? "forward" : "backward");
+  }
+  return out;
+}
+
+namespace {
+std::string friendly_seconds(double s) {
+  if (s < 1) return sprintf_str("%.0f ms", s * 1e3);
+  if (s < 120) return sprintf_str("%.1f s", s);
+  return sprintf_str("%.1f min", s / 60);
+}
+}  // namespace
+
+double estimate_step_s(double first_pass_s, const PipelineShape& shape) {
+  return 3.0 * first_pass_s * (shape.vp * shape.microbatches + shape.pp - 1);
+}
+
+std::string format_step_estimate(double first_pass_s, const PipelineShape& shape) {
+  return sprintf_str(
+      "# a step should take about %s: 3 x rank 0's first forward pass (%.3f s) x %d (vp %d x %d "
+      "micro-batch%s + pp %d - 1)\n",
+      friendly_seconds(estimate_step_s(first_pass_s, shape)).c_str(), first_pass_s,
+      shape.vp * shape.microbatches + shape.pp - 1, shape.vp, shape.microbatches,
+      shape.microbatches == 1 ? "" : "es", shape.pp);
 }
 
 }  // namespace moebench

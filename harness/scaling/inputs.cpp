@@ -386,8 +386,16 @@ RunPoint point_from_document(const std::string& path, const std::string& bytes, 
   for (std::size_t i = 0; i < kPhaseCount; ++i) {
     const std::string name(kPhaseNames[i]);
     if (!phases.contains(name)) continue;  // a phase the run did not have (no dense layer, say)
-    p.phase_time_s[i] = phases[name]["time_s"]["median"].get<double>();
+    p.phase_max_s[i] = phases[name]["time_s"]["median"].get<double>();
     p.busbw[i] = phases[name]["busbw"].get<double>();
+  }
+  p.phase_time_s = p.phase_max_s;
+  if (results.contains("step_breakdown")) {
+    const json& own = results["step_breakdown"]["phase_time_s"];
+    for (std::size_t i = 0; i < kPhaseCount; ++i) {
+      const std::string name(kPhaseNames[i]);
+      p.phase_time_s[i] = own.contains(name) ? own[name].get<double>() : 0.0;
+    }
   }
   if (!(p.step_time_s > 0) || !(p.tflops_per_gpu > 0)) {
     // A run that failed or was interrupted before its first timed step has nothing to compare,

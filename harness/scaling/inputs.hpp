@@ -65,8 +65,12 @@ struct RunPoint {
   double compute_time_s = 0;
   double communication_time_s = 0;
   double exposed_communication_s = 0;
+  // Each phase's time on the rank that sets the step time, in its median step
+  // (results.step_breakdown: they add up to a step); the slowest ranks' (phase_max_s) in reports
+  // written before it existed.
   PerPhase<double> phase_time_s{};
-  PerPhase<double> busbw{};  // bytes/s, communication phases
+  PerPhase<double> phase_max_s{};  // each phase's slowest rank, median over steps (not additive)
+  PerPhase<double> busbw{};        // bytes/s, communication phases
   // --recipe: the published row the run's workload came from, and how the run differs from it.
   std::string recipe;  // empty: none
   std::optional<double> recipe_tflops_per_gpu;

@@ -144,12 +144,15 @@ SizeResult aggregate(const std::vector<RunPoint>& runs, const std::vector<std::s
   for (std::size_t p = 0; p < kPhaseCount; ++p) {
     s.phase_time_s[p] =
         spread_of(runs, idx, [p](const RunPoint& r) { return r.phase_time_s[p]; }).median;
+    s.phase_max_s[p] =
+        spread_of(runs, idx, [p](const RunPoint& r) { return r.phase_max_s[p]; }).median;
     if (is_communication(static_cast<Phase>(p))) {
       s.busbw[p] = spread_of(runs, idx, [p](const RunPoint& r) { return r.busbw[p]; }).median;
     }
   }
-  const double d = s.phase_time_s[static_cast<std::size_t>(Phase::dispatch)];
-  const double c = s.phase_time_s[static_cast<std::size_t>(Phase::combine)];
+  // Weighted by the slowest ranks' times, which the bandwidths come from.
+  const double d = s.phase_max_s[static_cast<std::size_t>(Phase::dispatch)];
+  const double c = s.phase_max_s[static_cast<std::size_t>(Phase::combine)];
   if (d + c > 0) {
     s.alltoall_busbw = (s.busbw[static_cast<std::size_t>(Phase::dispatch)] * d +
                         s.busbw[static_cast<std::size_t>(Phase::combine)] * c) /

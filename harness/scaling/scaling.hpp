@@ -61,8 +61,9 @@ struct SizeResult {
   double compute_time_s = 0;
   double communication_time_s = 0;
   double exposed_communication_s = 0;
-  double exposed_share = 0;  // exposed communication / step time
-  PerPhase<double> phase_time_s{};
+  double exposed_share = 0;         // exposed communication / step time
+  PerPhase<double> phase_time_s{};  // the rank that sets the step time (RunPoint::phase_time_s)
+  PerPhase<double> phase_max_s{};   // each phase's slowest rank (not additive)
   PerPhase<double> busbw{};   // dispatch, combine (all-to-all) and grad_reduce; 0 for the others
   double alltoall_busbw = 0;  // dispatch and combine together: their bus bytes / their time
   // Against the baseline size:

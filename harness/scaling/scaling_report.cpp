@@ -38,6 +38,11 @@ ordered_json size_json(const SizeResult& s) {
   for (std::size_t p = 0; p < kPhaseCount; ++p)
     phases[std::string(kPhaseNames[p])] = s.phase_time_s[p];
   j["phase_time_s"] = phases;
+  ordered_json maxima = ordered_json::object();
+  for (std::size_t p = 0; p < kPhaseCount; ++p) {
+    maxima[std::string(kPhaseNames[p])] = s.phase_max_s[p];
+  }
+  j["phase_max_s"] = maxima;
   j["busbw"] = {{"dispatch", s.busbw[static_cast<std::size_t>(Phase::dispatch)]},
                 {"combine", s.busbw[static_cast<std::size_t>(Phase::combine)]},
                 {"alltoall", s.alltoall_busbw},

@@ -215,15 +215,22 @@ std::string scaling_markdown(const ScalingResult& r, const std::vector<RunPoint>
   os << "\n";
   markdown_table(os, table_rows(r));
 
-  os << "\n## Step time by phase (ms, the slowest rank's, medians)\n\n";
+  os << "\n## Step time by phase (ms: the rank that sets the step time, in its median step; "
+        "other: the step less its phases)\n\n";
   std::vector<std::vector<std::string>> phase_rows;
   std::vector<std::string> header = {"GPUs"};
   for (std::string_view name : kPhaseNames) header.emplace_back(name);
+  header.push_back("other");
   header.push_back("step");
   phase_rows.push_back(header);
   for (const SizeResult& s : r.sizes) {
     std::vector<std::string> row = {std::to_string(s.gpus)};
-    for (double t : s.phase_time_s) row.push_back(ms(t));
+    double other = s.step_time_s.median;
+    for (double t : s.phase_time_s) {
+      row.push_back(ms(t));
+      other -= t;
+    }
+    row.push_back(ms(other));
     row.push_back(ms(s.step_time_s.median));
     phase_rows.push_back(row);
   }

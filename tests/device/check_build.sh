@@ -47,7 +47,7 @@ else
   # NCCL from PyTorch's wheel (nvidia-nccl-cu13) when the toolkit has none.
   nccl_root="$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null)"
   [ -n "$nccl_root" ] && cmake_args+=(-DNCCL_ROOT="$nccl_root")
-  targets+=(moebench_gpu_tests)
+  targets+=(moebench_cuda moebench_gpu_tests)  # the plugin is its own target
 fi
 # shellcheck disable=SC2206  # CHECK_SH_CMAKE_ARGS is a list of -D flags
 extra_cmake_args=(${CHECK_SH_CMAKE_ARGS:-})

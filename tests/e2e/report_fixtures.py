@@ -149,6 +149,12 @@ def synthetic_run(real, gpus, tflops, comm_share=0.1, ranks_per_node=8, ep=None,
         res["per_rank"].append(entry)
     # Every rank reported (what a real run of that size says).
     r["status"]["ranks_reporting"] = gpus
+    # The rank that sets the step time: rank 0, whose phases add up to the step exactly.
+    res["step_breakdown"] = {"rank": 0, "host": meta["hosts"][0], "stage": 0, "step": 0,
+                             "step_time_s": step,
+                             "phase_time_s": {p: res["phases"][p]["time_s"]["median"]
+                                              for p in res["phases"]},
+                             "other_s": 0.0}
 
     if verification_passed is not None:
         v = r["verification"]

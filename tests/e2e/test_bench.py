@@ -164,7 +164,28 @@ def test_usage_errors(ctx):
         e2e.check("dense GEMM" not in r.stdout, "%r: ran before failing" % args, r)
 
 
-TESTS = [test_writes_the_figures, test_prints_a_table, test_usage_errors]
+def test_warns_of_generic_blas_kernels(ctx):
+    """OpenBLAS's generic fallback (forced here with OPENBLAS_CORETYPE=Prescott, as 0.3.21 chooses
+    it on CPUs it does not know) is named on stderr; the CPU's own kernels are not."""
+    r = bench(ctx, ["--layers", "1"])
+    e2e.check(r.rc == 0 and "generic" not in r.stderr and "Prescott" not in r.stderr,
+              "a warning without a fallback", r)
+    os.environ["OPENBLAS_CORETYPE"] = "Prescott"
+    try:
+        r = bench(ctx, ["--layers", "1"])
+    finally:
+        del os.environ["OPENBLAS_CORETYPE"]
+    e2e.check(r.rc == 0, "bench failed", r)
+    with open("/proc/cpuinfo") as f:
+        avx2 = " avx2" in f.read()
+    if avx2:  # the fallback costs only where the CPU has better kernels
+        e2e.check("moebench: warning: OpenBLAS runs its Prescott kernels, as "
+                  "OPENBLAS_CORETYPE=Prescott asks, on a CPU with" in r.stderr,
+                  "no warning of the generic kernels", r)
+
+
+TESTS = [test_writes_the_figures, test_prints_a_table, test_usage_errors,
+         test_warns_of_generic_blas_kernels]
 
 if __name__ == "__main__":
     e2e.run_main(TESTS)

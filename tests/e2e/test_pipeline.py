@@ -7,6 +7,7 @@ the wrong stage or gradients not summed over the micro-batches all show up as #w
 
 import json
 import os
+import re
 import tempfile
 
 import moebench_e2e as e2e
@@ -152,13 +153,16 @@ def test_bad_pipeline_input(ctx):
 
 
 def test_recipe_scaled_down_and_judged(ctx):
-    """The GB300 recipe's layout (pp 2, vp 8) spread over the tiny model, at two sizes."""
+    """The GB300 recipe's layout (pp 2, vp 8) on the tiny model's 4 layers: vp 2, at two sizes."""
     with tempfile.TemporaryDirectory() as tmp:
         reports = []
         for np, gbs in ((4, 8), (8, 16)):  # weak scaling: the global batch grows with dp
             name = "rec%d.json" % np
-            _, rep = run(ctx, tmp, np, ["--recipe", "gb300-mxfp8-256", "--preset", PRESET,
+            r, rep = run(ctx, tmp, np, ["--recipe", "gb300-mxfp8-256", "--preset", PRESET,
                                         "--ep", 2, "--global-batch", gbs, "--verify"], name=name)
+            e2e.check("its 16 pipeline stages (pp 2 x vp 8) would leave 12 without a decoder "
+                      "layer" in r.stderr and "running pp 2, vp 2, layout Et|(t|)*2tmL" in r.stderr,
+                      "the run should say how it scaled the recipe's pipeline", r)
             reports.append(os.path.join(tmp, name))
             rec = rep["config"]["recipe"]
             e2e.check(rec["name"] == "gb300-mxfp8-256", "recipe %r" % rec["name"])
@@ -173,11 +177,13 @@ def test_recipe_scaled_down_and_judged(ctx):
             e2e.check(not any(d.startswith("layers:") for d in rec["differences"]),
                       "a 'layers:' difference in %r" % rec["differences"])
             pipe = rep["parallel"]["pipeline"]
-            e2e.check(pipe["pp"] == 2 and pipe["vp"] == 8, "pipeline %r" % pipe)
+            e2e.check(pipe["pp"] == 2 and pipe["vp"] == 2, "pipeline %r" % pipe)
+            e2e.check(all(st["layers"] >= 1 for st in pipe["stages"]), "an empty stage: %r" %
+                      pipe["stages"])
             e2e.check(rep["config"]["precision"] == "fp8", "precision %r" %
                       rep["config"]["precision"])
             e2e.check(rep["config"]["workload"]["routing"] == "random", "routing")
-            check_pipelined(rep, np, 2, 8, gbs)
+            check_pipelined(rep, np, 2, 2, gbs)
         r = e2e.run_moebench(ctx, ["report"] + reports + ["--claim-from-recipe", "--out",
                                                           os.path.join(tmp, "s.json")],
                              timeout=60)
@@ -188,6 +194,63 @@ def test_recipe_scaled_down_and_judged(ctx):
             s = json.load(f)
         v = [x for x in s["verdicts"] if x["name"] == "claim_from_recipe"]
         e2e.check(len(v) == 1 and not v[0]["passed"], "verdicts %r" % s["verdicts"])
+
+
+def test_recipe_on_small_model_defaults(ctx):
+    """The README's first-hour command: a published recipe on the tiny model, as a new user types
+    it: the model's sequence, 2 x pp micro-batches a rank, no empty stage, a step estimate."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "r.json")
+        r = e2e.run_moebench(ctx, ["run", "--recipe", "gb300-mxfp8-256", "--preset", PRESET,
+                                   "--ep", 4, "--warmup", 1, "--steps", 2, "--out", out],
+                             np=8, timeout=180)
+        e2e.check(r.rc == 0, "expected exit 0", r)
+        rep = e2e.load_report(ctx, out)
+        wl, pipe = rep["config"]["workload"], rep["parallel"]["pipeline"]
+        e2e.check(wl["seq_len"] == 128, "the model's sequence length, not 4096: %r" % wl["seq_len"])
+        e2e.check(pipe["pp"] == 2 and pipe["vp"] == 2 and pipe["microbatches_per_step"] == 4,
+                  "pipeline %r" % pipe)
+        e2e.check(wl["global_batch"] == 16, "global batch %r" % wl["global_batch"])
+        e2e.check(all(st["layers"] >= 1 for st in pipe["stages"]), "an empty stage")
+        e2e.check("seq 128 (the model's), not 4096, 4 micro-batches a rank (global batch 16), "
+                  "not the recipe's 32; --keep-batch keeps the recipe's" in r.stderr,
+                  "the run should say what of the recipe it scaled", r)
+        e2e.check(re.search(r"^# a step should take about [0-9.]+ m?s: 3 x rank 0's first forward "
+                            r"pass", r.stdout, re.M), "no step estimate before the first step", r)
+        e2e.check(r.stdout.index("# a step should take") < r.stdout.index("# step 1/"),
+                  "the estimate comes before the first step's line", r)
+        # The shares of the rank that sets the step time add up to 100% (with other).
+        shares = [float(m) for m in re.findall(r"^   [a-z_]+ +-?[0-9.]+ +(-?[0-9.]+)%", r.stdout,
+                                                re.M)]
+        e2e.check(abs(sum(shares) - 100) <= 1, "shares add up to %.1f%%" % sum(shares), r)
+        bd = rep["results"]["step_breakdown"]
+        total = sum(bd["phase_time_s"].values()) + bd["other_s"]
+        e2e.check_close(total, bd["step_time_s"], 1e-9, "the breakdown adds up to its step")
+        # --keep-batch: the recipe's 4096 tokens and 32 micro-batches a rank (plan: no step run).
+        r = e2e.run_moebench(ctx, ["plan", "--recipe", "gb300-mxfp8-256", "--preset", PRESET,
+                                   "--ep", 4, "--world", 8, "--keep-batch"], timeout=60)
+        e2e.check(r.rc == 0 and "seq 4096" in r.stdout and "32 micro-batches a step" in r.stdout,
+                  "plan --keep-batch", r)
+
+
+def test_progress_inside_long_steps(ctx):
+    """A step of several seconds (rank 0's compute slowed 60-fold) prints where rank 0 is in it
+    at least every 10 s, before the step's own line."""
+    with tempfile.TemporaryDirectory() as tmp:
+        r = e2e.run_moebench(ctx, ["run", "--preset", PRESET, "--pp", 2, "--global-batch", 8,
+                                   "--warmup", 0, "--steps", 1, "--inject",
+                                   "slow:rank=0,factor=60", "--out", os.path.join(tmp, "r.json")],
+                             np=2, timeout=180)
+        e2e.check(r.rc in (0, 5), "expected exit 0 (or 5: a suspect), got %s" % r.rc, r)
+        lines = re.findall(r"^# step 1/1 timed 1/1: ([0-9.]+) s in, rank 0 (at pass [0-9]+ of 16 "
+                           r"\(micro-batch [0-9] of 8, chunk 1 of 1, (?:forward|backward)\)|past "
+                           r"its 16 passes)", r.stdout, re.M)
+        e2e.check(lines, "no progress line inside the step", r)
+        at = [0.0] + [float(t) for t, _ in lines]
+        e2e.check(all(b - a <= 10 for a, b in zip(at, at[1:])), "gaps over 10 s: %r" % at, r)
+        end = re.search(r"^# step 1/1 timed 1/1: [0-9.]+ ms", r.stdout, re.M)
+        e2e.check(end and r.stdout.index("s in, rank 0") < end.start(),
+                  "the progress comes before the step's line", r)
 
 
 def test_scaling_groups_by_layout(ctx):
@@ -266,4 +329,5 @@ if __name__ == "__main__":
     e2e.run_main([test_interleaved_pp2_vp2_ep2, test_pp4, test_uneven_layout_zero1,
                   test_accumulation_without_pipeline, test_corrupted_pipeline_transfer_is_caught,
                   test_bad_pipeline_input, test_recipe_scaled_down_and_judged,
+                  test_recipe_on_small_model_defaults, test_progress_inside_long_steps,
                   test_scaling_groups_by_layout, test_plan_recipes_fit])

@@ -101,9 +101,16 @@ def test_real_runs_merged_figures_equal_inputs(ctx):
                     "exposed share %d" % n)
         check_close(size["efficiency"], res["tflops_per_gpu"] / base_tflops, REL, "eff %d" % n)
         check_close(size["speedup"], res["tflops_per_gpu"] / base_tflops * n, REL, "speedup %d" % n)
+        # phase_time_s: the step breakdown (the rank that sets the step time, adding up to its
+        # step); phase_max_s: each phase's slowest rank.
+        own = res["step_breakdown"]
         for phase, value in res["phases"].items():
-            check_close(size["phase_time_s"][phase], value["time_s"]["median"], REL,
+            check_close(size["phase_time_s"][phase], own["phase_time_s"][phase], REL,
                         "%s at %d" % (phase, n))
+            check_close(size["phase_max_s"][phase], value["time_s"]["median"], REL,
+                        "%s max at %d" % (phase, n))
+        check_close(sum(own["phase_time_s"].values()) + own["other_s"], own["step_time_s"], REL,
+                    "the breakdown at %d adds up to its step" % n)
         for phase in ("dispatch", "combine", "grad_reduce"):
             check_close(size["busbw"][phase], res["phases"][phase]["busbw"], REL,
                         "%s busbw at %d" % (phase, n))

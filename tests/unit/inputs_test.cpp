@@ -57,6 +57,24 @@ struct TempDir {
 
 }  // namespace
 
+TEST_CASE("parse_run_report: phase times from the step breakdown, maxima from the phases") {
+  RunRecord r = testing::sample_run_record();
+  r.results.breakdown.rank = 1;
+  r.results.breakdown.host = "node-a";
+  r.results.breakdown.step_time_s = 0.1;
+  r.results.breakdown.phase_time_s.fill(0.0);
+  r.results.breakdown.phase_time_s[static_cast<std::size_t>(Phase::dispatch)] = 0.04;
+  r.results.breakdown.other_s = 0.06;
+  const RunPoint p =
+      parse_run_report("r.json", json(make_run_report(r)).dump(), run_schema_check());
+  CHECK(p.phase_time_s[static_cast<std::size_t>(Phase::dispatch)] == doctest::Approx(0.04));
+  CHECK(p.phase_time_s[static_cast<std::size_t>(Phase::attention)] == 0.0);
+  CHECK(p.phase_max_s[static_cast<std::size_t>(Phase::dispatch)] == doctest::Approx(0.005));
+  // A report without one (written before it existed): the maxima for both.
+  const RunPoint old = parse_run_report("r.json", sample_doc().dump(), run_schema_check());
+  CHECK(old.phase_time_s == old.phase_max_s);
+}
+
 TEST_CASE("parse_run_report takes the figures, the key and the provenance of a valid report") {
   const std::string text = sample_doc().dump();
   const RunPoint p = parse_run_report("r.json", text, run_schema_check());

@@ -97,6 +97,31 @@ TEST_CASE("recipes: a layout spread over a smaller model keeps its stages, E, m 
   CHECK(total == 16);
 }
 
+TEST_CASE("recipes: on a model too small for its stages, vp then pp shrink until none is empty") {
+  const Recipe& gb300 = recipe("gb300-mxfp8-256");
+  // 61 layers: the recipe's own pipeline, nothing to say.
+  const ScaledPipeline own = scaled_pipeline(gb300, 61, 256, 32);
+  CHECK((own.pp == 2 && own.vp == 8 && own.layout == gb300.pipeline_layout && own.note.empty()));
+  // The tiny model's 4 layers over pp 2: vp 2, one layer a stage, E first and mL last.
+  const ScaledPipeline tiny = scaled_pipeline(gb300, 4, 8, 4);
+  CHECK((tiny.pp == 2 && tiny.vp == 2));
+  CHECK(tiny.layout == "Et|(t|)*2tmL");
+  CHECK(tiny.note.find("would leave 12 without a decoder layer") != std::string::npos);
+  CHECK(tiny.note.find("give --pp 2 --vp 8") != std::string::npos);
+  // 20 layers keep vp 8: 16 stages, each with at least one.
+  const ScaledPipeline mid = scaled_pipeline(gb300, 20, 8, 4);
+  CHECK((mid.pp == 2 && mid.vp == 8 && mid.note.empty()));
+  for (const PipelineStage& st : parse_pipeline_layout(mid.layout, 2).stages) CHECK(st.layers >= 1);
+  // b300's pp 8 for 4 layers: pp 4 does not leave whole expert groups of 4 in 8 ranks (8 / 4 =
+  // 2 ranks a stage), pp 3 does not divide 8; pp 2 does. Its last stage is the lighter one.
+  const ScaledPipeline b300 = scaled_pipeline(recipe("b300-mxfp8-256"), 4, 8, 4);
+  CHECK((b300.pp == 2 && b300.vp == 1));
+  CHECK(b300.layout == "Et*2|t*2mL");
+  // One layer: no pipeline at all.
+  const ScaledPipeline one = scaled_pipeline(gb300, 1, 8, 4);
+  CHECK((one.pp == 1 && one.vp == 1 && one.layout == "EtmL"));
+}
+
 TEST_CASE("recipes: Megatron-LM's rows as published: layouts, recompute, moments, offload") {
   const Recipe& gb300 = recipe("mlm-gb300-mxfp8-256");
   CHECK(gb300.pipeline_layout == "Et*4|(tttt|)*14tmL");

@@ -46,6 +46,7 @@ inline RunPoint scaling_point(int gpus, double tflops, const std::string& path =
   p.phase_time_s[static_cast<std::size_t>(Phase::experts)] = 0.3 * p.step_time_s;
   p.phase_time_s[static_cast<std::size_t>(Phase::dispatch)] = 0.1 * p.step_time_s;
   p.phase_time_s[static_cast<std::size_t>(Phase::combine)] = 0.1 * p.step_time_s;
+  p.phase_max_s = p.phase_time_s;  // one rank sets every phase here
   p.busbw[static_cast<std::size_t>(Phase::dispatch)] = 10e9;
   p.busbw[static_cast<std::size_t>(Phase::combine)] = 20e9;
   p.verification_enabled = true;

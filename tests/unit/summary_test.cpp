@@ -182,3 +182,47 @@ TEST_CASE("flatten and unflatten round-trip every field") {
 
 }  // namespace
 }  // namespace moebench
+
+namespace moebench {
+namespace {
+
+TEST_CASE("summarize_run: a collective over one rank has no bandwidth") {
+  RankSamples one;
+  one.steps = {sample(1.0, 0.5, 0.1, 100, 1000, 1)};  // dispatch over a group of 1
+  const RunResults r = summarize_run({one}, 6.0, 8e12);
+  const PhaseResult& dis = r.phases[at(Phase::dispatch)];
+  CHECK(dis.bytes == doctest::Approx(1000).epsilon(kEps));  // its buffer, as counted
+  CHECK(dis.algbw == 0);
+  CHECK(dis.busbw == 0);
+  RankSamples two = one;
+  two.steps[0].group_size[at(Phase::dispatch)] = 2;
+  CHECK(summarize_run({two}, 6.0, 8e12).phases[at(Phase::dispatch)].algbw > 0);
+}
+
+TEST_CASE("summarize_run: the step breakdown is the slowest rank's median step, adding up") {
+  std::vector<RankSamples> ranks = two_ranks();
+  ranks[1].steps[0].step_time_s = 5.0;  // rank 1: steps of 5, 1 and 4 s, median 4 > rank 0's 2
+  ranks[1].stage = 1;
+  const RunResults r = summarize_run(ranks, 6.0, 8e12);
+  const StepBreakdown& b = r.breakdown;
+  CHECK(b.rank == 1);
+  CHECK(b.host == "b");
+  CHECK(b.stage == 1);
+  CHECK(b.step == 2);  // its median step: the one of 4 s
+  CHECK(b.step_time_s == doctest::Approx(4.0).epsilon(kEps));
+  CHECK(b.phase_time_s[at(Phase::attention)] == doctest::Approx(0.75).epsilon(kEps));
+  CHECK(b.phase_time_s[at(Phase::dispatch)] == doctest::Approx(0.1).epsilon(kEps));
+  CHECK(b.other_s == doctest::Approx(3.15).epsilon(kEps));
+  // The cross-rank maxima differ: attention's slowest rank per step is 0.5, 1.0, 0.75.
+  CHECK(r.phases[at(Phase::attention)].time_s.median == doctest::Approx(0.75).epsilon(kEps));
+  // An even count takes the upper median; ties go to the lower rank.
+  std::vector<RankSamples> even = two_ranks();
+  for (RankSamples& rs : even) rs.steps.pop_back();
+  const StepBreakdown e = summarize_run(even, 6.0, 8e12).breakdown;
+  CHECK(e.rank == 0);  // medians 1.5 and 1.5
+  CHECK(e.step == 1);  // rank 0's steps of 1 and 2 s: the 2 s one
+  CHECK(summarize_run({RankSamples{}}, 6.0, 8e12).breakdown.rank == -1);  // no timed step
+}
+
+}  // namespace
+}  // namespace moebench

@@ -1,5 +1,6 @@
 #include "workloads/config/recipes.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include <nlohmann/json.hpp>
@@ -89,29 +90,85 @@ std::string offload_refusal(const Recipe& r) {
 }
 
 std::string scaled_layout(const Recipe& r, int layers) {
-  PipelineLayout l = parse_pipeline_layout(r.pipeline_layout, r.pp);
-  const int total = l.decoder_layers();
-  if (total == layers) return r.pipeline_layout;
-  // Largest remainder: floor shares first, the rest to the largest fractions (earlier first).
-  std::vector<int> counts(l.stages.size());
+  return scaled_layout(r, layers, r.pp, r.vp);
+}
+
+std::string scaled_layout(const Recipe& r, int layers, int pp, int vp) {
+  const PipelineLayout given = parse_pipeline_layout(r.pipeline_layout, r.pp);
+  const std::size_t n = static_cast<std::size_t>(pp) * static_cast<std::size_t>(vp);
+  const std::size_t recipe_stages = given.stages.size();
+  if (n == recipe_stages && given.decoder_layers() == layers) return r.pipeline_layout;
+  // Each stage's weight: the recipe's own stages, or its first, middle (mean) and last.
+  std::vector<double> weight(n);
+  if (n == recipe_stages) {
+    for (std::size_t s = 0; s < n; ++s) weight[s] = given.stages[s].layers;
+  } else {
+    double middle = 0;
+    for (std::size_t s = 1; s + 1 < recipe_stages; ++s) middle += given.stages[s].layers;
+    middle = recipe_stages > 2 ? middle / static_cast<double>(recipe_stages - 2)
+                               : given.decoder_layers() / static_cast<double>(recipe_stages);
+    for (std::size_t s = 0; s < n; ++s) {
+      weight[s] = s == 0       ? given.stages.front().layers
+                  : s + 1 == n ? given.stages.back().layers
+                               : middle;
+    }
+  }
+  // At least one layer a stage where there are enough, the rest in proportion to the weights.
+  const int floor_each = layers >= static_cast<int>(n) ? 1 : 0;
+  const int spread = layers - floor_each * static_cast<int>(n);
+  double total = 0;
+  for (double w : weight) total += w;
+  if (!(total > 0)) {
+    std::fill(weight.begin(), weight.end(), 1.0);
+    total = static_cast<double>(n);
+  }
+  std::vector<int> counts(n);
   std::vector<std::pair<double, std::size_t>> rest;
-  int given = 0;
-  for (std::size_t s = 0; s < l.stages.size(); ++s) {
-    const double share = static_cast<double>(l.stages[s].layers) * layers / total;
-    counts[s] = static_cast<int>(std::floor(share));
-    given += counts[s];
-    rest.emplace_back(share - counts[s], s);
+  int given_out = 0;
+  for (std::size_t s = 0; s < n; ++s) {
+    const double share = weight[s] * spread / total;
+    const int whole = static_cast<int>(std::floor(share));
+    counts[s] = floor_each + whole;
+    given_out += counts[s];
+    rest.emplace_back(share - whole, s);
   }
   std::stable_sort(rest.begin(), rest.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (int i = 0; i < layers - given; ++i) ++counts[rest[static_cast<std::size_t>(i)].second];
+  for (int i = 0; i < layers - given_out; ++i) ++counts[rest[static_cast<std::size_t>(i)].second];
+  std::vector<PipelineStage> stages(n);
   int first = 0;
-  for (std::size_t s = 0; s < l.stages.size(); ++s) {
-    l.stages[s].first_layer = first;
-    l.stages[s].layers = counts[s];
+  for (std::size_t s = 0; s < n; ++s) {
+    stages[s].first_layer = first;
+    stages[s].layers = counts[s];
     first += counts[s];
   }
-  return layout_text(l.stages);
+  stages.front().embedding = given.stages.front().embedding;
+  stages.back().loss = given.stages.back().loss;
+  stages.back().mtp = given.stages.back().mtp;
+  return layout_text(stages);
+}
+
+ScaledPipeline scaled_pipeline(const Recipe& r, int layers, int world, int ep) {
+  ScaledPipeline out{r.pp, r.vp, "", ""};
+  while (out.vp > 1 && out.pp * out.vp > layers) --out.vp;
+  if (out.pp > layers) {  // even one chunk a rank leaves stages empty: fewer pipeline ranks
+    const auto divides = [&](int pp) { return world % pp == 0 && (world / pp) % ep == 0; };
+    out.pp = std::max(layers, 1);
+    while (out.pp > 1 && !divides(out.pp)) --out.pp;
+    out.vp = 1;
+  }
+  if (out.pp == r.pp && out.vp == r.vp) {
+    out.layout = scaled_layout(r, layers);
+    return out;
+  }
+  out.layout = scaled_layout(r, layers, out.pp, out.vp);
+  const int stages = r.pp * r.vp;
+  out.note = "--recipe " + r.name + ": its " + str(stages) + " pipeline stages (pp " + str(r.pp) +
+             " x vp " + str(r.vp) + ") would leave " + str(stages - layers) +
+             " without a decoder layer for the " + str(layers) + " this run places; running pp " +
+             str(out.pp) + ", vp " + str(out.vp) + ", layout " + out.layout + " (give --pp " +
+             str(r.pp) + " --vp " + str(r.vp) + " for the recipe's, with empty stages)";
+  return out;
 }
 
 Precision run_precision(const Recipe& r) {

@@ -45,10 +45,25 @@ const std::vector<Recipe>& recipes();
 // A recipe by name; UsageError naming the valid names otherwise.
 const Recipe& recipe(const std::string& name);
 
-// The layout of `r` for a model of `layers` decoder layers: the recipe's own when the counts
-// match, else its stages kept (E, m and L in place) with the layers spread over them in
-// proportion to the recipe's (largest remainder), so a recipe scales down to a small model.
+// The layout of `r` for a model of `layers` decoder layers over pp x vp stages (default the
+// recipe's): the recipe's own when both match, else E on the first stage, m and L on the last,
+// and the layers spread over the stages in proportion to the recipe's (the first and last stage
+// weighted as the recipe's, the others as its middle ones), each stage holding at least one when
+// there are enough (largest remainder, earlier stages first on ties).
 std::string scaled_layout(const Recipe& r, int layers);
+std::string scaled_layout(const Recipe& r, int layers, int pp, int vp);
+
+// The recipe's pipeline for a model of `layers` decoder layers on `world` ranks in expert groups
+// of `ep`: its pp and vp when each of its pp x vp stages can hold a layer, else vp reduced until
+// they can, then pp (to the largest that still divides the world into expert groups). `note`
+// says what was reduced and why ("" when nothing was).
+struct ScaledPipeline {
+  int pp = 1;
+  int vp = 1;
+  std::string layout;
+  std::string note;
+};
+ScaledPipeline scaled_pipeline(const Recipe& r, int layers, int world, int ep);
 
 // The modules `r` recomputes, as --recompute takes them.
 Recompute recompute_of(const Recipe& r);

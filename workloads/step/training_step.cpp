@@ -290,6 +290,7 @@ StepSample TrainingStep::run() {
   ctx.tokens = tokens_;
 
   const Clock::time_point start = Clock::now();
+  passes_done_.store(0, std::memory_order_relaxed);
   {
     auto scope = timer_.scope(Phase::optimizer);  // the optimiser's zero_grad
     params_.zero_grads();
@@ -305,6 +306,8 @@ StepSample TrainingStep::run() {
       } else {
         backward(ctx, op.microbatch, chunk);
       }
+      passes_done_.store(static_cast<int>(k) + 1, std::memory_order_relaxed);
+      if (pass_observer_) pass_observer_(static_cast<int>(k), seconds_since(start));
     }
   }
   sync_embedding(ctx);
@@ -318,6 +321,14 @@ StepSample TrainingStep::run() {
     sample.busy_s[static_cast<std::size_t>(phase)] += comm_.busy_time_s(r);
   }
   return sample;
+}
+
+TrainingStep::Position TrainingStep::position() const {
+  Position p;
+  p.passes = static_cast<int>(schedule_.size());
+  p.done = std::min(passes_done_.load(std::memory_order_relaxed), p.passes);
+  if (p.done < p.passes) p.current = schedule_[static_cast<std::size_t>(p.done)];
+  return p;
 }
 
 CommRequest TrainingStep::start_bucket(LayerContext& ctx, const GradBucket& b) {

@@ -10,6 +10,8 @@
 // layers (the --verify reference) computes the same step.
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -51,6 +53,22 @@ class TrainingStep {
   // of at least --grad-bucket-mb (ZeRO-1: one per group), started as the last micro-batch's
   // backward completes them; off, one per group after the backward.
   const std::vector<GradBucket>& grad_buckets() const { return buckets_; }
+
+  // Where this rank is in its pipeline schedule, readable from another thread while run() runs
+  // (rank 0's progress lines): the passes done (a forward or backward of one micro-batch through
+  // one chunk), and the pass under way (none once `done == passes`: reducing and the optimizer).
+  struct Position {
+    int done = 0;
+    int passes = 0;
+    PipelineOp current;
+  };
+  Position position() const;
+  const PipelineShape& shape() const { return shape_; }
+  // Called on run()'s thread after each pass (its index in the schedule, and the seconds since
+  // the step started); none by default.
+  void set_pass_observer(std::function<void(int pass, double since_start_s)> f) {
+    pass_observer_ = std::move(f);
+  }
 
  private:
   // One micro-batch's activations through one chunk: its layers (each keeps what its backward
@@ -102,6 +120,8 @@ class TrainingStep {
   Scratch scratch_;  // shared by every layer of every chunk and micro-batch
   std::vector<Chunk> chunks_;
   std::vector<PipelineOp> schedule_;
+  std::atomic<int> passes_done_{0};
+  std::function<void(int, double)> pass_observer_;
   std::vector<P2PBatch> batches_;
   bool head_ = false;            // --head on
   float loss_scale_ = 1.0f;      // d (step loss) / d (a token's loss): 1 / the loss's tokens
