@@ -119,10 +119,13 @@ def synthetic_run(real, gpus, tflops, comm_share=0.1, ranks_per_node=8, ep=None,
     # The all-to-alls carry each token's hidden state: their bytes follow the tokens per rank.
     token_factor = tokens_per_rank / real["config"]["workload"]["tokens_per_rank"]
     byte_factor = {"dispatch": token_factor, "combine": token_factor, "grad_reduce": 1.0}
+    # The communication split as at scale, where the all-to-alls dominate (fixed, so that the
+    # example's growth lines do not follow the noise of the small real run).
+    comm_split = {"dispatch": 0.4, "combine": 0.35, "grad_reduce": 0.25}
     for name, ph in res["phases"].items():
         old = real_ph[name]["time_s"]["median"]
-        share = comm_share * old / comm_total if name in communication else \
-            (1 - comm_share) * old / comp_total
+        share = comm_share * comm_split.get(name, old / comm_total) if name in communication \
+            else (1 - comm_share) * old / comp_total
         t = share * step
         ph["time_s"] = _scale_stats(real_ph[name]["time_s"], t / old if old > 0 else 0.0)
         ph["flops"] = real_ph[name]["flops"] * flop_factor
