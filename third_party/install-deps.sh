@@ -12,6 +12,16 @@ done
 if ((${#missing[@]})); then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  echo "install-deps.sh: installing ${missing[*]} (a minute or two)" >&2
+  log="$(mktemp)"
+  # apt's and dpkg's progress to a log, shown only when the installation fails.
+  if ! { $sudo apt-get update -qq &&
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+      "${missing[@]}"; } >"$log" 2>&1; then
+    tail -n 40 "$log" >&2
+    echo "install-deps.sh: apt-get failed (above); install the packages named above by hand" >&2
+    rm -f "$log"
+    exit 1
+  fi
+  rm -f "$log"
 fi

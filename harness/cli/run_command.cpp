@@ -424,35 +424,16 @@ struct Progress {
   Clock::time_point last_line{};
 };
 
-// Rank 0's line every kTickS while a step runs longer, saying where rank 0 is in it, so that a
-// long step and a hung one look different before the step's own line (a step of the published
-// recipes' size takes minutes on a few CPU cores).
-class StepTicker {
+// A thread that calls `poll` every `period` until stop() (or `poll` returns false): rank 0's
+// watchers beside the steps.
+class PollingThread {
  public:
-  static constexpr double kTickS = 5;
-  StepTicker(bool active, Progress& progress, const TrainingStep& step) {
-    if (!active) return;
-    thread_ = std::thread([this, &progress, &step] {
-      while (!done_.load()) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        std::lock_guard<std::mutex> lock(progress.mutex);
-        const Clock::time_point now = Clock::now();
-        if (!progress.stepping ||
-            std::chrono::duration<double>(now - progress.last_line).count() < kTickS) {
-          continue;
-        }
-        const TrainingStep::Position at = step.position();
-        PassProgress p = progress.step;
-        p.since_start_s = std::chrono::duration<double>(now - progress.step_start).count();
-        p.done = at.done;
-        p.passes = at.passes;
-        p.current = at.current;
-        std::cout << format_pass_line(p) << std::flush;
-        progress.last_line = now;
-      }
+  void start(std::chrono::milliseconds period, std::function<bool()> poll) {
+    thread_ = std::thread([this, period, poll = std::move(poll)] {
+      while (!done_.load() && poll()) std::this_thread::sleep_for(period);
     });
   }
-  ~StepTicker() { stop(); }
+  ~PollingThread() { stop(); }
   void stop() {
     done_.store(true);
     if (thread_.joinable()) thread_.join();
@@ -461,6 +442,38 @@ class StepTicker {
  private:
   std::atomic<bool> done_{false};
   std::thread thread_;
+};
+
+// Rank 0's line every kTickS while a step runs longer, saying where rank 0 is in it, so that a
+// long step and a hung one look different before the step's own line (a step of the published
+// recipes' size takes minutes on a few CPU cores).
+class StepTicker {
+ public:
+  static constexpr double kTickS = 5;
+  StepTicker(bool active, Progress& progress, const TrainingStep& step) {
+    if (!active) return;
+    thread_.start(std::chrono::milliseconds(100), [&progress, &step] {
+      std::lock_guard<std::mutex> lock(progress.mutex);
+      const Clock::time_point now = Clock::now();
+      if (!progress.stepping ||
+          std::chrono::duration<double>(now - progress.last_line).count() < kTickS) {
+        return true;
+      }
+      const TrainingStep::Position at = step.position();
+      PassProgress p = progress.step;
+      p.since_start_s = std::chrono::duration<double>(now - progress.step_start).count();
+      p.done = at.done;
+      p.passes = at.passes;
+      p.current = at.current;
+      std::cout << format_pass_line(p) << std::flush;
+      progress.last_line = now;
+      return true;
+    });
+  }
+  void stop() { thread_.stop(); }
+
+ private:
+  PollingThread thread_;
 };
 
 // The step's gradient buckets, counted per group into the results.
@@ -548,34 +561,26 @@ class StopWatcher {
  public:
   StopWatcher(bool active, FailureReport& failure, Progress& progress) {
     if (!active) return;
-    thread_ = std::thread([this, &failure, &progress] {
-      while (!done_.load()) {
-        if (const int sig = stop_signal(); sig != 0) {
-          std::string in_step;
-          {
-            std::lock_guard<std::mutex> lock(progress.mutex);
-            in_step = progress.in_step;
-          }
-          failure.write(signal_name(sig) + " arrived in " + in_step +
-                            ", before it finished: the report keeps the timed steps that had "
-                            "(rank 0's own figures) and is replaced by the whole report if the "
-                            "step still ends",
-                        signal_name(sig), "interrupted");
-          return;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    thread_.start(std::chrono::milliseconds(10), [&failure, &progress] {
+      const int sig = stop_signal();
+      if (sig == 0) return true;
+      std::string in_step;
+      {
+        std::lock_guard<std::mutex> lock(progress.mutex);
+        in_step = progress.in_step;
       }
+      failure.write(signal_name(sig) + " arrived in " + in_step +
+                        ", before it finished: the report keeps the timed steps that had "
+                        "(rank 0's own figures) and is replaced by the whole report if the "
+                        "step still ends",
+                    signal_name(sig), "interrupted");
+      return false;
     });
   }
-  ~StopWatcher() { stop(); }
-  void stop() {
-    done_.store(true);
-    if (thread_.joinable()) thread_.join();
-  }
+  void stop() { thread_.stop(); }
 
  private:
-  std::atomic<bool> done_{false};
-  std::thread thread_;
+  PollingThread thread_;
 };
 
 // How long a rank other than 0 that timed out waits before ending the job, so that rank 0,

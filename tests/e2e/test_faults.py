@@ -26,8 +26,10 @@ LIMIT_S = 3  # --timeout
 # clock at every MPI_Test, MPI_Abort takes about a second to kill the job; on this loaded 2-core
 # machine 15 s more is ample and still far below a hang (the test's own limit is 120 s).
 SLACK_S = 15
-STEP_LINE = re.compile(r"^# step \d+/\d+ ")  # rank 0's line per finished step
+STEP_LINE = re.compile(r"^# step \d+/\d+ \w+ \d+/\d+: [0-9.]+ ms")  # rank 0's per finished step
 DEVICE_LINE = re.compile(r"^# Using devices$|^#  Rank +\d+ Pid ")  # its device list, at the start
+# Its estimate of a step's time (in the first step) and its lines inside steps over 5 s.
+PROGRESS_LINE = re.compile(r"^# a step should take about |^# step \d+/\d+ \w+ \d+/\d+: [0-9.]+ s in")
 
 
 def base(out, steps=40):
@@ -314,7 +316,8 @@ def test_sigterm_writes_an_interrupted_report(ctx):
                   "the results hold the finished steps")
         # The device list, one line per finished step (as it ended), then the table, which says
         # so first.
-        lines = [l for l in stdout.splitlines() if not DEVICE_LINE.match(l)]
+        lines = [l for l in stdout.splitlines()
+                 if not DEVICE_LINE.match(l) and not PROGRESS_LINE.match(l)]
         steps = [l for l in lines if STEP_LINE.match(l)]
         e2e.check(len(steps) == len(log), "%d step lines for %d logged steps" % (len(steps), len(log)))
         e2e.check(lines[len(steps)].startswith("# interrupted by SIGTERM"), "the table says so first")
