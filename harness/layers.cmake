@@ -283,7 +283,23 @@ target_include_directories(mb_output PRIVATE ${VALIJSON_INCLUDE_DIR})
 moebench_module(verify LAYER driver DIRS harness/verify DEPS output step registry)
 moebench_module(scaling LAYER driver DIRS harness/scaling DEPS output LIBS OpenSSL::Crypto)
 moebench_module(bench LAYER driver DIRS harness/bench DEPS output step)
-moebench_module(cli LAYER driver DIRS harness/cli DEPS verify scaling bench local fault
+# The built-in system descriptions (harness/systems/data/*.json), compiled in as raw strings.
+file(GLOB MOEBENCH_SYSTEM_FILES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/harness/systems/data/*.json)
+list(SORT MOEBENCH_SYSTEM_FILES)
+set(MOEBENCH_SYSTEMS_CPP ${CMAKE_BINARY_DIR}/generated/systems_data.cpp)
+set(systems_cpp "// Generated from harness/systems/data/*.json by harness/layers.cmake.\n")
+string(APPEND systems_cpp "namespace moebench {\nextern const char* const kSystemFiles[] = {\n")
+foreach(file ${MOEBENCH_SYSTEM_FILES})
+  file(READ ${file} content)
+  string(APPEND systems_cpp "R\"moebench(${content})moebench\",\n")
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${file})
+endforeach()
+list(LENGTH MOEBENCH_SYSTEM_FILES count)
+string(APPEND systems_cpp "};\nextern const int kSystemFileCount = ${count};\n}  // namespace moebench\n")
+file(CONFIGURE OUTPUT ${MOEBENCH_SYSTEMS_CPP} CONTENT "${systems_cpp}")
+moebench_module(systems LAYER driver DIRS harness/systems DEPS output SOURCES ${MOEBENCH_SYSTEMS_CPP}
+                LIBS nlohmann_json::nlohmann_json)
+moebench_module(cli LAYER driver DIRS harness/cli DEPS verify scaling bench systems local fault
                 EXCLUDE "/harness/cli/main\\.cpp$" LIBS CLI11::CLI11)
 
 moebench_write_layer_manifest()

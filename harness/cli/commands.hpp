@@ -11,6 +11,7 @@ int plan_command(const CliOptions& o);
 int presets_command();
 int recipes_command(const CliOptions& o);
 int phases_command(const CliOptions& o);
+int systems_command(const CliOptions& o);
 int validate_command(const CliOptions& o);
 int report_command(const CliOptions& o);  // no MPI: a plain file tool
 int bench_command(const CliOptions& o);   // one process on one device, no MPI

@@ -17,6 +17,7 @@
 #include "harness/output/phase_table.hpp"
 #include "harness/output/run_report.hpp"
 #include "harness/output/schema.hpp"
+#include "harness/systems/systems.hpp"
 #include "workloads/accounting/accounting.hpp"
 #include "workloads/accounting/memory_model.hpp"
 #include "workloads/config/recipes.hpp"
@@ -247,6 +248,19 @@ int recipes_command(const CliOptions& o) {
         "estimates it\n",
         name.c_str());
   }
+  return 0;
+}
+
+int systems_command(const CliOptions& o) {
+  std::vector<SystemSpec> systems = builtin_systems();
+  for (const std::string& file : o.system_files) systems.push_back(load_system_file(file));
+  if (o.json) {
+    nlohmann::json all = nlohmann::json::array();
+    for (const SystemSpec& s : systems) all.push_back(s.document);
+    std::cout << all.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << format_systems(systems);
   return 0;
 }
 

@@ -81,6 +81,8 @@ int main(int argc, char** argv) {
         return recipes_command(options);
       case Command::phases:
         return phases_command(options);
+      case Command::systems:
+        return systems_command(options);
       case Command::plan:
         return plan_command(options);
       case Command::validate:

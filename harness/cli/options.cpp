@@ -397,6 +397,13 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   CLI::App* phases =
       app.add_subcommand("phases", "the phases a step's time is split into, with their kinds");
   phases->add_flag("--json", o.json, "print JSON instead of text");
+  CLI::App* systems = app.add_subcommand(
+      "systems", "the built-in system descriptions (hardware figures per GPU, with sources)");
+  systems->add_flag("--json", o.json,
+                    "print the descriptions as JSON, each figure with its source");
+  systems->add_option("--system", o.system_files,
+                      "also a system description file of your own (reports/system.schema.json), "
+                      "checked; repeatable");
   CLI::App* validate =
       app.add_subcommand("validate", "check run reports (and link tests) against their schemas");
   validate->add_option("files", o.files, "run report or linkcheck files")->required();
@@ -415,8 +422,8 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   } catch (const CLI::ParseError& e) {
     if (app.get_subcommands().empty() && argc > 1 && argv[1][0] != '-') {
       throw UsageError(std::string("unknown command '") + argv[1] +
-                       "'; valid: run, plan, bench, linkcheck, report, presets, phases, validate, "
-                       "version");
+                       "'; valid: run, plan, bench, linkcheck, report, presets, recipes, phases, "
+                       "systems, validate, version");
     }
     std::string what = e.what();
     const std::string sub =
@@ -431,6 +438,7 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
               : name == "presets"   ? Command::presets
               : name == "recipes"   ? Command::recipes
               : name == "phases"    ? Command::phases
+              : name == "systems"   ? Command::systems
               : name == "validate"  ? Command::validate
               : name == "report"    ? Command::report
               : name == "bench"     ? Command::bench

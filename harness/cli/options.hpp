@@ -17,6 +17,7 @@ enum class Command {
   presets,
   recipes,
   phases,
+  systems,
   validate,
   version,
   help,
@@ -152,6 +153,7 @@ struct CliOptions {
   std::optional<double> health_min_slowdown;  // run: none: the backend's (health.hpp)
   bool health_gate = false;                   // run: exit 5 when there are suspects
   std::vector<std::string> files;             // validate
+  std::vector<std::string> system_files;      // systems --system FILE
   std::string help_text;                      // for Command::help
   std::vector<std::string> argv;
   ReportOptions report;

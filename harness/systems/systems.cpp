@@ -1,0 +1,142 @@
+#include "harness/systems/systems.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "harness/core/error.hpp"
+#include "harness/core/human.hpp"
+#include "harness/core/regular_file.hpp"
+#include "harness/output/schema.hpp"
+
+namespace moebench {
+
+// Generated from harness/systems/data/*.json (harness/layers.cmake).
+extern const char* const kSystemFiles[];
+extern const int kSystemFileCount;
+
+namespace {
+
+Figure figure(const nlohmann::json& j) {
+  Figure f;
+  if (j.at("value").is_number()) f.value = j.at("value").get<double>();
+  f.source = j.at("source").get<std::string>();
+  return f;
+}
+
+std::string cell(const std::optional<double>& v, double unit, const char* format) {
+  if (!v) return "-";
+  char text[32];
+  std::snprintf(text, sizeof text, format, *v / unit);
+  return text;
+}
+
+}  // namespace
+
+SystemSpec system_from_json(const nlohmann::json& doc) {
+  SystemSpec s;
+  s.name = doc.at("name").get<std::string>();
+  s.description = doc.at("description").get<std::string>();
+  s.gpu = doc.at("gpu").get<std::string>();
+  s.generation = doc.at("generation").get<std::string>();
+  const nlohmann::json& peak = doc.at("peak_dense_flops");
+  s.peak_bf16 = figure(peak.at("bf16"));
+  s.peak_fp8 = figure(peak.at("fp8"));
+  s.peak_mxfp8 = figure(peak.at("mxfp8"));
+  s.peak_fp32 = figure(peak.at("fp32"));
+  s.memory_bytes = figure(doc.at("memory_bytes"));
+  s.memory_bandwidth = figure(doc.at("memory_bandwidth_bytes_per_s"));
+  s.nvlink_domain_gpus = figure(doc.at("nvlink_domain_gpus"));
+  s.nvlink_bandwidth = figure(doc.at("nvlink_bandwidth_bytes_per_s"));
+  s.nvls = doc.at("nvls").at("value").get<bool>();
+  s.scale_out_bandwidth = figure(doc.at("scale_out_bandwidth_bytes_per_s"));
+  s.scale_out_topology = doc.at("scale_out_topology").at("value").get<std::string>();
+  s.nvlink_latency = figure(doc.at("nvlink_latency_s"));
+  s.scale_out_latency = figure(doc.at("scale_out_latency_s"));
+  s.document = doc;
+  return s;
+}
+
+const std::vector<SystemSpec>& builtin_systems() {
+  static const std::vector<SystemSpec> all = [] {
+    std::vector<SystemSpec> out;
+    for (int i = 0; i < kSystemFileCount; ++i) {
+      out.push_back(system_from_json(nlohmann::json::parse(kSystemFiles[i])));
+    }
+    std::sort(out.begin(), out.end(),
+              [](const SystemSpec& a, const SystemSpec& b) { return a.name < b.name; });
+    return out;
+  }();
+  return all;
+}
+
+SystemSpec load_system_file(const std::string& path) {
+  const std::string hint =
+      "give a system description (reports/system.schema.json; `moebench systems --json` prints "
+      "the built-in ones to start from)";
+  std::string text;
+  try {
+    text = read_regular_file(path, hint);
+  } catch (const UsageError& e) {
+    throw UsageError("--system " + std::string(e.what()));
+  }
+  nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
+  if (doc.is_discarded()) throw UsageError("--system " + path + ": not JSON; " + hint);
+  const std::vector<std::string> errors = schema_errors(doc, load_schema(kSystemSchemaFile));
+  if (!errors.empty()) {
+    throw UsageError(
+        "--system " + path + ": " + errors.front() +
+        (errors.size() > 1 ? " (and " + std::to_string(errors.size() - 1) + " more)" : "") + "; " +
+        hint);
+  }
+  SystemSpec s = system_from_json(doc);
+  for (const SystemSpec& b : builtin_systems()) {
+    if (b.name == s.name) {
+      throw UsageError("--system " + path + ": its name '" + s.name +
+                       "' is a built-in system's; give it a name of its own");
+    }
+  }
+  return s;
+}
+
+SystemSpec find_system(const std::string& name_or_file) {
+  const bool file =
+      name_or_file.find('/') != std::string::npos ||
+      (name_or_file.size() > 5 && name_or_file.compare(name_or_file.size() - 5, 5, ".json") == 0);
+  if (file) return load_system_file(name_or_file);
+  std::vector<std::string> names;
+  for (const SystemSpec& s : builtin_systems()) {
+    if (s.name == name_or_file) return s;
+    names.push_back(s.name);
+  }
+  throw UsageError("--system '" + name_or_file + "' is not a built-in system; valid: " +
+                   join(names, ", ") + ", or a file (`moebench systems` lists them)");
+}
+
+std::string format_systems(const std::vector<SystemSpec>& systems) {
+  char line[256];
+  std::string out;
+  std::snprintf(line, sizeof line, "%-15s %-9s %-9s %7s %7s %7s %7s %8s %9s %4s %9s %5s %9s\n",
+                "system", "gpu", "gen", "BF16", "FP8", "MXFP8", "FP32", "mem(GB)", "mem(TB/s)",
+                "nvl", "nvl(GB/s)", "nvls", "out(GB/s)");
+  out += line;
+  for (const SystemSpec& s : systems) {
+    std::snprintf(line, sizeof line, "%-15s %-9s %-9s %7s %7s %7s %7s %8s %9s %4s %9s %5s %9s\n",
+                  s.name.c_str(), s.gpu.c_str(), s.generation.c_str(),
+                  cell(s.peak_bf16.value, 1e12, "%.0f").c_str(),
+                  cell(s.peak_fp8.value, 1e12, "%.0f").c_str(),
+                  cell(s.peak_mxfp8.value, 1e12, "%.0f").c_str(),
+                  cell(s.peak_fp32.value, 1e12, "%.3g").c_str(),
+                  cell(s.memory_bytes.value, 1e9, "%.0f").c_str(),
+                  cell(s.memory_bandwidth.value, 1e12, "%.3g").c_str(),
+                  cell(s.nvlink_domain_gpus.value, 1, "%.0f").c_str(),
+                  cell(s.nvlink_bandwidth.value, 1e9, "%.0f").c_str(), s.nvls ? "yes" : "no",
+                  cell(s.scale_out_bandwidth.value, 1e9, "%.3g").c_str());
+    out += line;
+  }
+  out +=
+      "# per GPU: peak dense TFLOP/s, memory, NVLink domain (GPUs) and bandwidth and the "
+      "scale-out network's, each way; `--json` gives every figure's source\n";
+  return out;
+}
+
+}  // namespace moebench
