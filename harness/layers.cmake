@@ -272,6 +272,8 @@ moebench_module(params LAYER model DIRS workloads/params DEPS config compute)
 moebench_module(layers LAYER model DIRS workloads/layers
                 DEPS params accounting routing measure comm)
 moebench_module(step LAYER model DIRS workloads/step DEPS layers)
+# The step-time model's composition rules (issue 29): pure, over the pipeline schedule.
+moebench_module(predict LAYER model DIRS workloads/predict DEPS parallel)
 
 # ---- driver: runtime, devices, output, verification, scaling reports, the probe, the CLI --------
 moebench_module(runtime LAYER driver DIRS harness/runtime DEPS parallel mpi)

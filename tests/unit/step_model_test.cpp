@@ -1,0 +1,93 @@
+// The step-time model's composition on hand-computed cases: one GEMM, one transfer, one
+// all-to-all over NVLink domains, a ring all-reduce, and the 1F1B and interleaved schedules whose
+// step time is known in closed form.
+#include "workloads/predict/step_model.hpp"
+
+#include <doctest/doctest.h>
+
+#include "harness/core/error.hpp"
+
+using namespace moebench;
+
+// Sums and products of a few exact decimals: 1e-12 relative covers their rounding.
+constexpr double kEps = 1e-12;
+
+TEST_CASE("step model: one GEMM is its FLOPs over the peak times the efficiency") {
+  // 8192^3 x 2 FLOPs at 989 TFLOP/s and 80%: 1.0995e12 / 7.912e14 s.
+  const double flops = 2.0 * 8192.0 * 8192.0 * 8192.0;
+  CHECK(compute_time_s(flops, 989e12, 0.8) ==
+        doctest::Approx(flops / (989e12 * 0.8)).epsilon(kEps));
+  CHECK(compute_time_s(flops, 989e12, 0.8) == doctest::Approx(1.38962e-3).epsilon(1e-5));
+  CHECK_THROWS_AS(compute_time_s(flops, 989e12, 0), UsageError);
+  CHECK_THROWS_AS(compute_time_s(flops, 989e12, 1.5), UsageError);
+}
+
+TEST_CASE("step model: a transfer is its latency plus its bytes over the bandwidth") {
+  const LinkCost ib{5e-6, 50e9};
+  CHECK(transfer_time_s(ib, 0) == doctest::Approx(5e-6).epsilon(kEps));
+  CHECK(transfer_time_s(ib, 1e9) == doctest::Approx(5e-6 + 0.02).epsilon(kEps));
+}
+
+TEST_CASE("step model: an all-to-all splits into NVLink and scale-out traffic") {
+  const LinkCost nvlink{2e-6, 900e9}, ib{5e-6, 100e9};
+  // EP 32 in domains of 8 (HGX): 7 peers inside, 24 outside, 1/32 of the bytes each.
+  const AllToAllCost hgx = alltoall_cost(32e6, 32, 8, nvlink, ib);
+  CHECK(hgx.in_domain_bytes == doctest::Approx(7e6).epsilon(kEps));
+  CHECK(hgx.cross_domain_bytes == doctest::Approx(24e6).epsilon(kEps));
+  // Outside is the slower part: 24 latencies + 24 MB at 100 GB/s.
+  CHECK(hgx.time_s == doctest::Approx(24 * 5e-6 + 24e6 / 100e9).epsilon(kEps));
+  // EP 32 inside an NVL72 rack: all of it over NVLink.
+  const AllToAllCost nvl72 = alltoall_cost(32e6, 32, 72, nvlink, ib);
+  CHECK(nvl72.cross_domain_bytes == 0);
+  CHECK(nvl72.in_domain_bytes == doctest::Approx(31e6).epsilon(kEps));
+  CHECK(nvl72.time_s == doctest::Approx(31 * 2e-6 + 31e6 / 900e9).epsilon(kEps));
+  CHECK(alltoall_cost(32e6, 1, 8, nvlink, ib).time_s == 0);  // a group of one moves nothing
+}
+
+TEST_CASE("step model: a ring all-reduce takes 2 (n - 1) steps of bytes / n") {
+  const LinkCost link{1e-6, 100e9};
+  CHECK(ring_allreduce_time_s(8e9, 8, link) ==
+        doctest::Approx(14 * (1e-6 + 1e9 / 100e9)).epsilon(kEps));
+  CHECK(ring_allreduce_time_s(8e9, 1, link) == 0);
+}
+
+TEST_CASE("step model: 1F1B takes (m + P - 1) (f + b), its bubble (P - 1) / m") {
+  // P = 4 stages of equal passes, m = 8 micro-batches, no transfer time.
+  const PipelineShape shape{4, 1, 8};
+  const PipelineTimes t{{1, 1, 1, 1}, {2, 2, 2, 2}, 0};
+  const SimulatedPipeline s = simulate_pipeline(shape, t);
+  CHECK(s.step_s == doctest::Approx((8 + 4 - 1) * 3.0).epsilon(kEps));
+  for (double busy : s.busy_s) CHECK(busy == doctest::Approx(8 * 3.0).epsilon(kEps));
+  CHECK((s.step_s - s.busy_s[0]) / s.busy_s[0] ==
+        doctest::Approx(theoretical_bubble(shape)).epsilon(kEps));
+}
+
+TEST_CASE("step model: transfers delay the fill and the drain (a timeline worked by hand)") {
+  // P = 2, m = 2, forward 1 s, backward 2 s, 0.5 s a transfer. Rank 0 runs F0 F1 B0 B1, rank 1
+  // F0 B0 F1 B1: rank 0 F0 [0, 1], F1 [1, 2]; rank 1 F0 [1.5, 2.5], B0 [2.5, 4.5], F1 [4.5, 5.5],
+  // B1 [5.5, 7.5]; rank 0 B0 [5, 7] (its gradient arrives at 5), B1 [8, 10].
+  const SimulatedPipeline s = simulate_pipeline({2, 1, 2}, {{1, 1}, {2, 2}, 0.5});
+  CHECK(s.end_s[1] == doctest::Approx(7.5).epsilon(kEps));
+  CHECK(s.step_s == doctest::Approx(10).epsilon(kEps));
+  // Without transfer time: (m + P - 1) (f + b) = 9.
+  CHECK(simulate_pipeline({2, 1, 2}, {{1, 1}, {2, 2}, 0}).step_s ==
+        doctest::Approx(9).epsilon(kEps));
+}
+
+TEST_CASE("step model: interleaving V chunks cuts the bubble to (P - 1) / (V m)") {
+  // P = 2, V = 2, m = 4; each chunk half a stage's work (0.5 forward, 1 backward).
+  const PipelineShape shape{2, 2, 4};
+  const PipelineTimes t{{0.5, 0.5, 0.5, 0.5}, {1, 1, 1, 1}, 0};
+  const SimulatedPipeline s = simulate_pipeline(shape, t);
+  const double ideal = 4 * 2 * 1.5;  // m x V chunks of 1.5 s a rank
+  CHECK(s.busy_s[0] == doctest::Approx(ideal).epsilon(kEps));
+  CHECK(s.step_s == doctest::Approx(ideal * (1 + theoretical_bubble(shape))).epsilon(kEps));
+}
+
+TEST_CASE("step model: an uneven stage sets the pace") {
+  // P = 2, m = 4: stage 1's passes twice stage 0's; the step is its work plus the fill.
+  const SimulatedPipeline s = simulate_pipeline({2, 1, 4}, {{1, 2}, {2, 4}, 0});
+  CHECK(s.busy_s[1] == doctest::Approx(24).epsilon(kEps));
+  CHECK(s.step_s == doctest::Approx(1 + 24 + 2).epsilon(kEps));  // stage 0's first forward,
+  // stage 1's 4 x (2 + 4), stage 0's last backward
+}

@@ -1,0 +1,104 @@
+#include "workloads/predict/step_model.hpp"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "harness/core/error.hpp"
+
+namespace moebench {
+
+double compute_time_s(double flops, double peak_flops_per_s, double efficiency) {
+  if (!(efficiency > 0 && efficiency <= 1)) {
+    throw UsageError("an efficiency must be in (0, 1], got " + std::to_string(efficiency));
+  }
+  if (!(peak_flops_per_s > 0)) throw UsageError("a peak FLOP/s must be > 0");
+  return flops / (peak_flops_per_s * efficiency);
+}
+
+double transfer_time_s(const LinkCost& link, double bytes) {
+  MB_CHECK(link.bandwidth_bytes_per_s > 0, "a link's bandwidth must be > 0");
+  return link.latency_s + bytes / link.bandwidth_bytes_per_s;
+}
+
+AllToAllCost alltoall_cost(double bytes_per_rank, int group, int domain, const LinkCost& nvlink,
+                           const LinkCost& scale_out) {
+  MB_CHECK(group >= 1 && domain >= 1, "group " << group << ", domain " << domain);
+  AllToAllCost c;
+  if (group == 1) return c;
+  // The peers of a rank of the group inside its domain: the group's ranks that share it.
+  const int per_domain = std::min(group, domain);
+  const int inside = per_domain - 1;
+  const int outside = group - per_domain;
+  const double share = bytes_per_rank / group;
+  c.in_domain_bytes = share * inside;
+  c.cross_domain_bytes = share * outside;
+  const double t_in =
+      inside > 0 ? inside * nvlink.latency_s + c.in_domain_bytes / nvlink.bandwidth_bytes_per_s
+                 : 0.0;
+  const double t_out = outside > 0 ? outside * scale_out.latency_s +
+                                         c.cross_domain_bytes / scale_out.bandwidth_bytes_per_s
+                                   : 0.0;
+  c.time_s = std::max(t_in, t_out);
+  return c;
+}
+
+double ring_allreduce_time_s(double bytes, int n, const LinkCost& link) {
+  if (n <= 1) return 0;
+  return 2.0 * (n - 1) * transfer_time_s(link, bytes / n);
+}
+
+SimulatedPipeline simulate_pipeline(const PipelineShape& shape, const PipelineTimes& times) {
+  validate(shape);
+  const std::size_t stages = static_cast<std::size_t>(shape.pp * shape.vp);
+  MB_CHECK(times.forward_s.size() == stages && times.backward_s.size() == stages,
+           "per-stage times for " << stages << " stages");
+  std::vector<std::vector<PipelineOp>> ops(static_cast<std::size_t>(shape.pp));
+  for (int r = 0; r < shape.pp; ++r) ops[static_cast<std::size_t>(r)] = pipeline_schedule(shape, r);
+  // When each transfer arrives, by (activation, micro-batch, from, to).
+  std::map<std::tuple<bool, int, int, int>, double> arrival;
+  const auto key = [](const PipelineTransfer& t) {
+    return std::make_tuple(t.activation, t.microbatch, t.from, t.to);
+  };
+  SimulatedPipeline out;
+  out.busy_s.assign(static_cast<std::size_t>(shape.pp), 0.0);
+  out.end_s.assign(static_cast<std::size_t>(shape.pp), 0.0);
+  std::vector<std::size_t> next(static_cast<std::size_t>(shape.pp), 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int r = 0; r < shape.pp; ++r) {
+      const std::size_t ri = static_cast<std::size_t>(r);
+      while (next[ri] < ops[ri].size()) {
+        const PipelineOp& op = ops[ri][next[ri]];
+        const PassTransfers io = pass_transfers(shape, r, op);
+        double ready = out.end_s[ri];
+        bool have = true;
+        for (const PipelineTransfer& t : io.recv) {
+          const auto it = arrival.find(key(t));
+          if (it == arrival.end()) {
+            have = false;
+            break;
+          }
+          ready = std::max(ready, it->second);
+        }
+        if (!have) break;
+        const std::size_t stage = static_cast<std::size_t>(op.chunk * shape.pp + r);
+        const double t = op.forward ? times.forward_s[stage] : times.backward_s[stage];
+        out.end_s[ri] = ready + t;
+        out.busy_s[ri] += t;
+        for (const PipelineTransfer& s : io.send) arrival[key(s)] = out.end_s[ri] + times.p2p_s;
+        ++next[ri];
+        progress = true;
+      }
+    }
+  }
+  for (int r = 0; r < shape.pp; ++r) {
+    MB_CHECK(next[static_cast<std::size_t>(r)] == ops[static_cast<std::size_t>(r)].size(),
+             "the schedule stalled on pipeline rank " << r);
+  }
+  out.step_s = *std::max_element(out.end_s.begin(), out.end_s.end());
+  return out;
+}
+
+}  // namespace moebench

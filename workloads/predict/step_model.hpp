@@ -1,0 +1,57 @@
+// The composition rules of a step-time model (issue 29's `moebench predict`, not built yet): the
+// time of one GEMM from its FLOPs, of a point-to-point transfer and of the collectives from an
+// alpha-beta cost per link, the all-to-all split into traffic inside and across NVLink domains,
+// and the pipeline schedule moebench runs simulated pass by pass from per-chunk times. Pure
+// functions of SI quantities: the tests check each on hand-computed cases.
+#pragma once
+
+#include <vector>
+
+#include "harness/parallel/pipeline_schedule.hpp"
+
+namespace moebench {
+
+// Seconds for `flops` at `peak` FLOP/s times an efficiency in (0, 1] (UsageError outside).
+double compute_time_s(double flops, double peak_flops_per_s, double efficiency);
+
+// A link's alpha-beta cost: a message of b bytes takes latency + b / bandwidth.
+struct LinkCost {
+  double latency_s = 0;
+  double bandwidth_bytes_per_s = 0;  // each direction
+};
+double transfer_time_s(const LinkCost& link, double bytes);
+
+// An all-to-all among `group` consecutive ranks in NVLink domains of `domain` consecutive ranks
+// (1: no NVLink), each rank sending `bytes_per_rank` spread evenly over the group (its own share
+// stays local): the bytes each rank sends to peers inside its domain and outside it, and the
+// time, the slower of the two parts (they use different links and run at once), each one
+// latency per peer plus its bytes over the link's bandwidth.
+struct AllToAllCost {
+  double in_domain_bytes = 0;
+  double cross_domain_bytes = 0;
+  double time_s = 0;
+};
+AllToAllCost alltoall_cost(double bytes_per_rank, int group, int domain, const LinkCost& nvlink,
+                           const LinkCost& scale_out);
+
+// A ring all-reduce of `bytes` over n ranks on links of `link`: 2 (n - 1) steps, each one
+// latency and bytes / n over the bandwidth; 0 for one rank.
+double ring_allreduce_time_s(double bytes, int n, const LinkCost& link);
+
+// The pipeline schedule moebench runs (pipeline_schedule: 1F1B, or interleaved with vp > 1)
+// simulated pass by pass: a pass starts when its rank has finished the one before and the
+// activation or gradient it needs has arrived (its producer's end plus `p2p_s`); sends do not
+// block. Times are per virtual stage (pp x vp, stage s is chunk s / pp of rank s % pp).
+struct PipelineTimes {
+  std::vector<double> forward_s;
+  std::vector<double> backward_s;
+  double p2p_s = 0;
+};
+struct SimulatedPipeline {
+  double step_s = 0;           // the last pass's end
+  std::vector<double> busy_s;  // per pipeline rank: its passes' time
+  std::vector<double> end_s;   // per pipeline rank: its last pass's end
+};
+SimulatedPipeline simulate_pipeline(const PipelineShape& shape, const PipelineTimes& times);
+
+}  // namespace moebench
