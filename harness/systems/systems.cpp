@@ -113,15 +113,15 @@ SystemSpec find_system(const std::string& name_or_file) {
 }
 
 std::string format_systems(const std::vector<SystemSpec>& systems) {
+  // One format for the header and the rows, so their columns cannot drift apart.
+  constexpr const char* kRow = "%-15s %-9s %-9s %7s %7s %7s %7s %8s %9s %4s %9s %5s %9s\n";
   char line[256];
   std::string out;
-  std::snprintf(line, sizeof line, "%-15s %-9s %-9s %7s %7s %7s %7s %8s %9s %4s %9s %5s %9s\n",
-                "system", "gpu", "gen", "BF16", "FP8", "MXFP8", "FP32", "mem(GB)", "mem(TB/s)",
-                "nvl", "nvl(GB/s)", "nvls", "out(GB/s)");
+  std::snprintf(line, sizeof line, kRow, "system", "gpu", "gen", "BF16", "FP8", "MXFP8", "FP32",
+                "mem(GB)", "mem(TB/s)", "nvl", "nvl(GB/s)", "nvls", "out(GB/s)");
   out += line;
   for (const SystemSpec& s : systems) {
-    std::snprintf(line, sizeof line, "%-15s %-9s %-9s %7s %7s %7s %7s %8s %9s %4s %9s %5s %9s\n",
-                  s.name.c_str(), s.gpu.c_str(), s.generation.c_str(),
+    std::snprintf(line, sizeof line, kRow, s.name.c_str(), s.gpu.c_str(), s.generation.c_str(),
                   cell(s.peak_bf16.value, 1e12, "%.0f").c_str(),
                   cell(s.peak_fp8.value, 1e12, "%.0f").c_str(),
                   cell(s.peak_mxfp8.value, 1e12, "%.0f").c_str(),

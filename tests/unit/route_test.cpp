@@ -29,6 +29,24 @@ struct Routed {
   std::vector<float> w;
 };
 
+// The analytic d loss / d logits against central differences of `loss` (in double) at `logits`,
+// expert by expert. Central differences err by O(h^2) ~ 1e-8; the float analytic gradient by
+// ~1e-6 of values of order 1, so 1e-5 absolute.
+template <typename Loss>
+void check_finite_differences(const Loss& loss, const std::vector<float>& logits,
+                              const std::vector<float>& dlogits) {
+  const std::vector<double> x(logits.begin(), logits.end());
+  for (std::size_t e = 0; e < x.size(); ++e) {
+    const double h = 1e-4;
+    std::vector<double> up = x, down = x;
+    up[e] += h;
+    down[e] -= h;
+    const double fd = (loss(up) - loss(down)) / (2.0 * h);
+    CAPTURE(e);
+    CHECK(std::abs(dlogits[e] - fd) <= 1e-5);
+  }
+}
+
 Routed route(const RouterParams& p, const std::vector<float>& scores, const float* bias,
              std::uint64_t token) {
   Routed r{std::vector<std::int32_t>(p.top_k), std::vector<float>(p.top_k)};
@@ -180,17 +198,7 @@ TEST_CASE("route_token_backward matches finite differences for softmax scores, n
           }
           return p.scaling * (norm ? dot / sum : dot);
         };
-        std::vector<double> x(logits.begin(), logits.end());
-        for (int e = 0; e < p.experts; ++e) {
-          const double h = 1e-4;
-          std::vector<double> up = x, down = x;
-          up[e] += h;
-          down[e] -= h;
-          const double fd = (loss(up) - loss(down)) / (2.0 * h);
-          // As above: O(h^2) for the differences, ~1e-6 for the float gradient.
-          CAPTURE(e);
-          CHECK(std::abs(dlogits[e] - fd) <= 1e-5);
-        }
+        check_finite_differences(loss, logits, dlogits);
       }
     }
   }
@@ -465,17 +473,9 @@ TEST_CASE("route_token_backward matches finite differences") {
       }
       return p.scaling * dot / sum;
     };
-    std::vector<double> x(logits.begin(), logits.end());
+    check_finite_differences(loss, logits, dlogits);
     for (int e = 0; e < p.experts; ++e) {
-      const double h = 1e-4;
-      std::vector<double> up = x, down = x;
-      up[e] += h;
-      down[e] -= h;
-      const double fd = (loss(up) - loss(down)) / (2.0 * h);
-      // Central differences err by O(h^2) ~ 1e-8; the float analytic gradient by ~1e-6 of
-      // values of order 1, so 1e-5 absolute.
       CAPTURE(e);
-      CHECK(std::abs(dlogits[e] - fd) <= 1e-5);
       if (std::find(r.idx.begin(), r.idx.end(), e) == r.idx.end()) CHECK(dlogits[e] == 0.0f);
     }
   }
