@@ -273,7 +273,7 @@ moebench_module(layers LAYER model DIRS workloads/layers
                 DEPS params accounting routing measure comm)
 moebench_module(step LAYER model DIRS workloads/step DEPS layers)
 # The step-time model's composition rules (issue 29): pure, over the pipeline schedule.
-moebench_module(predict LAYER model DIRS workloads/predict DEPS parallel)
+moebench_module(predict LAYER model DIRS workloads/predict DEPS parallel accounting)
 
 # ---- driver: runtime, devices, output, verification, scaling reports, the probe, the CLI --------
 moebench_module(runtime LAYER driver DIRS harness/runtime DEPS parallel mpi)
@@ -285,21 +285,30 @@ target_include_directories(mb_output PRIVATE ${VALIJSON_INCLUDE_DIR})
 moebench_module(verify LAYER driver DIRS harness/verify DEPS output step registry)
 moebench_module(scaling LAYER driver DIRS harness/scaling DEPS output LIBS OpenSSL::Crypto)
 moebench_module(bench LAYER driver DIRS harness/bench DEPS output step)
-# The built-in system descriptions (harness/systems/data/*.json), compiled in as raw strings.
-file(GLOB MOEBENCH_SYSTEM_FILES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/harness/systems/data/*.json)
-list(SORT MOEBENCH_SYSTEM_FILES)
+# The built-in system descriptions (harness/systems/data/*.json) and the efficiencies per GPU
+# generation (harness/systems/efficiencies/*.json), compiled in as raw strings: an array of the
+# files' texts and its length, by name.
+function(moebench_embed_json out folder array count)
+  file(GLOB files CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/${folder}/*.json)
+  list(SORT files)
+  set(text "extern const char* const ${array}[] = {\n")
+  foreach(file ${files})
+    file(READ ${file} content)
+    string(APPEND text "R\"moebench(${content})moebench\",\n")
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${file})
+  endforeach()
+  list(LENGTH files n)
+  string(APPEND text "};\nextern const int ${count} = ${n};\n")
+  set(${out} "${text}" PARENT_SCOPE)
+endfunction()
 set(MOEBENCH_SYSTEMS_CPP ${CMAKE_BINARY_DIR}/generated/systems_data.cpp)
-set(systems_cpp "// Generated from harness/systems/data/*.json by harness/layers.cmake.\n")
-string(APPEND systems_cpp "namespace moebench {\nextern const char* const kSystemFiles[] = {\n")
-foreach(file ${MOEBENCH_SYSTEM_FILES})
-  file(READ ${file} content)
-  string(APPEND systems_cpp "R\"moebench(${content})moebench\",\n")
-  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${file})
-endforeach()
-list(LENGTH MOEBENCH_SYSTEM_FILES count)
-string(APPEND systems_cpp "};\nextern const int kSystemFileCount = ${count};\n}  // namespace moebench\n")
+moebench_embed_json(system_files harness/systems/data kSystemFiles kSystemFileCount)
+moebench_embed_json(efficiency_files harness/systems/efficiencies kEfficiencyFiles
+                    kEfficiencyFileCount)
+set(systems_cpp "// Generated from harness/systems/{data,efficiencies}/*.json by harness/layers.cmake.\n")
+string(APPEND systems_cpp "namespace moebench {\n${system_files}${efficiency_files}}  // namespace moebench\n")
 file(CONFIGURE OUTPUT ${MOEBENCH_SYSTEMS_CPP} CONTENT "${systems_cpp}")
-moebench_module(systems LAYER driver DIRS harness/systems DEPS output SOURCES ${MOEBENCH_SYSTEMS_CPP}
+moebench_module(systems LAYER driver DIRS harness/systems DEPS output predict SOURCES ${MOEBENCH_SYSTEMS_CPP}
                 LIBS nlohmann_json::nlohmann_json)
 moebench_module(cli LAYER driver DIRS harness/cli DEPS verify scaling bench systems local fault
                 EXCLUDE "/harness/cli/main\\.cpp$" LIBS CLI11::CLI11)

@@ -8,6 +8,7 @@ namespace moebench {
 
 int run_command(const CliOptions& o, MpiRuntime& runtime);
 int plan_command(const CliOptions& o);
+int predict_command(const CliOptions& o);
 int presets_command();
 int recipes_command(const CliOptions& o);
 int phases_command(const CliOptions& o);

@@ -86,16 +86,9 @@ nlohmann::ordered_json plan_json(const RunConfig& c) {
     m["fits"] = own + kGpuContextReserveBytes <= gpu;
     m["margin_bytes"] = gpu - kGpuContextReserveBytes - own;
     m["lacks"] = memory_gaps(c, rec->offload);
-    // As Megatron-Core with Transformer Engine runs the row: its recompute and optimizer state
-    // (the run's too), FP8 copies of the GEMM inputs, k and v kept apart, FP8 primary weights
-    // (no second set of quantised copies).
-    ActivationPolicy te = run_policy(c);
-    te.separate_k_v = true;
-    te.fp8_saved_inputs = true;
-    te.fp8_all_inputs = true;
-    te.fp8_weight_copies = false;
+    // As Megatron-Core with Transformer Engine runs the row.
     double megatron = 0;
-    nlohmann::ordered_json stages = per_stage(te, megatron);
+    nlohmann::ordered_json stages = per_stage(transformer_engine_policy(c), megatron);
     m["megatron"] = nlohmann::ordered_json{{"per_stage", stages},
                                            {"max_rank_bytes", megatron},
                                            {"fits", megatron + kGpuContextReserveBytes <= gpu}};

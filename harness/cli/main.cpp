@@ -85,6 +85,8 @@ int main(int argc, char** argv) {
         return systems_command(options);
       case Command::plan:
         return plan_command(options);
+      case Command::predict:
+        return predict_command(options);
       case Command::validate:
         return validate_command(options);
       case Command::report:

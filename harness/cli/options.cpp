@@ -278,6 +278,14 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
                      "a suspect's compute time is this many robust standard deviations (1.4826 "
                      "MAD) slower than the median rank's (default 6)" +
                          note);
+    app_->add_option("--system", o.system,
+                     "a known system (`moebench systems`) or a description file: the report gets "
+                     "each phase's expected time on it and marks phases over 1.25x" +
+                         note);
+    app_->add_option("--calibrate", o.calibrate,
+                     "with --system: expected times calibrated from this run report of the same "
+                     "system (`moebench predict --calibrate`)" +
+                         note);
     app_->add_option("--health-min-slowdown", o.health_min_slowdown,
                      "and at least this fraction slower (default 0.1, 10%, on a GPU; 0.5 on the "
                      "cpu backend, whose ranks share cores)" +
@@ -397,6 +405,24 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   CLI::App* phases =
       app.add_subcommand("phases", "the phases a step's time is split into, with their kinds");
   phases->add_flag("--json", o.json, "print JSON instead of text");
+  CLI::App* predict = app.add_subcommand(
+      "predict", "the step time, TFLOP/s and scaling a system should reach, from the accounting");
+  add_workload_flags(predict, o.workload, named);
+  predict->add_option("--system", o.system,
+                      "a built-in system (`moebench systems`) or a description file (default: the "
+                      "recipe's)");
+  predict
+      ->add_option("--gpus", o.gpus,
+                   "GPU counts to predict, comma-separated (default: the recipe's, 4x and 32x "
+                   "it; without a recipe 1)")
+      ->delimiter(',');
+  predict->add_flag("--json", o.json, "print JSON (reports/predict.schema.json) instead of text");
+  predict->add_option("--out", o.out, "also write the JSON here (atomically)");
+  predict->add_option("--calibrate", o.calibrate,
+                      "a run report (`moebench run --out`) measured on the system: each phase "
+                      "scaled by what it measured against the model, in place of the efficiencies");
+  predict->add_flag("--explain", o.explain,
+                    "print the largest terms of the step: what the step is bound by");
   CLI::App* systems = app.add_subcommand(
       "systems", "the built-in system descriptions (hardware figures per GPU, with sources)");
   systems->add_flag("--json", o.json,
@@ -422,8 +448,8 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   } catch (const CLI::ParseError& e) {
     if (app.get_subcommands().empty() && argc > 1 && argv[1][0] != '-') {
       throw UsageError(std::string("unknown command '") + argv[1] +
-                       "'; valid: run, plan, bench, linkcheck, report, presets, recipes, phases, "
-                       "systems, validate, version");
+                       "'; valid: run, plan, predict, bench, linkcheck, report, presets, recipes, "
+                       "phases, systems, validate, version");
     }
     std::string what = e.what();
     const std::string sub =
@@ -435,6 +461,7 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   const std::string name = app.get_subcommands()[0]->get_name();
   o.command = name == "run"         ? Command::run
               : name == "plan"      ? Command::plan
+              : name == "predict"   ? Command::predict
               : name == "presets"   ? Command::presets
               : name == "recipes"   ? Command::recipes
               : name == "phases"    ? Command::phases
@@ -456,7 +483,7 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
     check_comm_backend(l.comm, l.backend);
     check_linkcheck_options(o);
   }
-  if (o.command == Command::run || o.command == Command::plan) {
+  if (o.command == Command::run || o.command == Command::plan || o.command == Command::predict) {
     o.workload.backend = parse_compute_backend(named.backend);
     o.workload.comm = parse_comm_backend(named.comm);
     o.workload.precision = optional_precision(named.precision);

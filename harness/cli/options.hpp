@@ -14,6 +14,7 @@ namespace moebench {
 enum class Command {
   run,
   plan,
+  predict,
   presets,
   recipes,
   phases,
@@ -154,6 +155,10 @@ struct CliOptions {
   bool health_gate = false;                   // run: exit 5 when there are suspects
   std::vector<std::string> files;             // validate
   std::vector<std::string> system_files;      // systems --system FILE
+  std::string system;                         // predict --system NAME|FILE
+  std::vector<int> gpus;                      // predict --gpus (default: recipe's, x4, x32)
+  bool explain = false;                       // predict --explain
+  std::string calibrate;                      // predict --calibrate RUN.json
   std::string help_text;                      // for Command::help
   std::vector<std::string> argv;
   ReportOptions report;

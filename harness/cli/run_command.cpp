@@ -21,6 +21,7 @@
 #include "harness/backends/fault/slow_compute.hpp"
 #include "harness/backends/registry/registry.hpp"
 #include "harness/cli/commands.hpp"
+#include "harness/cli/prediction.hpp"
 #include "harness/comm/communicator.hpp"
 #include "harness/core/clock.hpp"
 #include "harness/core/host.hpp"
@@ -50,6 +51,9 @@ struct Setup {
   RunConfig config;
   Topology topo;
   std::unique_ptr<Compute> compute;
+  // --system (and --calibrate): the expected phase times the report carries.
+  std::optional<SystemSpec> system;
+  std::optional<CalibrationRun> calibration;
   MemoryEstimate memory;  // set once --fp8-weight-copies is resolved (resolve_weight_copies)
 };
 
@@ -79,6 +83,17 @@ Setup prepare(const CliOptions& o, MpiRuntime& rt) {
     // UsageError where the device has no FP8 tensor cores.
     s.compute->set_linear_precision(LinearPrecision::fp8);
     s.compute->set_fp8_recipe(s.config.fp8_recipe);  // UsageError where the GPU cannot run it
+  }
+  if (!o.calibrate.empty() && o.system.empty()) {
+    throw UsageError("--calibrate " + o.calibrate +
+                     ": give --system too (the system the run and the report ran on)");
+  }
+  if (!o.system.empty()) {
+    // Bad system files and calibration reports fail here, on every rank, before any step.
+    s.system = find_system(o.system);
+    const EfficiencySet& eff = efficiencies_for(*s.system);
+    hardware_for(*s.system, s.config);
+    if (!o.calibrate.empty()) s.calibration = calibrate(o.calibrate, *s.system, eff);
   }
   if (rt.rank() == 0 && !o.out.empty()) ensure_writable_destination(o.out);
   if (rt.rank() == 0 && !step_log_path(o).empty()) {
@@ -844,6 +859,16 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
   }
 
   if (rt.rank() == 0) {
+    // The expected times on the system given, or on the one the GPUs name.
+    std::optional<SystemSpec> system = s.system;
+    if (!system && c.backend != ComputeBackend::cpu && !record.meta.devices.empty()) {
+      const std::string name = system_for_device(record.meta.devices.front().info.name);
+      if (!name.empty()) system = find_system(name);
+    }
+    if (system) {
+      record.expected = expected_for_run(record, *system, efficiencies_for(*system),
+                                         s.calibration ? &*s.calibration : nullptr);
+    }
     if (!o.quiet) std::cout << format_run_table(record) << format_health(record) << std::flush;
     if (!o.out.empty()) {
       write_file_atomically(o.out, make_run_report(record).dump(2) + "\n");

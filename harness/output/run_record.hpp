@@ -108,6 +108,29 @@ struct MemoryRecord {
   double activation_bytes_without_recompute = 0;
 };
 
+// What each phase should have taken on a known system (`run --system NAME|FILE`, optionally
+// `--calibrate RUN.json`; `moebench predict`'s model for this run's configuration), beside what
+// the rank that set the step time measured in its median step; a phase more than `threshold`
+// times its expected time is marked slow. Absent (system empty) without --system.
+struct ExpectedPhase {
+  std::string name;
+  bool communication = false;
+  double expected_s = 0;
+  double measured_s = 0;
+  double ratio = 0;  // measured / expected; 0 where nothing is expected
+  bool slow = false;
+};
+struct ExpectedRecord {
+  std::string system;
+  std::string calibration;  // the run report it was calibrated from; "" for the efficiencies
+  int pp_rank = 0;          // the pipeline rank whose phases are compared
+  double threshold = 1.25;
+  double expected_step_s = 0;
+  double measured_step_s = 0;
+  std::vector<ExpectedPhase> phases;
+  bool present() const { return !system.empty(); }
+};
+
 struct RunRecord {
   RunMeta meta;
   RunConfig config;
@@ -135,6 +158,7 @@ struct RunRecord {
   std::vector<GpuTelemetrySummary> telemetry;
   std::string telemetry_note;
   double telemetry_interval_s = 0;
+  ExpectedRecord expected;
 };
 
 }  // namespace moebench

@@ -396,6 +396,27 @@ ojson memory_json(const RunRecord& r) {
       {"per_pipeline_rank", per}};
 }
 
+ojson expected_json(const ExpectedRecord& e) {
+  ojson phases = ojson::array();
+  for (const ExpectedPhase& p : e.phases) {
+    phases.push_back(ojson{{"phase", p.name},
+                           {"kind", p.communication ? "communication" : "compute"},
+                           {"expected_s", p.expected_s},
+                           {"measured_s", p.measured_s},
+                           {"ratio", p.expected_s > 0 ? ojson(p.ratio) : ojson(nullptr)},
+                           {"slow", p.slow}});
+  }
+  return ojson{{"system", e.system},
+               {"calibration", e.calibration.empty() ? ojson(nullptr) : ojson(e.calibration)},
+               {"pp_rank", e.pp_rank},
+               {"threshold", e.threshold},
+               {"expected_step_s", e.expected_step_s},
+               {"measured_step_s", e.measured_step_s},
+               {"ratio", e.expected_step_s > 0 ? ojson(e.measured_step_s / e.expected_step_s)
+                                               : ojson(nullptr)},
+               {"phases", phases}};
+}
+
 }  // namespace
 
 nlohmann::ordered_json make_run_report(const RunRecord& r) {
@@ -427,6 +448,7 @@ nlohmann::ordered_json make_run_report(const RunRecord& r) {
   j["results"] = results_json(r.results);
   j["verification"] = verification_json(r.verification);
   j["health"] = health_json(r);
+  if (r.expected.present()) j["expected"] = expected_json(r.expected);
   return j;
 }
 

@@ -106,6 +106,11 @@ std::string phase_rows(const RunRecord& r) {
     out += cell(moves, "%.2f", p.algbw / 1e9, 13);
     out += cell(moves, "%.2f", p.busbw / 1e9, 13);
     while (!out.empty() && out.back() == ' ') out.pop_back();
+    for (const ExpectedPhase& e : r.expected.phases) {
+      if (e.slow && e.name == phase_name(p.phase)) {
+        out += sprintf_str("  << %.2fx expected", e.ratio);
+      }
+    }
     out += '\n';
   }
   if (own) {
@@ -209,8 +214,51 @@ std::string format_suspects(const RunRecord& r) {
 
 }  // namespace
 
+// The expected times' verdict (run --system): the step against its expected time, and each phase
+// slower than the threshold named, with where to look.
+std::string format_expected(const RunRecord& r) {
+  const ExpectedRecord& e = r.expected;
+  if (!e.present()) return "";
+  std::string out = sprintf_str(
+      "# expected on %s%s: step %.3f ms, measured %.3f ms (%.2fx); pipeline rank %d's phases "
+      "compared, over %.2fx marked <<\n",
+      e.system.c_str(),
+      e.calibration.empty() ? " (its efficiencies)"
+                            : (" (calibrated from " + e.calibration + ")").c_str(),
+      e.expected_step_s * 1e3, e.measured_step_s * 1e3,
+      e.expected_step_s > 0 ? e.measured_step_s / e.expected_step_s : 0.0, e.pp_rank, e.threshold);
+  std::vector<std::string> compute, comm;
+  for (const ExpectedPhase& p : e.phases) {
+    if (!p.slow) continue;
+    if (p.communication) {
+      comm.push_back(sprintf_str("%s at %.0f%% of the bandwidth this system should give",
+                                 p.name.c_str(), 100.0 / p.ratio));
+    } else {
+      compute.push_back(sprintf_str("%s at %.2fx its expected time", p.name.c_str(), p.ratio));
+    }
+  }
+  const auto join = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+    return s;
+  };
+  if (!compute.empty()) {
+    out += "# expected: slow compute: " + join(compute) +
+           ": check the compute (a slow rank in the health check; GPU clocks, thermal or power "
+           "limits)\n";
+  }
+  if (!comm.empty()) {
+    out += "# expected: slow communication: " + join(comm) +
+           ": check the links (linkcheck; the inter-node fabric, NVLink)\n";
+  }
+  if (compute.empty() && comm.empty()) {
+    out += sprintf_str("# expected: no phase over %.2fx its expected time\n", e.threshold);
+  }
+  return out;
+}
+
 std::string format_health(const RunRecord& r) {
-  return telemetry_line(r) + format_suspects(r);
+  return telemetry_line(r) + format_suspects(r) + format_expected(r);
 }
 
 std::string format_device_list(const std::vector<RankPlace>& ranks,

@@ -91,3 +91,20 @@ TEST_CASE("step model: an uneven stage sets the pace") {
   CHECK(s.step_s == doctest::Approx(1 + 24 + 2).epsilon(kEps));  // stage 0's first forward,
   // stage 1's 4 x (2 + 4), stage 0's last backward
 }
+
+TEST_CASE("step model: DeepEP's exchange sends a token once per rank and once per domain") {
+  const LinkCost nvlink{0, 100e9}, ib{0, 10e9};
+  // One expert a token (k 1) among 4 ranks in domains of 2: a quarter of the tokens stay, a
+  // quarter go to the domain's other rank over NVLink, half cross once to the other domain.
+  const AllToAllCost one = dedup_alltoall_cost(1000, 1, 2.0, 4, 2, nvlink, ib);
+  CHECK(one.in_domain_bytes == doctest::Approx(0.25 * 1000 * 2).epsilon(kEps));
+  CHECK(one.cross_domain_bytes == doctest::Approx(0.5 * 1000 * 2).epsilon(kEps));
+  CHECK(one.time_s == doctest::Approx(1000.0 / 10e9).epsilon(kEps));  // 1000 B over IB
+  // Top-8 among 8 ranks in one domain: a rank is hit with 1 - (7/8)^8 = 11012415 / 16777216, so 7 x
+  // that rows a token leave it, not the 7 of one row per expert.
+  const AllToAllCost hgx = dedup_alltoall_cost(1, 8, 1.0, 8, 8, nvlink, ib);
+  CHECK(hgx.in_domain_bytes == doctest::Approx(7 * 11012415.0 / 16777216.0).epsilon(kEps));
+  CHECK(hgx.cross_domain_bytes == 0.0);
+  CHECK(hgx.in_domain_bytes < alltoall_cost(8, 8, 8, nvlink, ib).in_domain_bytes);
+  CHECK(dedup_alltoall_cost(100, 8, 1.0, 1, 8, nvlink, ib).time_s == 0.0);
+}

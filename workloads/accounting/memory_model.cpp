@@ -191,6 +191,15 @@ ActivationPolicy run_policy(const RunConfig& c) {
   return p;
 }
 
+ActivationPolicy transformer_engine_policy(const RunConfig& c) {
+  ActivationPolicy te = run_policy(c);
+  te.separate_k_v = true;
+  te.fp8_saved_inputs = true;
+  te.fp8_all_inputs = true;
+  te.fp8_weight_copies = false;
+  return te;
+}
+
 Fp8WeightCopies resolve_fp8_weight_copies(const RunConfig& c, std::size_t bytes_per_element,
                                           double available_bytes) {
   if (c.fp8_weight_copies != Fp8WeightCopies::automatic) return c.fp8_weight_copies;

@@ -69,6 +69,10 @@ struct ActivationPolicy {
 // The run's own policy: its --recompute, --fp8-saved-inputs and --fp8-weight-copies (auto counted
 // as kept), the rest moebench's step.
 ActivationPolicy run_policy(const RunConfig& c);
+// As Megatron-Core with Transformer Engine runs a published row: the run's recompute and
+// optimizer state, FP8 copies of every GEMM input, k and v kept apart, FP8 primary weights (no
+// second set of quantised copies). `plan` and `predict` price the rows with it.
+ActivationPolicy transformer_engine_policy(const RunConfig& c);
 // --fp8-weight-copies auto for a rank with `available_bytes` for its estimate: kept when the run
 // fits with the copies, per-gemm when it fits only without them, kept when it fits neither way
 // (the memory check then says so); as given when not auto.

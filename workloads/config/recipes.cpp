@@ -45,6 +45,10 @@ std::vector<Recipe> parse_recipes() {
     r.optimizer_state_dtype = j.at("optimizer_state_dtype").get<std::string>();
     r.recompute = j.at("recompute").get<std::vector<std::string>>();
     r.offload = j.at("offload").get<std::vector<std::string>>();
+    r.dispatcher = j.at("dispatcher").get<std::string>();
+    r.ep_comm_overlap = j.at("ep_comm_overlap").get<bool>();
+    r.fp8_attention = j.at("fp8_attention").get<bool>();
+    r.trainer_source = j.at("trainer_source").get<std::string>();
     if (!j.at("recipe_file").is_null()) r.recipe_file = j.at("recipe_file").get<std::string>();
     r.tokens_per_s_per_gpu = optional_number(j, "tokens_per_s_per_gpu");
     r.tflops_per_gpu = optional_number(j, "tflops_per_gpu");
@@ -282,6 +286,10 @@ nlohmann::json to_json(const Recipe& r) {
   j["optimizer_state_dtype"] = r.optimizer_state_dtype;
   j["recompute"] = r.recompute;
   j["offload"] = r.offload;
+  j["dispatcher"] = r.dispatcher;
+  j["ep_comm_overlap"] = r.ep_comm_overlap;
+  j["fp8_attention"] = r.fp8_attention;
+  j["trainer_source"] = r.trainer_source;
   j["tokens_per_s_per_gpu"] =
       r.tokens_per_s_per_gpu ? nlohmann::json(*r.tokens_per_s_per_gpu) : nlohmann::json(nullptr);
   j["tflops_per_gpu"] =

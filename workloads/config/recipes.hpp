@@ -34,6 +34,12 @@ struct Recipe {
   // What the recipe offloads to host memory (optimizer_states, expert_fc1 activations):
   // moebench does not, and refuses to run such a recipe (offload_refusal).
   std::vector<std::string> offload;
+  // How the recipe's trainer runs the MoE exchange and core attention (`predict` prices them):
+  // hybridep, deepep or alltoall; Megatron's batch-level all-to-all overlap; FP8 core attention.
+  std::string dispatcher;
+  bool ep_comm_overlap = false;
+  bool fp8_attention = false;
+  std::string trainer_source;
   std::optional<double> tokens_per_s_per_gpu;
   std::optional<double> tflops_per_gpu;
   std::string recipe_file;  // the Megatron-LM recipe file; empty for Megatron-Bridge's rows

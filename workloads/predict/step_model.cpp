@@ -1,6 +1,7 @@
 #include "workloads/predict/step_model.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
 #include <tuple>
@@ -38,6 +39,32 @@ AllToAllCost alltoall_cost(double bytes_per_rank, int group, int domain, const L
       inside > 0 ? inside * nvlink.latency_s + c.in_domain_bytes / nvlink.bandwidth_bytes_per_s
                  : 0.0;
   const double t_out = outside > 0 ? outside * scale_out.latency_s +
+                                         c.cross_domain_bytes / scale_out.bandwidth_bytes_per_s
+                                   : 0.0;
+  c.time_s = std::max(t_in, t_out);
+  return c;
+}
+
+AllToAllCost dedup_alltoall_cost(double tokens, int k, double row_bytes, int group, int domain,
+                                 const LinkCost& nvlink, const LinkCost& scale_out) {
+  MB_CHECK(group >= 1 && domain >= 1 && k >= 1, "group " << group << ", domain " << domain);
+  AllToAllCost c;
+  if (group == 1) return c;
+  const int per_domain = std::min(group, domain);
+  const double domains = static_cast<double>(group) / per_domain;
+  const double q = 1.0 - std::pow(1.0 - 1.0 / group, k);
+  const double own_peers = (per_domain - 1) * q;         // distinct ranks hit in its domain
+  const double remote_ranks = (group - per_domain) * q;  // distinct ranks hit elsewhere
+  const double remote_domains =
+      domains > 1 ? (domains - 1) * (1.0 - std::pow(1.0 - 1.0 / domains, k)) : 0.0;
+  // NVLink: its own domain's ranks, and forwarding what lands on it for its domain's others.
+  c.in_domain_bytes =
+      tokens * row_bytes * (own_peers + std::max(0.0, remote_ranks - remote_domains));
+  c.cross_domain_bytes = tokens * row_bytes * remote_domains;
+  const double t_in = per_domain > 1 ? (per_domain - 1) * nvlink.latency_s +
+                                           c.in_domain_bytes / nvlink.bandwidth_bytes_per_s
+                                     : 0.0;
+  const double t_out = domains > 1 ? (domains - 1) * scale_out.latency_s +
                                          c.cross_domain_bytes / scale_out.bandwidth_bytes_per_s
                                    : 0.0;
   c.time_s = std::max(t_in, t_out);

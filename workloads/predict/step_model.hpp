@@ -34,6 +34,15 @@ struct AllToAllCost {
 AllToAllCost alltoall_cost(double bytes_per_rank, int group, int domain, const LinkCost& nvlink,
                            const LinkCost& scale_out);
 
+// The same exchange as DeepEP and HybridEP run it: each token goes once to each distinct rank
+// that holds one of its `k` experts (never twice to one rank), and across domains once to each
+// distinct remote domain, whose receiving rank forwards it over NVLink to the others there.
+// Experts are spread evenly, `k` of them chosen uniformly (as with forced balance): a rank is hit
+// with probability q = 1 - (1 - 1/group)^k, a remote domain with 1 - (1 - 1/domains)^k. Bytes per
+// rank and time as for alltoall_cost, `row_bytes` per (token, destination).
+AllToAllCost dedup_alltoall_cost(double tokens, int k, double row_bytes, int group, int domain,
+                                 const LinkCost& nvlink, const LinkCost& scale_out);
+
 // A ring all-reduce of `bytes` over n ranks on links of `link`: 2 (n - 1) steps, each one
 // latency and bytes / n over the bandwidth; 0 for one rank.
 double ring_allreduce_time_s(double bytes, int n, const LinkCost& link);

@@ -1,0 +1,141 @@
+#include "harness/cli/prediction.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "harness/core/error.hpp"
+#include "harness/core/regular_file.hpp"
+#include "harness/output/run_report.hpp"
+#include "harness/output/schema.hpp"
+#include "workloads/config/recipes.hpp"
+
+namespace moebench {
+
+// The run configuration predicted at `gpus`: the workload flags resolved as `run` resolves them,
+// in the precision the row (or the system) computes in rather than the cpu backend's.
+RunConfig predict_config(const CliOptions& o, int gpus, const SystemSpec& system) {
+  RunConfig c = resolve_run_config(o, gpus);
+  const Recipe* rec = c.recipe ? &recipe(*c.recipe) : nullptr;
+  if (!o.workload.precision) {
+    if (rec) {
+      c.precision = run_precision(*rec);
+    } else if (system.generation != "cpu") {
+      c.precision = Precision::bf16;
+    }
+  }
+  if (rec && rec->precision == "mxfp8" && !o.workload.fp8_recipe && c.precision == Precision::fp8) {
+    c.fp8_recipe = Fp8Recipe::mxfp8;
+  }
+  return c;
+}
+
+// A recipe's row as its trainer ran it (recipes.json: dispatcher, all-to-all overlap, FP8
+// attention, gradients reduced in FP32 as Megatron's main gradients are); else moebench's step.
+TrainerRules trainer_rules(const RunConfig& c) {
+  TrainerRules t;
+  if (!c.recipe) return t;
+  const Recipe& r = recipe(*c.recipe);
+  t.dispatcher = r.dispatcher == "alltoall" ? Dispatcher::alltoall : Dispatcher::dedup;
+  t.ep_overlap = r.ep_comm_overlap;
+  t.fp8_attention = r.fp8_attention && c.precision == Precision::fp8;
+  t.grad_reduce_bytes = 4;
+  return t;
+}
+
+// --calibrate RUN.json: the run's own configuration (its argv, resolved as `run` resolved it),
+// predicted on `system` without calibration, against what it measured in its median step on the
+// rank that set the step time (results.step_breakdown).
+CalibrationRun calibrate(const std::string& path, const SystemSpec& system,
+                         const EfficiencySet& eff) {
+  const std::string flag = "--calibrate " + path + ": ";
+  const std::string text =
+      read_regular_file(path, "give a run report written by `moebench run --out`");
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception&) {
+    throw UsageError(flag + "not JSON; give a run report written by `moebench run --out`");
+  }
+  const std::vector<std::string> errors = schema_errors(doc, load_schema(kRunSchemaFile));
+  if (!errors.empty()) {
+    throw UsageError(flag + "not a valid run report (" + errors.front() +
+                     "); give a run report written by `moebench run --out`");
+  }
+  const std::string backend = doc["meta"]["backend"].get<std::string>();
+  if ((backend == "cpu") != (system.generation == "cpu")) {
+    throw UsageError(flag + "a run on the " + backend + " backend cannot calibrate system " +
+                     system.name + "; give --system " +
+                     (backend == "cpu" ? std::string("cpu") : "the system it ran on"));
+  }
+  if (!doc["results"].contains("step_breakdown")) {
+    throw UsageError(flag +
+                     "the report has no step_breakdown (no timed step); give a run with "
+                     "--steps 1 or more");
+  }
+  std::vector<std::string> args = doc["meta"]["argv"].get<std::vector<std::string>>();
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  CliOptions run;
+  RunConfig c;
+  try {
+    run = parse_command_line(static_cast<int>(argv.size()), argv.data());
+    c = resolve_run_config(run, doc["parallel"]["world"].get<int>());
+  } catch (const UsageError& e) {
+    throw UsageError(flag + "its command line no longer resolves here (" + e.what() + ")");
+  }
+  const Prediction p = predict_step(c, hardware_for(system, c), eff.values);
+  const nlohmann::json& b = doc["results"]["step_breakdown"];
+  CalibrationRun out;
+  out.path = path;
+  out.measured_step_s = b["step_time_s"].get<double>();
+  out.predicted_step_s = p.step_s;
+  double wait = b["other_s"].get<double>();
+  double rest = 0;
+  for (const PredictedPhase& ph : p.phases) {
+    const nlohmann::json& m = b["phase_time_s"];
+    if (ph.name == "comm_wait") {
+      wait += m.value("comm_wait", 0.0);
+      continue;
+    }
+    const double measured = m.value(ph.name, 0.0);
+    rest += measured;
+    if (ph.time_s > 0 && measured > 0) out.calibration.phase_scale[ph.name] = measured / ph.time_s;
+  }
+  out.calibration.wait_fraction = rest > 0 ? wait / rest : 0.0;
+  return out;
+}
+
+ExpectedRecord expected_for_run(const RunRecord& r, const SystemSpec& system,
+                                const EfficiencySet& eff, const CalibrationRun* cal) {
+  ExpectedRecord e;
+  const StepBreakdown& b = r.results.breakdown;
+  if (b.rank < 0) return e;  // no timed step
+  const RunConfig& c = r.config;
+  const Prediction p = predict_step(c, hardware_for(system, c), eff.values, TrainerRules{},
+                                    cal ? &cal->calibration : nullptr);
+  e.system = system.name;
+  e.calibration = cal ? cal->path : "";
+  e.threshold = kSlowPhaseRatio;
+  e.pp_rank = std::min<int>(b.stage, static_cast<int>(p.rank_phases.size()) - 1);
+  e.measured_step_s = b.step_time_s;
+  e.expected_step_s = p.step_s;
+  for (const PredictedPhase& ph : p.rank_phases[static_cast<std::size_t>(e.pp_rank)]) {
+    ExpectedPhase x;
+    x.name = ph.name;
+    x.expected_s = ph.time_s;
+    for (std::size_t i = 0; i < kPhaseCount; ++i) {
+      if (kPhaseNames[i] == ph.name) {
+        x.measured_s = b.phase_time_s[i];
+        x.communication = is_communication(static_cast<Phase>(i));
+      }
+    }
+    if (ph.name == "comm_wait") x.measured_s += b.other_s;
+    x.ratio = x.expected_s > 0 ? x.measured_s / x.expected_s : 0.0;
+    // Waiting is a symptom, not a cause: the phases it waits for are the ones named.
+    x.slow = ph.name != "comm_wait" && ph.name != "pp_bubble" && x.expected_s > 0 &&
+             x.ratio > e.threshold;
+    e.phases.push_back(x);
+  }
+  return e;
+}
+
+}  // namespace moebench

@@ -1,0 +1,46 @@
+// What `predict` and `run --system` share: the configuration a prediction prices, the trainer
+// rules of a recipe's row, a calibration from a measured run report, and a run's expected phase
+// times (the model's, beside what the run measured).
+#pragma once
+
+#include <string>
+
+#include "harness/cli/options.hpp"
+#include "harness/output/run_record.hpp"
+#include "harness/systems/efficiencies.hpp"
+
+namespace moebench {
+
+// The run configuration predicted at `gpus`: the workload flags resolved as `run` resolves them,
+// in the precision the row (or the system) computes in rather than the cpu backend's.
+RunConfig predict_config(const CliOptions& o, int gpus, const SystemSpec& system);
+
+// A recipe's row as its trainer ran it (recipes.json: dispatcher, all-to-all overlap, FP8
+// attention, gradients reduced in FP32 as Megatron's main gradients are); else moebench's step.
+TrainerRules trainer_rules(const RunConfig& c);
+
+// A calibration and where it comes from.
+struct CalibrationRun {
+  std::string path;
+  Calibration calibration;
+  double measured_step_s = 0;
+  double predicted_step_s = 0;
+};
+
+// --calibrate RUN.json: the run's own configuration (its argv, resolved as `run` resolved it),
+// predicted on `system` without calibration, against what it measured in its median step on the
+// rank that set the step time (results.step_breakdown). UsageError "--calibrate PATH: ..." (one
+// line) for a file that is not a valid run report, a run of another backend, a run without timed
+// steps, or a command line that no longer resolves.
+CalibrationRun calibrate(const std::string& path, const SystemSpec& system,
+                         const EfficiencySet& eff);
+
+// A ratio of measured to expected time above which a phase is slow.
+inline constexpr double kSlowPhaseRatio = 1.25;
+
+// The expected times of the run `r` (its configuration, results.step_breakdown) on `system`,
+// calibrated by `cal` where given: the pipeline rank that set the step time's phases.
+ExpectedRecord expected_for_run(const RunRecord& r, const SystemSpec& system,
+                                const EfficiencySet& eff, const CalibrationRun* cal);
+
+}  // namespace moebench

@@ -1,0 +1,192 @@
+"""`moebench predict`: every recipe's prediction beside its published figure, the JSON against
+reports/predict.schema.json, the scaling line, bad requests (exit 2 with one line), a calibration
+from a measured cpu run that reproduces that run, and `run --system --calibrate`'s expected
+section naming the phases an injected slowdown made slow."""
+
+import json
+import os
+import re
+import tempfile
+
+import moebench_e2e as e2e
+
+EXIT_USAGE = e2e.EXIT_USAGE
+
+
+def predict_validator(ctx):
+    import jsonschema  # imported here so a missing module fails a test, not the whole file
+
+    with open(os.path.join(ctx.repo, "reports", "predict.schema.json")) as f:
+        return jsonschema.Draft7Validator(json.load(f))
+
+
+def check_one_line_usage(r, what):
+    e2e.check(r.rc == EXIT_USAGE, "%s: exit 2" % what, r)
+    e2e.check(r.stderr.startswith("moebench: ") and len(r.stderr.strip().splitlines()) == 1,
+              "%s: one line on stderr" % what, r)
+    e2e.check(r.stdout == "", "%s: nothing on stdout" % what, r)
+
+
+def test_every_recipe_beside_its_published_figure(ctx):
+    r = e2e.run_moebench(ctx, ["recipes", "--json"], timeout=30)
+    recipes = json.loads(r.stdout)
+    validator = predict_validator(ctx)
+    for rec in recipes:
+        name = rec["name"]
+        r = e2e.run_moebench(ctx, ["predict", "--recipe", name, "--json"], timeout=60)
+        e2e.check(r.rc == 0, "predict --recipe %s" % name, r)
+        doc = json.loads(r.stdout)
+        errors = [e.message for e in validator.iter_errors(doc)]
+        e2e.check(not errors, "%s: schema: %s" % (name, errors[:3]))
+        gpus = [p["gpus"] for p in doc["points"]]
+        e2e.check(gpus == [rec["gpus"], 4 * rec["gpus"], 32 * rec["gpus"]],
+                  "%s: the default GPU counts %r" % (name, gpus))
+        first = doc["points"][0]["prediction"]
+        # The phases of the critical rank add up to its step (sums of floats: 1e-9).
+        e2e.check_close(sum(first["phase_time_s"].values()), first["step_s"], 1e-9,
+                        "%s: phases add up" % name)
+        pub = doc["published"]
+        e2e.check(pub["tflops_per_gpu"] == rec["tflops_per_gpu"], "%s: published figure" % name)
+        e2e.check_close(pub["predicted_over_published"],
+                        first["tflops_per_gpu"] / rec["tflops_per_gpu"], 1e-12,
+                        "%s: the ratio is the prediction over the published figure" % name)
+        r = e2e.run_moebench(ctx, ["predict", "--recipe", name], timeout=60)
+        e2e.check(r.rc == 0 and re.search(r"^# published: [0-9.]+ TFLOP/s/GPU at %d GPUs; "
+                                          r"predicted / published [0-9.]+" % rec["gpus"],
+                                          r.stdout, re.M),
+                  "%s: the published figure beside the prediction" % name, r)
+
+
+def test_readme_lists_this_builds_ratios(ctx):
+    # README.md, "Predicting a system": one row per recipe with the predicted and published
+    # TFLOP/s and their ratio, as this build predicts them (to the README's rounding).
+    with open(os.path.join(ctx.repo, "README.md")) as f:
+        rows = re.findall(r"^\| `([\w-]+)` \| ([\w-]+) \| (\d+) \| (\d+) \| ([0-9.]+) \|",
+                          f.read(), re.M)
+    r = e2e.run_moebench(ctx, ["recipes", "--json"], timeout=30)
+    names = [rec["name"] for rec in json.loads(r.stdout)]
+    e2e.check(sorted(row[0] for row in rows) == sorted(names),
+              "the README lists every recipe once: %r" % [row[0] for row in rows])
+    for name, system, predicted, published, ratio in rows:
+        r = e2e.run_moebench(ctx, ["predict", "--recipe", name, "--json"], timeout=60)
+        doc = json.loads(r.stdout)
+        tflops = doc["points"][0]["prediction"]["tflops_per_gpu"]
+        e2e.check(doc["system"] == system, "%s: system %s" % (name, system))
+        e2e.check(abs(tflops - int(predicted)) <= 0.5, "%s: predicted %s, this build %.1f" %
+                  (name, predicted, tflops))
+        e2e.check(abs(doc["published"]["tflops_per_gpu"] - int(published)) <= 0.5,
+                  "%s: published %s" % (name, published))
+        e2e.check(abs(doc["published"]["predicted_over_published"] - float(ratio)) <= 0.005,
+                  "%s: ratio %s, this build %.3f" % (name, ratio,
+                                                      doc["published"]["predicted_over_published"]))
+
+
+def test_gb300_scaling_and_explanation(ctx):
+    r = e2e.run_moebench(ctx, ["predict", "--recipe", "gb300-mxfp8-256", "--explain"], timeout=60)
+    e2e.check(r.rc == 0, "predict --explain", r)
+    m = re.search(r"^# from 256 to 1024 GPUs: ([0-9.]+)% per-GPU efficiency, limited by (\w+)",
+                  r.stdout, re.M)
+    e2e.check(m is not None, "the 256 to 1,024 GPU efficiency and what limits it", r)
+    e2e.check(0 < float(m.group(1)) <= 100.5, "an efficiency in percent", r)
+    e2e.check("# the step at 256 GPUs" in r.stdout and "#   experts" in r.stdout,
+              "--explain lists the step's terms", r)
+
+
+def test_bad_requests(ctx):
+    with tempfile.TemporaryDirectory() as tmp:
+        bad = os.path.join(tmp, "bad.json")
+        with open(bad, "w") as f:
+            f.write('{"name": "x"}')
+        notjson = os.path.join(tmp, "run.json")
+        with open(notjson, "w") as f:
+            f.write("not json")
+        cases = [
+            (["--recipe", "gb300-mxfp8-256", "--gpus", "100"], "does not divide"),
+            (["--preset", "deepseek-v3", "--system", "h100-hgx", "--gpus", "8", "--ep", "8"],
+             "the largest rank needs"),
+            (["--preset", "deepseek-v3-tiny", "--system", bad], "--system"),
+            (["--preset", "deepseek-v3-tiny", "--system", "nope"], "not a built-in system"),
+            (["--preset", "deepseek-v3-tiny"], "give --system"),
+            (["--preset", "deepseek-v3-tiny", "--system", "cpu", "--gpus", "2", "--calibrate",
+              notjson], "--calibrate"),
+            (["--preset", "deepseek-v3-tiny", "--system", "h100-hgx", "--precision", "fp8",
+              "--fp8-recipe", "mxfp8"], "no MXFP8 peak"),
+        ]
+        for args, expected in cases:
+            r = e2e.run_moebench(ctx, ["predict"] + args, timeout=60)
+            check_one_line_usage(r, " ".join(args))
+            e2e.check(expected in r.stderr, "%s: says %r" % (" ".join(args), expected), r)
+
+
+def test_calibration_reproduces_its_run(ctx):
+    with tempfile.TemporaryDirectory() as tmp:
+        run = os.path.join(tmp, "clean.json")
+        flags = ["--preset", "deepseek-v3-tiny", "--ep", "2", "--layers", "2"]
+        r = e2e.run_moebench(ctx, ["run", "--quiet", "--warmup", "1", "--steps", "2", "--out",
+                                   run] + flags, np=2, timeout=120)
+        e2e.check(r.rc == 0, "the calibration run", r)
+        measured = e2e.load_report(ctx, run)["results"]["step_breakdown"]["step_time_s"]
+        r = e2e.run_moebench(ctx, ["predict", "--system", "cpu", "--gpus", "2", "--calibrate",
+                                   run, "--json"] + flags, timeout=60)
+        e2e.check(r.rc == 0, "predict --calibrate", r)
+        doc = json.loads(r.stdout)
+        errors = [e.message for e in predict_validator(ctx).iter_errors(doc)]
+        e2e.check(not errors, "schema: %s" % errors[:3])
+        # Calibrated on itself, the model gives back the measured step: every phase scaled to
+        # its measured time, the waiting added (sums of floats: 1e-9).
+        e2e.check_close(doc["points"][0]["prediction"]["step_s"], measured, 1e-9,
+                        "the calibration run predicted from itself")
+        e2e.check(doc["calibration"]["report"] == run, "the calibration is named")
+        # One layer fewer: less time, predicted from the same calibration.
+        r = e2e.run_moebench(ctx, ["predict", "--system", "cpu", "--gpus", "2", "--calibrate",
+                                   run, "--json", "--preset", "deepseek-v3-tiny", "--ep", "2",
+                                   "--layers", "1"], timeout=60)
+        fewer = json.loads(r.stdout)["points"][0]["prediction"]["step_s"]
+        e2e.check(0 < fewer < measured, "one layer fewer predicts a shorter step", r)
+        # A cpu run cannot calibrate a GPU system.
+        r = e2e.run_moebench(ctx, ["predict", "--recipe", "gb300-mxfp8-256", "--calibrate", run],
+                             timeout=60)
+        check_one_line_usage(r, "a cpu run calibrating gb300")
+
+
+def test_expected_section_names_slowed_phases(ctx):
+    with tempfile.TemporaryDirectory() as tmp:
+        clean = os.path.join(tmp, "clean.json")
+        flags = ["--preset", "deepseek-v3-tiny", "--ep", "2", "--layers", "2", "--warmup", "1",
+                 "--steps", "3"]
+        r = e2e.run_moebench(ctx, ["run", "--quiet", "--out", clean] + flags, np=2, timeout=120)
+        e2e.check(r.rc == 0, "the clean run", r)
+        e2e.check("expected" not in e2e.load_report(ctx, clean), "no expected section without "
+                  "--system")
+        slow = os.path.join(tmp, "slow.json")
+        r = e2e.run_moebench(ctx, ["run", "--out", slow, "--system", "cpu", "--calibrate", clean,
+                                   "--inject", "slow:rank=0,factor=4"] + flags, np=2,
+                             timeout=180)
+        e2e.check(r.rc == 0, "the slowed run", r)
+        doc = e2e.load_report(ctx, slow)  # the expected section validates against the schema
+        expected = doc["expected"]
+        e2e.check(expected["system"] == "cpu" and expected["calibration"] == clean,
+                  "system and calibration named")
+        slow_phases = [p["phase"] for p in expected["phases"] if p["slow"]]
+        # Rank 0 computes 4x as slowly; its big compute phases must be over the 1.25x mark.
+        for phase in ("attention", "experts"):
+            e2e.check(phase in slow_phases, "%s marked slow: %r" % (phase, slow_phases), r)
+        for p in expected["phases"]:
+            if p["slow"]:
+                e2e.check(p["ratio"] > 1.25, "slow means over 1.25x")
+        e2e.check(re.search(r"^# expected: slow compute: .*experts at [0-9.]+x", r.stdout, re.M),
+                  "the health section names them", r)
+        e2e.check(re.search(r"^   experts .*<< [0-9.]+x expected$", r.stdout, re.M),
+                  "the table marks them", r)
+        r = e2e.run_moebench(ctx, ["run", "--calibrate", clean] + flags, np=2, timeout=60)
+        e2e.check(r.rc == EXIT_USAGE and "give --system too" in r.stderr,
+                  "--calibrate without --system", r)
+
+
+TESTS = [test_every_recipe_beside_its_published_figure, test_readme_lists_this_builds_ratios,
+         test_gb300_scaling_and_explanation,
+         test_bad_requests, test_calibration_reproduces_its_run,
+         test_expected_section_names_slowed_phases]
+
+if __name__ == "__main__":
+    e2e.run_main(TESTS)

@@ -1,0 +1,115 @@
+// The step-time model assembled from a run's accounting, on configurations small enough to price
+// by hand (the arithmetic is in the comments, not computed by the functions under test): one
+// dense layer's passes, a 1F1B pipeline of two of them, a calibration's scaling, and the grouped
+// GEMM's efficiency curve.
+#include "workloads/predict/predict_model.hpp"
+
+#include <doctest/doctest.h>
+
+#include "harness/core/error.hpp"
+
+namespace moebench {
+namespace {
+
+// Sums and products of a few exact decimals: 1e-12 relative covers their rounding.
+constexpr double kEps = 1e-12;
+
+// The tiny model (h 256, dense ffn 512), one dense layer without attention and without the
+// model's ends, 8 tokens a micro-batch, FP32, no optimizer.
+RunConfig dense_slice(int layers, int pp, int world, std::int64_t global_batch) {
+  RunConfig c;
+  c.model = preset("deepseek-v3-tiny");
+  c.workload.seq_len = 8;
+  c.workload.layers = layers;
+  c.workload.dense_layers = layers;
+  c.workload.attention = false;
+  c.workload.global_batch = global_batch;
+  c.layout.world = world;
+  c.layout.pp = pp;
+  c.optimizer = Optimizer::none;
+  c.precision = Precision::fp32;
+  return c;
+}
+
+// 1 TFLOP/s, 100 GB/s of memory, FP32 storage, no NVLink, a free scale-out link.
+Hardware toy_hardware() {
+  Hardware hw;
+  hw.gemm_flops = 1e12;
+  hw.attention_flops = 1e12;
+  hw.memory_bandwidth = 1e11;
+  hw.nvlink_domain = 1;
+  hw.scale_out = LinkCost{0, 1e30};
+  hw.nvlink = hw.scale_out;
+  hw.storage_bytes = 4;
+  return hw;
+}
+
+// One micro-batch through the layer, by hand:
+//  - the MLP's GEMMs: 18 x 256 x 512 / 3 = 786,432 FLOPs a token, x 8 tokens at 1e12: 6.291456 us;
+//  - with attention off, the layer's input norm: 2 x 256 elements a token, x 8 x 4 bytes at
+//    1e11: 0.16384 us;
+//  - the MLP's norm and residual (5 x 256) and SwiGLU (3 x 512): 2,816 elements a token: 0.90112
+//  us.
+constexpr double kGemm = 6.291456e-6, kNorm = 1.6384e-7, kMlpElementwise = 9.0112e-7;
+constexpr double kForward = kGemm + kNorm + kMlpElementwise;  // 7.356416 us; the backward twice
+
+TEST_CASE("predict: one dense layer's step is its forward and its twice-as-long backward") {
+  const Prediction p = predict_step(dense_slice(1, 1, 1, 1), toy_hardware(), Efficiencies{});
+  CHECK(p.step_s == doctest::Approx(3 * kForward).epsilon(kEps));  // 22.069248 us
+  REQUIRE(p.stage_forward_s.size() == 1);
+  CHECK(p.stage_forward_s[0] == doctest::Approx(kForward).epsilon(kEps));
+  CHECK(p.stage_backward_s[0] == doctest::Approx(2 * kForward).epsilon(kEps));
+  double sum = 0;
+  for (const PredictedPhase& ph : p.phases) {
+    sum += ph.time_s;
+    if (ph.name == "attention") CHECK(ph.time_s == doctest::Approx(3 * kNorm).epsilon(kEps));
+    if (ph.name == "dense_mlp") {
+      CHECK(ph.time_s == doctest::Approx(3 * (kGemm + kMlpElementwise)).epsilon(kEps));
+    }
+    if (ph.name == "pp_bubble" || ph.name == "grad_reduce") CHECK(ph.time_s == 0.0);
+  }
+  CHECK(sum == doctest::Approx(p.step_s).epsilon(kEps));  // the phases add up to the step
+  // Half the efficiency doubles the GEMMs' share only.
+  Efficiencies half;
+  half.dense_gemm = 0.5;
+  const Prediction slow = predict_step(dense_slice(1, 1, 1, 1), toy_hardware(), half);
+  CHECK(slow.step_s == doctest::Approx(3 * (kForward + kGemm)).epsilon(kEps));
+}
+
+TEST_CASE("predict: two equal stages in 1F1B take (m + P - 1) passes of forward and backward") {
+  // pp 2, one layer a stage, 4 micro-batches (global batch 4, dp 1): (4 + 1) x 3 x 7.356416 us,
+  // and the first stage waits (P - 1) / (m + P - 1) = 1/5 of it.
+  const Prediction p = predict_step(dense_slice(2, 2, 2, 4), toy_hardware(), Efficiencies{});
+  CHECK(p.step_s == doctest::Approx(5 * 3 * kForward).epsilon(kEps));
+  CHECK(p.bubble_fraction == doctest::Approx(0.2).epsilon(1e-9));
+  REQUIRE(p.rank_phases.size() == 2);
+}
+
+TEST_CASE("predict: a calibration scales its phases and adds the measured waiting") {
+  Calibration cal;
+  cal.phase_scale["dense_mlp"] = 2.0;
+  cal.wait_fraction = 0.5;
+  const Prediction p =
+      predict_step(dense_slice(1, 1, 1, 1), toy_hardware(), Efficiencies{}, {}, &cal);
+  // (3 x 0.16384 + 2 x 3 x (6.291456 + 0.90112)) us, then half of it again waiting.
+  const double passes = 3 * kNorm + 2 * 3 * (kGemm + kMlpElementwise);
+  CHECK(p.step_s == doctest::Approx(1.5 * passes).epsilon(kEps));
+  CHECK(p.calibrated);
+}
+
+TEST_CASE("predict: the grouped GEMM reaches half its efficiency at the half-rows") {
+  Efficiencies e;
+  e.grouped_gemm = 0.66;
+  e.grouped_gemm_half_rows = 128;
+  CHECK(grouped_gemm_efficiency(e, 128) == doctest::Approx(0.33).epsilon(kEps));
+  CHECK(grouped_gemm_efficiency(e, 1152) == doctest::Approx(0.66 * 0.9).epsilon(kEps));
+  Efficiencies bad;
+  bad.attention = 0;
+  CHECK_THROWS_AS(predict_step(dense_slice(1, 1, 1, 1), toy_hardware(), bad), UsageError);
+  Hardware none = toy_hardware();
+  none.gemm_flops = 0;
+  CHECK_THROWS_AS(predict_step(dense_slice(1, 1, 1, 1), none, Efficiencies{}), UsageError);
+}
+
+}  // namespace
+}  // namespace moebench
