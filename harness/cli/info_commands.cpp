@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/cli/commands.hpp"
+#include "harness/cli/prediction.hpp"
 #include "harness/core/error.hpp"
 #include "harness/core/human.hpp"
 #include "harness/core/regular_file.hpp"
@@ -160,6 +161,7 @@ int plan_command(const CliOptions& o) {
       o.world.value_or(o.workload.recipe.empty() ? 1 : recipe(o.workload.recipe).gpus);
   RunConfig c = resolve_run_config(o, world);
   for (const std::string& w : c.warnings) std::cerr << "moebench: warning: " << w << "\n";
+  expected_inputs(o, c);  // the run's --system and --calibrate, checked as run checks them
   if (!o.out.empty()) ensure_writable_destination(o.out);
   // --fp8-weight-copies auto against the GPU's memory (given, or the recipe's) as the run's check
   // resolves it against the memory free: the copies kept where they fit.

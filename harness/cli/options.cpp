@@ -418,6 +418,9 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
       ->delimiter(',');
   predict->add_flag("--json", o.json, "print JSON (reports/predict.schema.json) instead of text");
   predict->add_option("--out", o.out, "also write the JSON here (atomically)");
+  predict->add_option("--plot", o.plot,
+                      "draw the predicted TFLOP/s per GPU with the system's published rows, and "
+                      "the step's phases per GPU count, as a PNG (python3 with matplotlib)");
   predict->add_option("--calibrate", o.calibrate,
                       "a run report (`moebench run --out`) measured on the system: each phase "
                       "scaled by what it measured against the model, in place of the efficiencies");

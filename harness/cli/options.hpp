@@ -159,6 +159,7 @@ struct CliOptions {
   std::vector<int> gpus;                      // predict --gpus (default: recipe's, x4, x32)
   bool explain = false;                       // predict --explain
   std::string calibrate;                      // predict --calibrate RUN.json
+  std::string plot;                           // predict --plot PNG
   std::string help_text;                      // for Command::help
   std::vector<std::string> argv;
   ReportOptions report;

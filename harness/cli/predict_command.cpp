@@ -3,12 +3,14 @@
 // recipe, its published figure beside the prediction.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "harness/cli/commands.hpp"
+#include "harness/cli/plot.hpp"
 #include "harness/cli/prediction.hpp"
 #include "harness/core/error.hpp"
 #include "harness/core/human.hpp"
@@ -70,7 +72,8 @@ std::vector<int> gpu_counts(const CliOptions& o) {
     g.erase(std::unique(g.begin(), g.end()), g.end());
     return g;
   }
-  if (o.workload.recipe.empty()) return {1};
+  // Without a recipe: the fewest GPUs the layout fills, one expert group per pipeline stage.
+  if (o.workload.recipe.empty()) return {std::max(1, o.workload.ep) * std::max(1, o.workload.pp)};
   const int base = recipe(o.workload.recipe).gpus;
   return {base, 4 * base, 32 * base};
 }
@@ -156,16 +159,28 @@ nlohmann::ordered_json predict_json(const SystemSpec& system, const EfficiencySe
     for (const Point& p : points) {
       if (p.gpus == r.gpus) at = &p;
     }
-    pub = {{"gpus", r.gpus},
-           {"tflops_per_gpu", r.tflops_per_gpu ? nlohmann::json(*r.tflops_per_gpu) : nullptr},
-           {"tokens_per_s_per_gpu",
-            r.tokens_per_s_per_gpu ? nlohmann::json(*r.tokens_per_s_per_gpu) : nullptr},
-           {"source", r.source}};
+    // Published for the recipe's own system: a prediction for another says so, and no ratio.
+    const bool same = system_for_gpu(r.gpu) == system.name;
+    if (!same) at = nullptr;
+    pub = {
+        {"gpus", r.gpus},
+        {"tflops_per_gpu", r.tflops_per_gpu ? nlohmann::json(*r.tflops_per_gpu) : nullptr},
+        {"tokens_per_s_per_gpu",
+         r.tokens_per_s_per_gpu ? nlohmann::json(*r.tokens_per_s_per_gpu) : nullptr},
+        {"source", same ? r.source : r.source + "; measured on " + r.gpu + ", not " + system.name}};
     pub["predicted_over_published"] =
         at && r.tflops_per_gpu ? nlohmann::json(at->prediction.tflops_per_gpu / *r.tflops_per_gpu)
                                : nlohmann::json(nullptr);
   }
   j["published"] = pub;
+  nlohmann::ordered_json published = nlohmann::ordered_json::array();
+  for (const Recipe& r : recipes()) {
+    if (r.tflops_per_gpu && system_for_gpu(r.gpu) == system.name) {
+      published.push_back(
+          {{"recipe", r.name}, {"gpus", r.gpus}, {"tflops_per_gpu", *r.tflops_per_gpu}});
+    }
+  }
+  j["published_points"] = published;
   return j;
 }
 
@@ -204,7 +219,7 @@ void print_table(const SystemSpec& system, const EfficiencySet& eff,
                   pub["predicted_over_published"].get<double>(),
                   pub["source"].get<std::string>().c_str());
     } else {
-      std::printf("# published: no TFLOP/s figure at these GPU counts (%s)\n",
+      std::printf("# published: no TFLOP/s figure for this system at these GPU counts (%s)\n",
                   pub["source"].get<std::string>().c_str());
     }
   }
@@ -269,15 +284,15 @@ int predict_command(const CliOptions& o) {
   const SystemSpec system = find_system(name);
   const EfficiencySet& eff = efficiencies_for(system);
   if (!o.out.empty()) ensure_writable_destination(o.out);
+  if (!o.plot.empty()) ensure_writable_destination(o.plot, "--plot");
   std::optional<CalibrationRun> cal;
   if (!o.calibrate.empty()) cal = calibrate(o.calibrate, system, eff);
   std::vector<Point> points;
   for (int g : gpu_counts(o)) {
     points.push_back(predict_point(o, g, system, eff, cal ? &cal->calibration : nullptr));
   }
-  for (const Point& p : points) {
-    for (const std::string& w : p.config.warnings) std::cerr << "moebench: warning: " << w << "\n";
-    break;
+  for (const std::string& w : points.front().config.warnings) {
+    std::cerr << "moebench: warning: " << w << "\n";
   }
   nlohmann::ordered_json j = predict_json(system, eff, points);
   if (cal) {
@@ -296,7 +311,16 @@ int predict_command(const CliOptions& o) {
   } else {
     print_table(system, eff, points, j, o.explain);
   }
-  if (!o.out.empty()) write_file_atomically(o.out, j.dump(2) + "\n");
+  const std::string text = j.dump(2) + "\n";
+  if (!o.out.empty()) write_file_atomically(o.out, text);
+  if (!o.plot.empty()) {
+    const bool temporary = o.out.empty();
+    const std::string json_path = temporary ? write_temporary_file(o.plot, text) : o.out;
+    std::cout << std::flush;
+    const bool drawn = draw_plot("plot_predict.py", json_path, o.plot, temporary);
+    if (temporary) std::filesystem::remove(json_path);
+    if (drawn && !o.json) std::cout << "# plot: " << o.plot << "\n";
+  }
   return 0;
 }
 

@@ -104,6 +104,20 @@ CalibrationRun calibrate(const std::string& path, const SystemSpec& system,
   return out;
 }
 
+ExpectedInputs expected_inputs(const CliOptions& o, const RunConfig& c) {
+  ExpectedInputs in;
+  if (!o.calibrate.empty() && o.system.empty()) {
+    throw UsageError("--calibrate " + o.calibrate +
+                     ": give --system too (the system the run and the report ran on)");
+  }
+  if (o.system.empty()) return in;
+  in.system = find_system(o.system);
+  const EfficiencySet& eff = efficiencies_for(*in.system);
+  hardware_for(*in.system, c);
+  if (!o.calibrate.empty()) in.calibration = calibrate(o.calibrate, *in.system, eff);
+  return in;
+}
+
 ExpectedRecord expected_for_run(const RunRecord& r, const SystemSpec& system,
                                 const EfficiencySet& eff, const CalibrationRun* cal) {
   ExpectedRecord e;

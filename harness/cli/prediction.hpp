@@ -3,6 +3,7 @@
 // times (the model's, beside what the run measured).
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "harness/cli/options.hpp"
@@ -34,6 +35,16 @@ struct CalibrationRun {
 // steps, or a command line that no longer resolves.
 CalibrationRun calibrate(const std::string& path, const SystemSpec& system,
                          const EfficiencySet& eff);
+
+// `run --system NAME|FILE [--calibrate RUN.json]` (and `plan`, which checks the run's flags): the
+// system and the calibration, each checked against the run's configuration `c`; none without
+// --system. UsageError for --calibrate without --system, an unknown system or a bad file, a
+// system without the run's precision, a bad calibration report.
+struct ExpectedInputs {
+  std::optional<SystemSpec> system;
+  std::optional<CalibrationRun> calibration;
+};
+ExpectedInputs expected_inputs(const CliOptions& o, const RunConfig& c);
 
 // A ratio of measured to expected time above which a phase is slow.
 inline constexpr double kSlowPhaseRatio = 1.25;

@@ -84,17 +84,10 @@ Setup prepare(const CliOptions& o, MpiRuntime& rt) {
     s.compute->set_linear_precision(LinearPrecision::fp8);
     s.compute->set_fp8_recipe(s.config.fp8_recipe);  // UsageError where the GPU cannot run it
   }
-  if (!o.calibrate.empty() && o.system.empty()) {
-    throw UsageError("--calibrate " + o.calibrate +
-                     ": give --system too (the system the run and the report ran on)");
-  }
-  if (!o.system.empty()) {
-    // Bad system files and calibration reports fail here, on every rank, before any step.
-    s.system = find_system(o.system);
-    const EfficiencySet& eff = efficiencies_for(*s.system);
-    hardware_for(*s.system, s.config);
-    if (!o.calibrate.empty()) s.calibration = calibrate(o.calibrate, *s.system, eff);
-  }
+  // Bad system files and calibration reports fail here, on every rank, before any step.
+  ExpectedInputs expected = expected_inputs(o, s.config);
+  s.system = std::move(expected.system);
+  s.calibration = std::move(expected.calibration);
   if (rt.rank() == 0 && !o.out.empty()) ensure_writable_destination(o.out);
   if (rt.rank() == 0 && !step_log_path(o).empty()) {
     ensure_writable_destination(step_log_path(o), "--step-log");

@@ -90,6 +90,22 @@ def test_gb300_scaling_and_explanation(ctx):
     e2e.check(0 < float(m.group(1)) <= 100.5, "an efficiency in percent", r)
     e2e.check("# the step at 256 GPUs" in r.stdout and "#   experts" in r.stdout,
               "--explain lists the step's terms", r)
+    with tempfile.TemporaryDirectory() as tmp:
+        png = os.path.join(tmp, "p.png")
+        r = e2e.run_moebench(ctx, ["predict", "--recipe", "gb300-mxfp8-256", "--plot", png],
+                             timeout=120)
+        e2e.check(r.rc == 0 and "# plot: %s" % png in r.stdout, "--plot draws", r)
+        with open(png, "rb") as f:
+            e2e.check(f.read(8) == b"\x89PNG\r\n\x1a\n", "a PNG")
+        e2e.check(os.listdir(tmp) == ["p.png"], "no temporary JSON left: %r" % os.listdir(tmp))
+    # On another system than the row's, the published figure is not compared.
+    r = e2e.run_moebench(ctx, ["predict", "--recipe", "gb300-mxfp8-256", "--system", "b300-hgx",
+                               "--json"], timeout=60)
+    doc = json.loads(r.stdout)
+    e2e.check(doc["published"]["predicted_over_published"] is None and
+              "not b300-hgx" in doc["published"]["source"], "no ratio on another system", r)
+    e2e.check(all(p["recipe"].startswith(("b300",)) for p in doc["published_points"]),
+              "only the system's own published rows are drawn", r)
 
 
 def test_bad_requests(ctx):
