@@ -339,6 +339,11 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
                    "judge the largest size against its runs' recipe (--recipe): comparable or "
                    "not, with every difference, and the published TFLOP/s per GPU");
   report->add_flag("--quiet", r.quiet, "no table on stdout");
+  report->add_option("--system", r.system,
+                     "a known system (`moebench systems`) or a file: each run's predicted step and "
+                     "TFLOP/s on it beside the measured ones (`moebench predict`)");
+  report->add_option("--calibrate", r.calibrate,
+                     "with --system: the predictions calibrated from this run report");
   CLI::App* bench = app.add_subcommand(
       "bench", "performance probe on one device: GEMM roofline, expert GEMMs, one EP rank's step");
   BenchOptions& b = o.bench;

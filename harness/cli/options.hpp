@@ -90,6 +90,8 @@ struct ReportOptions {
   bool allow_suspects = false;     // runs with health suspects do not fail the verdict
   bool allow_injected = false;     // runs with an injected fault do not fail the verdict
   bool quiet = false;
+  std::string system;     // --system: the runs' predicted times beside the measured ones
+  std::string calibrate;  // --calibrate RUN.json: the prediction calibrated from it
 };
 
 // `moebench bench`: the performance probe on one device (one process, no MPI). Unset values get

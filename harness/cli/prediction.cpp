@@ -44,6 +44,18 @@ TrainerRules trainer_rules(const RunConfig& c) {
 // --calibrate RUN.json: the run's own configuration (its argv, resolved as `run` resolved it),
 // predicted on `system` without calibration, against what it measured in its median step on the
 // rank that set the step time (results.step_breakdown).
+RunConfig config_of_report(const nlohmann::json& doc, const std::string& flag) {
+  std::vector<std::string> args = doc["meta"]["argv"].get<std::vector<std::string>>();
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  try {
+    const CliOptions run = parse_command_line(static_cast<int>(argv.size()), argv.data());
+    return resolve_run_config(run, doc["parallel"]["world"].get<int>());
+  } catch (const UsageError& e) {
+    throw UsageError(flag + "its command line no longer resolves here (" + e.what() + ")");
+  }
+}
+
 CalibrationRun calibrate(const std::string& path, const SystemSpec& system,
                          const EfficiencySet& eff) {
   const std::string flag = "--calibrate " + path + ": ";
@@ -71,17 +83,7 @@ CalibrationRun calibrate(const std::string& path, const SystemSpec& system,
                      "the report has no step_breakdown (no timed step); give a run with "
                      "--steps 1 or more");
   }
-  std::vector<std::string> args = doc["meta"]["argv"].get<std::vector<std::string>>();
-  std::vector<const char*> argv;
-  for (const std::string& a : args) argv.push_back(a.c_str());
-  CliOptions run;
-  RunConfig c;
-  try {
-    run = parse_command_line(static_cast<int>(argv.size()), argv.data());
-    c = resolve_run_config(run, doc["parallel"]["world"].get<int>());
-  } catch (const UsageError& e) {
-    throw UsageError(flag + "its command line no longer resolves here (" + e.what() + ")");
-  }
+  const RunConfig c = config_of_report(doc, flag);
   const Prediction p = predict_step(c, hardware_for(system, c), eff.values);
   const nlohmann::json& b = doc["results"]["step_breakdown"];
   CalibrationRun out;

@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "harness/cli/options.hpp"
 #include "harness/output/run_record.hpp"
 #include "harness/systems/efficiencies.hpp"
@@ -45,6 +47,20 @@ struct ExpectedInputs {
   std::optional<CalibrationRun> calibration;
 };
 ExpectedInputs expected_inputs(const CliOptions& o, const RunConfig& c);
+
+// The configuration a run report ran (its meta.argv resolved again at its world size).
+// UsageError "<flag>: its command line no longer resolves here (...)" otherwise.
+RunConfig config_of_report(const nlohmann::json& report, const std::string& flag);
+
+// `report --system [--calibrate]`: each run's predicted step beside its measured one.
+struct PredictedRun {
+  std::string path;
+  int gpus = 0;
+  double measured_step_s = 0;
+  double predicted_step_s = 0;
+  double measured_tflops_per_gpu = 0;
+  double predicted_tflops_per_gpu = 0;
+};
 
 // A ratio of measured to expected time above which a phase is slow.
 inline constexpr double kSlowPhaseRatio = 1.25;

@@ -5,17 +5,22 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "harness/cli/commands.hpp"
 #include "harness/cli/plot.hpp"
+#include "harness/cli/prediction.hpp"
 #include "harness/core/error.hpp"
+#include "harness/core/regular_file.hpp"
 #include "harness/core/version.hpp"
 #include "harness/output/atomic_file.hpp"
 #include "harness/output/run_report.hpp"
@@ -71,6 +76,61 @@ ScalingOptions scaling_options(const ReportOptions& r) {
   return s;
 }
 
+// --system [--calibrate]: each run's own configuration predicted on the system (calibrated where
+// asked), beside what it measured.
+std::vector<PredictedRun> predict_runs(const ReportOptions& r, const std::vector<RunPoint>& runs) {
+  std::vector<PredictedRun> out;
+  if (r.system.empty()) {
+    if (!r.calibrate.empty()) {
+      throw UsageError("--calibrate " + r.calibrate + ": give --system too (the runs' system)");
+    }
+    return out;
+  }
+  const SystemSpec system = find_system(r.system);
+  const EfficiencySet& eff = efficiencies_for(system);
+  std::optional<CalibrationRun> cal;
+  if (!r.calibrate.empty()) cal = calibrate(r.calibrate, system, eff);
+  for (const RunPoint& p : runs) {
+    const nlohmann::json doc =
+        nlohmann::json::parse(read_regular_file(p.path, "give a run report"));
+    const std::string flag = p.path + ": ";
+    const RunConfig c = config_of_report(doc, flag);
+    const Prediction q = predict_step(c, hardware_for(system, c), eff.values, TrainerRules{},
+                                      cal ? &cal->calibration : nullptr);
+    PredictedRun x;
+    x.path = p.path;
+    x.gpus = c.layout.world;
+    x.measured_step_s = doc["results"]["step_time_s"]["median"].get<double>();
+    x.measured_tflops_per_gpu = doc["results"]["tflops_per_gpu"].get<double>();
+    x.predicted_step_s = q.step_s;
+    // The measured TFLOP/s at the predicted step: the same FLOPs over the other time.
+    x.predicted_tflops_per_gpu = x.measured_tflops_per_gpu * x.measured_step_s / q.step_s;
+    out.push_back(x);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const PredictedRun& a, const PredictedRun& b) { return a.gpus < b.gpus; });
+  return out;
+}
+
+std::string predicted_text(const ReportOptions& r, const std::vector<PredictedRun>& runs) {
+  if (runs.empty()) return "";
+  std::string out =
+      "# predicted on " + r.system +
+      (r.calibrate.empty() ? " (its efficiencies)" : " (calibrated from " + r.calibrate + ")") +
+      ", each run's own configuration:\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "# %7s %12s %12s %14s %14s %8s\n", "gpus", "step(ms)",
+                "predicted", "TFLOP/s/GPU", "predicted", "m/p");
+  out += line;
+  for (const PredictedRun& p : runs) {
+    std::snprintf(line, sizeof line, "# %7d %12.3f %12.3f %14.4g %14.4g %8.2f\n", p.gpus,
+                  p.measured_step_s * 1e3, p.predicted_step_s * 1e3, p.measured_tflops_per_gpu,
+                  p.predicted_tflops_per_gpu, p.measured_step_s / p.predicted_step_s);
+    out += line;
+  }
+  return out;
+}
+
 }  // namespace
 
 int report_command(const CliOptions& o) {
@@ -96,19 +156,36 @@ int report_command(const CliOptions& o) {
                        "; leave it out, run it again, or pass --allow-failed to merge it anyway");
     }
   }
+  const std::vector<PredictedRun> predicted = predict_runs(r, runs);
   const ScalingOptions options = scaling_options(r);
   ScalingResult result = compute_scaling(runs, options);
   for (const std::string& s : skipped) result.warnings.push_back("skipped, not a run report: " + s);
 
   ScalingMeta meta{MOEBENCH_VERSION, git_sha(), git_dirty(), o.argv, utc_now()};
-  const nlohmann::ordered_json report = make_scaling_report(result, runs, options, meta);
+  nlohmann::ordered_json report = make_scaling_report(result, runs, options, meta);
+  if (!predicted.empty()) {
+    nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+    for (const PredictedRun& p : predicted) {
+      arr.push_back({{"path", p.path},
+                     {"gpus", p.gpus},
+                     {"measured_step_s", p.measured_step_s},
+                     {"predicted_step_s", p.predicted_step_s},
+                     {"measured_tflops_per_gpu", p.measured_tflops_per_gpu},
+                     {"predicted_tflops_per_gpu", p.predicted_tflops_per_gpu}});
+    }
+    report["predicted"] = {
+        {"system", r.system},
+        {"calibration", r.calibrate.empty() ? nlohmann::ordered_json(nullptr)
+                                            : nlohmann::ordered_json(r.calibrate)},
+        {"runs", arr}};
+  }
   const std::vector<std::string> errors =
       schema_errors(nlohmann::json(report), load_schema(kScalingSchemaFile));
   MB_CHECK(errors.empty(),
            "the scaling report does not match " << kScalingSchemaFile << ": " << errors.front());
   const std::string report_text = report.dump(2) + "\n";
 
-  if (!r.quiet) std::cout << scaling_terminal(result, runs.size());
+  if (!r.quiet) std::cout << scaling_terminal(result, runs.size()) << predicted_text(r, predicted);
   if (!r.out.empty()) {
     write_file_atomically(r.out, report_text);
     std::cout << "# report: " << r.out << "\n";

@@ -165,6 +165,41 @@ def test_calibration_reproduces_its_run(ctx):
         check_one_line_usage(r, "a cpu run calibrating gb300")
 
 
+def test_report_predicts_each_run(ctx):
+    import jsonschema
+
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for np in (1, 2):
+            path = os.path.join(tmp, "run-np%d.json" % np)
+            r = e2e.run_moebench(ctx, ["run", "--quiet", "--preset", "deepseek-v3-tiny",
+                                       "--layers", "2", "--warmup", "1", "--steps", "3",
+                                       "--out", path], np=np, timeout=120)
+            e2e.check(r.rc == 0, "run at %d" % np, r)
+            paths.append(path)
+        out = os.path.join(tmp, "scaling.json")
+        r = e2e.run_moebench(ctx, ["report"] + paths + ["--system", "cpu", "--calibrate",
+                                                        paths[0], "--out", out], timeout=60)
+        e2e.check(r.rc == 0 and "# predicted on cpu (calibrated from %s)" % paths[0] in r.stdout,
+                  "report --system --calibrate prints the predictions", r)
+        with open(out) as f:
+            doc = json.load(f)
+        with open(os.path.join(ctx.repo, "reports", "scaling.schema.json")) as f:
+            errors = [e.message for e in
+                      jsonschema.Draft7Validator(json.load(f)).iter_errors(doc)]
+        e2e.check(not errors, "scaling schema: %s" % errors[:3])
+        runs = doc["predicted"]["runs"]
+        e2e.check([x["gpus"] for x in runs] == [1, 2], "one prediction per run", r)
+        # The calibration run predicted from itself: its rank's median step (what calibrates)
+        # against the median of the steps' slowest rank (what the report measures) differ only
+        # in which step and rank they take, within a noisy machine's 25%.
+        own = runs[0]
+        e2e.check(0.8 < own["measured_step_s"] / own["predicted_step_s"] < 1.25,
+                  "the calibration run's prediction %r" % own)
+        r = e2e.run_moebench(ctx, ["report"] + paths + ["--calibrate", paths[0]], timeout=60)
+        check_one_line_usage(r, "report --calibrate without --system")
+
+
 def test_expected_section_names_slowed_phases(ctx):
     with tempfile.TemporaryDirectory() as tmp:
         clean = os.path.join(tmp, "clean.json")
@@ -201,7 +236,7 @@ def test_expected_section_names_slowed_phases(ctx):
 
 TESTS = [test_every_recipe_beside_its_published_figure, test_readme_lists_this_builds_ratios,
          test_gb300_scaling_and_explanation,
-         test_bad_requests, test_calibration_reproduces_its_run,
+         test_bad_requests, test_calibration_reproduces_its_run, test_report_predicts_each_run,
          test_expected_section_names_slowed_phases]
 
 if __name__ == "__main__":
