@@ -137,9 +137,29 @@ TEST_CASE("plan, presets, validate, version and help") {
   CHECK(o.command == Command::validate);
   CHECK(o.files == std::vector<std::string>{"a.json", "b.json"});
 
+  o = parse({"predict", "--recipe", "gb300-mxfp8-256", "--system", "gb300-nvl72", "--gpus",
+             "1024,256", "--calibrate", "r.json", "--explain", "--plot", "p.png", "--json",
+             "--out", "o.json"});
+  CHECK(o.command == Command::predict);
+  CHECK(o.workload.recipe == "gb300-mxfp8-256");
+  CHECK(o.system == "gb300-nvl72");
+  CHECK(o.gpus == std::vector<int>{1024, 256});
+  CHECK(o.calibrate == "r.json");
+  CHECK(o.explain);
+  CHECK(o.plot == "p.png");
+  CHECK(o.json);
+  CHECK(o.out == "o.json");
+  o = parse({"run", "--preset", "deepseek-v3-tiny", "--system", "cpu", "--calibrate", "r.json"});
+  CHECK(o.system == "cpu");
+  CHECK(o.calibrate == "r.json");
+  o = parse({"report", "a.json", "--system", "cpu", "--calibrate", "r.json"});
+  CHECK(o.report.system == "cpu");
+  CHECK(o.report.calibrate == "r.json");
+
   o = parse({"--help"});
   CHECK(o.command == Command::help);
   CHECK(contains(o.help_text, "run"));
+  CHECK(contains(o.help_text, "predict"));
   CHECK(contains(o.help_text, "plan"));
   o = parse({"run", "--help"});
   CHECK(o.command == Command::help);
