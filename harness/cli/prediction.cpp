@@ -120,6 +120,20 @@ ExpectedInputs expected_inputs(const CliOptions& o, const RunConfig& c) {
   return in;
 }
 
+std::optional<SystemSpec> detected_system(const std::string& device_name, const RunConfig& c,
+                                          std::string* why) {
+  const std::string name = system_for_device(device_name);
+  if (name.empty()) return std::nullopt;
+  SystemSpec system = find_system(name);
+  try {
+    hardware_for(system, c);
+  } catch (const UsageError& e) {
+    if (why) *why = e.what();
+    return std::nullopt;
+  }
+  return system;
+}
+
 ExpectedRecord expected_for_run(const RunRecord& r, const SystemSpec& system,
                                 const EfficiencySet& eff, const CalibrationRun* cal) {
   ExpectedRecord e;

@@ -62,6 +62,12 @@ struct PredictedRun {
   double predicted_tflops_per_gpu = 0;
 };
 
+// The built-in system a GPU run's device names, when the model can price the run `c` on it
+// (system_for_device); none otherwise, with `why` set where a system was named but cannot price
+// it (a precision it has no peak for): a run that gave no --system never fails for this.
+std::optional<SystemSpec> detected_system(const std::string& device_name, const RunConfig& c,
+                                          std::string* why);
+
 // A ratio of measured to expected time above which a phase is slow.
 inline constexpr double kSlowPhaseRatio = 1.25;
 

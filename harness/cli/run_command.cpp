@@ -855,8 +855,9 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
     // The expected times on the system given, or on the one the GPUs name.
     std::optional<SystemSpec> system = s.system;
     if (!system && c.backend != ComputeBackend::cpu && !record.meta.devices.empty()) {
-      const std::string name = system_for_device(record.meta.devices.front().info.name);
-      if (!name.empty()) system = find_system(name);
+      std::string why;
+      system = detected_system(record.meta.devices.front().info.name, c, &why);
+      if (!why.empty()) std::cerr << "moebench: note: no expected times: " << why << "\n";
     }
     if (system) {
       record.expected = expected_for_run(record, *system, efficiencies_for(*system),

@@ -88,6 +88,22 @@ TEST_CASE("prediction: a run's phases over 1.25x their expected time are slow") 
   CHECK_FALSE(expected_for_run(r, cpu, eff, nullptr).present());
 }
 
+TEST_CASE("prediction: the system a GPU names, only where it can price the run") {
+  RunConfig c;
+  c.precision = Precision::bf16;
+  std::string why;
+  const std::optional<SystemSpec> h200 = detected_system("NVIDIA H200", c, &why);
+  REQUIRE(h200);
+  CHECK(h200->name == "h200-hgx");
+  CHECK(why.empty());
+  CHECK_FALSE(detected_system("Tesla V100-SXM2-32GB", c, &why));
+  CHECK(why.empty());
+  // An FP32 run on an H200: the system has no FP32 peak, so no expected times, and why.
+  c.precision = Precision::fp32;
+  CHECK_FALSE(detected_system("NVIDIA H200", c, &why));
+  CHECK(why.find("no FP32 peak") != std::string::npos);
+}
+
 TEST_CASE("prediction: --calibrate needs --system and a run report") {
   RunConfig c;
   CHECK_THROWS_WITH_AS(
