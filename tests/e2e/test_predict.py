@@ -211,7 +211,7 @@ def test_expected_section_names_slowed_phases(ctx):
                   "--system")
         slow = os.path.join(tmp, "slow.json")
         r = e2e.run_moebench(ctx, ["run", "--out", slow, "--system", "cpu", "--calibrate", clean,
-                                   "--inject", "slow:rank=0,factor=4"] + flags, np=2,
+                                   "--inject", "slow:rank=0,factor=8"] + flags, np=2,
                              timeout=180)
         e2e.check(r.rc == 0, "the slowed run", r)
         doc = e2e.load_report(ctx, slow)  # the expected section validates against the schema
@@ -219,16 +219,21 @@ def test_expected_section_names_slowed_phases(ctx):
         e2e.check(expected["system"] == "cpu" and expected["calibration"] == clean,
                   "system and calibration named")
         slow_phases = [p["phase"] for p in expected["phases"] if p["slow"]]
-        # Rank 0 computes 4x as slowly; its big compute phases must be over the 1.25x mark.
-        for phase in ("attention", "experts"):
-            e2e.check(phase in slow_phases, "%s marked slow: %r" % (phase, slow_phases), r)
+        # Rank 0 computes 8x as slowly, so its compute phases are far over the 1.25x mark; a busy
+        # machine can slow the clean run's phases too (its calibration), by less than that 6x
+        # margin nearly always: most of the five largest must be named.
+        big = ("attention", "dense_mlp", "experts", "shared_expert", "head")
+        e2e.check(sum(phase in slow_phases for phase in big) >= 3,
+                  "most of %r marked slow: %r" % (big, slow_phases), r)
         for p in expected["phases"]:
             if p["slow"]:
                 e2e.check(p["ratio"] > 1.25, "slow means over 1.25x")
-        e2e.check(re.search(r"^# expected: slow compute: .*experts at [0-9.]+x", r.stdout, re.M),
-                  "the health section names them", r)
-        e2e.check(re.search(r"^   experts .*<< [0-9.]+x expected$", r.stdout, re.M),
-                  "the table marks them", r)
+        named = re.search(r"^# expected: slow compute: (.*): check the compute", r.stdout, re.M)
+        e2e.check(named and all("%s at " % p in named.group(1) for p in slow_phases
+                                if p in big), "the health section names them", r)
+        for phase in slow_phases:
+            e2e.check(re.search(r"^   %s .*<< [0-9.]+x expected$" % phase, r.stdout, re.M),
+                      "the table marks %s" % phase, r)
         r = e2e.run_moebench(ctx, ["run", "--calibrate", clean] + flags, np=2, timeout=60)
         e2e.check(r.rc == EXIT_USAGE and "give --system too" in r.stderr,
                   "--calibrate without --system", r)
