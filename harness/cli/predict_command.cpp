@@ -109,27 +109,25 @@ nlohmann::ordered_json predict_json(const SystemSpec& system, const EfficiencySe
   j["generation"] = system.generation;
   j["efficiencies"] = eff.document.at("figures");
   j["trainer"] = {
-      {"rules", points.front().config.recipe ? "recipe" : "moebench"},
+      {"rules", c0.recipe ? "recipe" : "moebench"},
       {"dispatcher", rules.dispatcher == Dispatcher::dedup ? "dedup" : "alltoall"},
       {"ep_comm_overlap", rules.ep_overlap},
       {"fp8_attention", rules.fp8_attention},
       {"grad_reduce_bytes", rules.grad_reduce_bytes > 0 ? rules.grad_reduce_bytes
-                                                        : (system.generation == "cpu" ? 4 : 2)}};
-  j["workload"] = {
-      {"recipe", c0.recipe ? nlohmann::json(*c0.recipe) : nlohmann::json(nullptr)},
-      {"model", c0.model.name},
-      {"precision", c0.precision == Precision::fp8
-                        ? std::string(to_string(c0.fp8_recipe)) == "mxfp8" ? "mxfp8" : "fp8"
-                    : c0.precision == Precision::bf16 ? "bf16"
-                                                      : "fp32"},
-      {"seq_len", c0.workload.seq_len},
-      {"micro_batch", c0.workload.micro_batch},
-      {"layers", c0.workload.layers},
-      {"pp", c0.layout.pp},
-      {"vp", c0.layout.vp},
-      {"ep", c0.layout.ep},
-      {"grad_reduce", to_string(c0.grad_reduce)},
-      {"overlap", c0.overlap}};
+                                                        : hardware_for(system, c0).storage_bytes}};
+  j["workload"] = {{"recipe", c0.recipe ? nlohmann::json(*c0.recipe) : nlohmann::json(nullptr)},
+                   {"model", c0.model.name},
+                   {"precision", c0.precision == Precision::fp8 && c0.fp8_recipe == Fp8Recipe::mxfp8
+                                     ? "mxfp8"
+                                     : to_string(c0.precision)},
+                   {"seq_len", c0.workload.seq_len},
+                   {"micro_batch", c0.workload.micro_batch},
+                   {"layers", c0.workload.layers},
+                   {"pp", c0.layout.pp},
+                   {"vp", c0.layout.vp},
+                   {"ep", c0.layout.ep},
+                   {"grad_reduce", to_string(c0.grad_reduce)},
+                   {"overlap", c0.overlap}};
   const double base = points.front().prediction.tflops_per_gpu;
   nlohmann::ordered_json arr = nlohmann::ordered_json::array();
   for (const Point& p : points) {
@@ -195,14 +193,14 @@ void print_table(const SystemSpec& system, const EfficiencySet& eff,
   constexpr const char* kRow = "%7s %7s %9s %12s %10s %7s %9s %9s %5s\n";
   std::printf(kRow, "gpus", "gbs", "step(s)", "TFLOP/s/GPU", "tok/s/GPU", "bubble", "weak-eff",
               "mem(GiB)", "fits");
+  const auto num = [](const char* f, double v) {
+    char t[32];
+    std::snprintf(t, sizeof t, f, v);
+    return std::string(t);
+  };
   for (std::size_t i = 0; i < points.size(); ++i) {
     const Point& p = points[i];
     const Prediction& q = p.prediction;
-    const auto num = [](const char* f, double v) {
-      char t[32];
-      std::snprintf(t, sizeof t, f, v);
-      return std::string(t);
-    };
     std::printf(
         kRow, std::to_string(p.gpus).c_str(), std::to_string(global_batch(p.config)).c_str(),
         num("%.3f", q.step_s).c_str(),
@@ -263,7 +261,7 @@ void print_table(const SystemSpec& system, const EfficiencySet& eff,
     std::printf(
         "#   before overlap: dispatch %.3f s, combine %.3f s, gradient reduction %.3f s, "
         "parameter all-gather %.3f s; grouped GEMM at %.0f rows an expert: %.2f of peak\n",
-        q.dispatch_s, q.combine_s, q.grad_reduce_s, q.param_gather_s, q.rows_per_expert,
+        q.alltoall_s, q.alltoall_s, q.grad_reduce_s, q.param_gather_s, q.rows_per_expert,
         q.grouped_gemm_efficiency);
     if (points.size() == 1) break;
   }

@@ -138,8 +138,8 @@ TEST_CASE("plan, presets, validate, version and help") {
   CHECK(o.files == std::vector<std::string>{"a.json", "b.json"});
 
   o = parse({"predict", "--recipe", "gb300-mxfp8-256", "--system", "gb300-nvl72", "--gpus",
-             "1024,256", "--calibrate", "r.json", "--explain", "--plot", "p.png", "--json",
-             "--out", "o.json"});
+             "1024,256", "--calibrate", "r.json", "--explain", "--plot", "p.png", "--json", "--out",
+             "o.json"});
   CHECK(o.command == Command::predict);
   CHECK(o.workload.recipe == "gb300-mxfp8-256");
   CHECK(o.system == "gb300-nvl72");

@@ -250,12 +250,6 @@ void price_ends(const Pricing& p, const PipelineStage& st, StagePass& s) {
   s.backward[kHead] += kBackwardFactor * fwd;
 }
 
-double ring_collective_s(double bytes, int n, const LinkCost& link) {
-  // Reduce-scatter or all-gather: n - 1 steps of bytes / n each.
-  if (n <= 1) return 0;
-  return static_cast<double>(n - 1) * transfer_time_s(link, bytes / n);
-}
-
 LinkCost scaled(const LinkCost& l, double efficiency) {
   return LinkCost{l.latency_s, l.bandwidth_bytes_per_s * efficiency};
 }
@@ -349,24 +343,30 @@ Prediction predict_step(const RunConfig& c, const Hardware& hw, const Efficienci
   }
   out.critical_pp_rank = crit;
   const double mb = static_cast<double>(shape.microbatches);
-  PhaseTimes phases{};
-  double rank_fwd = 0, rank_bwd = 0;
-  for (int chunk = 0; chunk < c.layout.vp; ++chunk) {
-    const StagePass& s = pass[static_cast<std::size_t>(layout.stage_index(crit, chunk))];
-    for (int ph = 0; ph < kPhaseCount; ++ph) {
-      phases[ph] += mb * (s.forward[ph] + s.backward[ph]);
+  // A pipeline rank's passes in one step, phase by phase, and its waiting.
+  const auto rank_phases = [&](int r) {
+    PhaseTimes t{};
+    for (int chunk = 0; chunk < c.layout.vp; ++chunk) {
+      const StagePass& sp = pass[static_cast<std::size_t>(layout.stage_index(r, chunk))];
+      for (int ph = 0; ph < kPhaseCount; ++ph) t[ph] += mb * (sp.forward[ph] + sp.backward[ph]);
     }
-    rank_fwd += s.forward_s();
-    rank_bwd += s.backward_s();
+    t[kPpBubble] = sim.step_s - sim.busy_s[static_cast<std::size_t>(r)];
+    return t;
+  };
+  PhaseTimes phases = rank_phases(crit);
+  double rank_fwd = 0, rank_bwd = 0;  // one micro-batch through the critical rank's chunks
+  for (int chunk = 0; chunk < c.layout.vp; ++chunk) {
+    const StagePass& sp = pass[static_cast<std::size_t>(layout.stage_index(crit, chunk))];
+    rank_fwd += sp.forward_s();
+    rank_bwd += sp.backward_s();
   }
-  phases[kPpBubble] = sim.step_s - sim.busy_s[static_cast<std::size_t>(crit)];
 
   // The critical rank's parameters: the dense ones (attention, dense MLPs, shared experts,
   // routers, the ends), reduced over the dp ranks of its stage, and its local experts', over edp.
   const ParamCounts pc = param_counts(m);
   const double local_experts =
       static_cast<double>(m.n_routed_experts) / std::max(1, ep) * static_cast<double>(pc.expert);
-  double dense_params = 0, expert_params = 0;
+  double dense_params = 0, expert_params = 0, moe_layers_rank = 0;
   for (int chunk = 0; chunk < c.layout.vp; ++chunk) {
     const PipelineStage& st = layout.stage(crit, chunk);
     const auto layer = [&](bool dense) {
@@ -376,6 +376,7 @@ Prediction predict_step(const RunConfig& c, const Hardware& hw, const Efficienci
       } else {
         dense_params += static_cast<double>(pc.shared_experts + pc.router);
         expert_params += local_experts;
+        moe_layers_rank += 1;
       }
     };
     for (int l = st.first_layer; l < st.first_layer + st.layers; ++l) {
@@ -395,10 +396,10 @@ Prediction predict_step(const RunConfig& c, const Hardware& hw, const Efficienci
   const LinkCost link = world / pp <= domain ? p.ep_nvlink : p.ep_scale_out;
   const bool zero1 = c.grad_reduce == GradReduce::reduce_scatter;
   const double passes = zero1 ? 1.0 : 2.0;  // all-reduce: reduce-scatter then all-gather
-  const double reduce = passes * (ring_collective_s(dense_params * grad_bytes, dp, link) +
-                                  ring_collective_s(expert_params * grad_bytes, edp, link));
-  const double gather = zero1 ? ring_collective_s(dense_params * hw.storage_bytes, dp, link) +
-                                    ring_collective_s(expert_params * hw.storage_bytes, edp, link)
+  const double reduce = passes * (ring_half_time_s(dense_params * grad_bytes, dp, link) +
+                                  ring_half_time_s(expert_params * grad_bytes, edp, link));
+  const double gather = zero1 ? ring_half_time_s(dense_params * hw.storage_bytes, dp, link) +
+                                    ring_half_time_s(expert_params * hw.storage_bytes, edp, link)
                               : 0.0;
   out.grad_reduce_s = reduce;
   out.param_gather_s = gather;
@@ -437,12 +438,7 @@ Prediction predict_step(const RunConfig& c, const Hardware& hw, const Efficienci
   }
   // Every pipeline rank's own passes and wait, with the critical rank's step-end terms.
   for (int r = 0; r < pp; ++r) {
-    PhaseTimes own{};
-    for (int chunk = 0; chunk < c.layout.vp; ++chunk) {
-      const StagePass& sp = pass[static_cast<std::size_t>(layout.stage_index(r, chunk))];
-      for (int ph = 0; ph < kPhaseCount; ++ph) own[ph] += mb * (sp.forward[ph] + sp.backward[ph]);
-    }
-    own[kPpBubble] = sim.step_s - sim.busy_s[static_cast<std::size_t>(r)];
+    PhaseTimes own = rank_phases(r);
     for (int ph : {kGradReduce, kOptimizer, kCommWait}) own[ph] = phases[ph];
     std::vector<PredictedPhase> list;
     for (int ph = 0; ph < kPhaseCount; ++ph) {
@@ -450,22 +446,10 @@ Prediction predict_step(const RunConfig& c, const Hardware& hw, const Efficienci
     }
     out.rank_phases.push_back(list);
   }
-  // Communication priced for one step before overlap, for --explain.
-  double moe_layers_rank = 0;
-  for (int chunk = 0; chunk < c.layout.vp; ++chunk) {
-    const PipelineStage& st = layout.stage(crit, chunk);
-    for (int l = st.first_layer; l < st.first_layer + st.layers; ++l) {
-      if (l >= c.workload.dense_layers) moe_layers_rank += 1;
-    }
-    if (mtp_moe) moe_layers_rank += st.mtp;
-  }
-  const double a2a = moe_alltoall_s(p);
-  out.dispatch_s = 2 * a2a * moe_layers_rank * mb;
-  out.combine_s = out.dispatch_s;
-  const StackAccounting full =
-      account_full_model(m, c.workload.seq_len, static_cast<double>(tokens_per_step(c)));
-  const StackAccounting inst = account_instantiated(c);
-  const double flops = inst.flops_per_step > 0 ? inst.flops_per_step : full.flops_per_step;
+  // The all-to-alls priced for one step before overlap, for --explain: each MoE layer's two
+  // exchanges (dispatch or combine) forward and backward.
+  out.alltoall_s = 2 * moe_alltoall_s(p) * moe_layers_rank * mb;
+  const double flops = account_instantiated(c).flops_per_step;
   out.tflops_per_gpu = flops / out.step_s / world / 1e12;
   out.tokens_per_s_per_gpu = static_cast<double>(tokens_per_step(c)) / out.step_s / world;
   return out;
@@ -485,8 +469,8 @@ nlohmann::json to_json(const Prediction& p) {
   j["stage_forward_s"] = p.stage_forward_s;
   j["stage_backward_s"] = p.stage_backward_s;
   j["p2p_s"] = p.p2p_s;
-  j["communication_before_overlap_s"] = {{"dispatch", p.dispatch_s},
-                                         {"combine", p.combine_s},
+  j["communication_before_overlap_s"] = {{"dispatch", p.alltoall_s},
+                                         {"combine", p.alltoall_s},
                                          {"grad_reduce", p.grad_reduce_s},
                                          {"param_allgather", p.param_gather_s}};
   j["rows_per_expert"] = p.rows_per_expert;

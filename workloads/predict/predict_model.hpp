@@ -96,7 +96,8 @@ struct Prediction {
   std::vector<double> stage_forward_s, stage_backward_s;
   double p2p_s = 0;
   // Communication priced, before overlap (one step, the critical rank): for the explanation.
-  double dispatch_s = 0, combine_s = 0, grad_reduce_s = 0, param_gather_s = 0;
+  // The dispatch's and the combine's are equal (the same rows each way): alltoall_s each.
+  double alltoall_s = 0, grad_reduce_s = 0, param_gather_s = 0;
   double rows_per_expert = 0;
   double grouped_gemm_efficiency = 0;
   bool calibrated = false;

@@ -23,6 +23,23 @@ double transfer_time_s(const LinkCost& link, double bytes) {
   return link.latency_s + bytes / link.bandwidth_bytes_per_s;
 }
 
+namespace {
+
+// An exchange's two parts run at once on different links, each one latency per peer plus its
+// bytes over the link's bandwidth: the slower sets the time.
+double two_link_time_s(const AllToAllCost& c, double peers_in, double peers_out,
+                       const LinkCost& nvlink, const LinkCost& scale_out) {
+  const double t_in =
+      peers_in > 0 ? peers_in * nvlink.latency_s + c.in_domain_bytes / nvlink.bandwidth_bytes_per_s
+                   : 0.0;
+  const double t_out = peers_out > 0 ? peers_out * scale_out.latency_s +
+                                           c.cross_domain_bytes / scale_out.bandwidth_bytes_per_s
+                                     : 0.0;
+  return std::max(t_in, t_out);
+}
+
+}  // namespace
+
 AllToAllCost alltoall_cost(double bytes_per_rank, int group, int domain, const LinkCost& nvlink,
                            const LinkCost& scale_out) {
   MB_CHECK(group >= 1 && domain >= 1, "group " << group << ", domain " << domain);
@@ -35,13 +52,7 @@ AllToAllCost alltoall_cost(double bytes_per_rank, int group, int domain, const L
   const double share = bytes_per_rank / group;
   c.in_domain_bytes = share * inside;
   c.cross_domain_bytes = share * outside;
-  const double t_in =
-      inside > 0 ? inside * nvlink.latency_s + c.in_domain_bytes / nvlink.bandwidth_bytes_per_s
-                 : 0.0;
-  const double t_out = outside > 0 ? outside * scale_out.latency_s +
-                                         c.cross_domain_bytes / scale_out.bandwidth_bytes_per_s
-                                   : 0.0;
-  c.time_s = std::max(t_in, t_out);
+  c.time_s = two_link_time_s(c, inside, outside, nvlink, scale_out);
   return c;
 }
 
@@ -61,19 +72,17 @@ AllToAllCost dedup_alltoall_cost(double tokens, int k, double row_bytes, int gro
   c.in_domain_bytes =
       tokens * row_bytes * (own_peers + std::max(0.0, remote_ranks - remote_domains));
   c.cross_domain_bytes = tokens * row_bytes * remote_domains;
-  const double t_in = per_domain > 1 ? (per_domain - 1) * nvlink.latency_s +
-                                           c.in_domain_bytes / nvlink.bandwidth_bytes_per_s
-                                     : 0.0;
-  const double t_out = domains > 1 ? (domains - 1) * scale_out.latency_s +
-                                         c.cross_domain_bytes / scale_out.bandwidth_bytes_per_s
-                                   : 0.0;
-  c.time_s = std::max(t_in, t_out);
+  c.time_s = two_link_time_s(c, per_domain - 1, domains - 1, nvlink, scale_out);
   return c;
 }
 
-double ring_allreduce_time_s(double bytes, int n, const LinkCost& link) {
+double ring_half_time_s(double bytes, int n, const LinkCost& link) {
   if (n <= 1) return 0;
-  return 2.0 * (n - 1) * transfer_time_s(link, bytes / n);
+  return (n - 1) * transfer_time_s(link, bytes / n);
+}
+
+double ring_allreduce_time_s(double bytes, int n, const LinkCost& link) {
+  return 2.0 * ring_half_time_s(bytes, n, link);
 }
 
 SimulatedPipeline simulate_pipeline(const PipelineShape& shape, const PipelineTimes& times) {

@@ -43,8 +43,10 @@ AllToAllCost alltoall_cost(double bytes_per_rank, int group, int domain, const L
 AllToAllCost dedup_alltoall_cost(double tokens, int k, double row_bytes, int group, int domain,
                                  const LinkCost& nvlink, const LinkCost& scale_out);
 
-// A ring all-reduce of `bytes` over n ranks on links of `link`: 2 (n - 1) steps, each one
-// latency and bytes / n over the bandwidth; 0 for one rank.
+// A ring reduce-scatter or all-gather of `bytes` over n ranks on links of `link`: n - 1 steps,
+// each one latency and bytes / n over the bandwidth; 0 for one rank.
+double ring_half_time_s(double bytes, int n, const LinkCost& link);
+// A ring all-reduce: a reduce-scatter then an all-gather, 2 (n - 1) such steps.
 double ring_allreduce_time_s(double bytes, int n, const LinkCost& link);
 
 // The pipeline schedule moebench runs (pipeline_schedule: 1F1B, or interleaved with vp > 1)
