@@ -113,6 +113,9 @@ nlohmann::ordered_json predict_json(const SystemSpec& system, const EfficiencySe
       {"dispatcher", rules.dispatcher == Dispatcher::dedup ? "dedup" : "alltoall"},
       {"ep_comm_overlap", rules.ep_overlap},
       {"fp8_attention", rules.fp8_attention},
+      {"cuda_graphs",
+       c0.recipe ? nlohmann::json(recipe(*c0.recipe).cuda_graphs) : nlohmann::json(nullptr)},
+      {"host_overhead", host_overhead(eff.values, rules.host_gaps)},
       {"grad_reduce_bytes", rules.grad_reduce_bytes > 0 ? rules.grad_reduce_bytes
                                                         : hardware_for(system, c0).storage_bytes}};
   j["workload"] = {{"recipe", c0.recipe ? nlohmann::json(*c0.recipe) : nlohmann::json(nullptr)},
@@ -263,6 +266,13 @@ void print_table(const SystemSpec& system, const EfficiencySet& eff,
         "parameter all-gather %.3f s; grouped GEMM at %.0f rows an expert: %.2f of peak\n",
         q.alltoall_s, q.alltoall_s, q.grad_reduce_s, q.param_gather_s, q.rows_per_expert,
         q.grouped_gemm_efficiency);
+    const double host = j["trainer"]["host_overhead"].get<double>();
+    if (host > 0) {
+      std::printf(
+          "#   the trainer's host adds %.0f%% to each pass's compute, inside the phases above "
+          "(CUDA graphs: %s)\n",
+          100 * host, j["trainer"]["cuda_graphs"].get<std::string>().c_str());
+    }
     if (points.size() == 1) break;
   }
 }

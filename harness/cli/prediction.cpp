@@ -29,7 +29,8 @@ RunConfig predict_config(const CliOptions& o, int gpus, const SystemSpec& system
 }
 
 // A recipe's row as its trainer ran it (recipes.json: dispatcher, all-to-all overlap, FP8
-// attention, gradients reduced in FP32 as Megatron's main gradients are); else moebench's step.
+// attention, CUDA graphs, gradients reduced in FP32 as Megatron's main gradients are); else
+// moebench's step.
 TrainerRules trainer_rules(const RunConfig& c) {
   TrainerRules t;
   if (!c.recipe) return t;
@@ -38,6 +39,9 @@ TrainerRules trainer_rules(const RunConfig& c) {
   t.ep_overlap = r.ep_comm_overlap;
   t.fp8_attention = r.fp8_attention && c.precision == Precision::fp8;
   t.grad_reduce_bytes = 4;
+  t.host_gaps = r.cuda_graphs == "full_iteration" ? HostGaps::none
+                : r.cuda_graphs == "partial"      ? HostGaps::partial_graphs
+                                                  : HostGaps::no_graphs;
   return t;
 }
 

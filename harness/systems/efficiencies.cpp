@@ -23,6 +23,8 @@ EfficiencySet efficiency_set(const nlohmann::json& doc) {
   s.values.memory = value("memory");
   s.values.nvlink = value("nvlink");
   s.values.scale_out = value("scale_out");
+  s.values.host_overhead_partial_graphs = value("host_overhead_partial_cuda_graphs");
+  s.values.host_overhead_no_graphs = value("host_overhead_no_cuda_graphs");
   s.document = doc;
   return s;
 }

@@ -97,6 +97,30 @@ TEST_CASE("predict: a calibration scales its phases and adds the measured waitin
   CHECK(p.calibrated);
 }
 
+TEST_CASE("predict: a trainer's host gaps lengthen each pass's compute by its figure") {
+  // Partial CUDA graphs at 0.1: the one layer's passes, 3 x 7.356416 us, take 1.1 x as long;
+  // none at 0.25: 1.25 x; the whole step in graphs (HostGaps::none): as without.
+  Efficiencies e;
+  e.host_overhead_partial_graphs = 0.1;
+  e.host_overhead_no_graphs = 0.25;
+  TrainerRules rules;
+  CHECK(predict_step(dense_slice(1, 1, 1, 1), toy_hardware(), e, rules).step_s ==
+        doctest::Approx(3 * kForward).epsilon(kEps));
+  rules.host_gaps = HostGaps::partial_graphs;
+  const Prediction partial = predict_step(dense_slice(1, 1, 1, 1), toy_hardware(), e, rules);
+  CHECK(partial.step_s == doctest::Approx(1.1 * 3 * kForward).epsilon(kEps));
+  CHECK(partial.stage_backward_s[0] == doctest::Approx(1.1 * 2 * kForward).epsilon(kEps));
+  rules.host_gaps = HostGaps::no_graphs;
+  CHECK(predict_step(dense_slice(1, 1, 1, 1), toy_hardware(), e, rules).step_s ==
+        doctest::Approx(1.25 * 3 * kForward).epsilon(kEps));
+  CHECK(host_overhead(e, HostGaps::none) == 0.0);
+  // A figure of 1 or more (the host doubling every pass) is refused, as a negative one is.
+  e.host_overhead_no_graphs = 1.0;
+  CHECK_THROWS_AS(predict_step(dense_slice(1, 1, 1, 1), toy_hardware(), e, rules), UsageError);
+  e.host_overhead_no_graphs = -0.1;
+  CHECK_THROWS_AS(predict_step(dense_slice(1, 1, 1, 1), toy_hardware(), e, rules), UsageError);
+}
+
 TEST_CASE("predict: the grouped GEMM reaches half its efficiency at the half-rows") {
   Efficiencies e;
   e.grouped_gemm = 0.66;

@@ -39,6 +39,8 @@ struct Recipe {
   std::string dispatcher;
   bool ep_comm_overlap = false;
   bool fp8_attention = false;
+  // How much of the step the trainer captures in CUDA graphs: full_iteration, partial or none.
+  std::string cuda_graphs;
   std::string trainer_source;
   std::optional<double> tokens_per_s_per_gpu;
   std::optional<double> tflops_per_gpu;

@@ -261,8 +261,25 @@ double grouped_gemm_efficiency(const Efficiencies& e, double rows_per_expert) {
   return e.grouped_gemm * rows_per_expert / (rows_per_expert + e.grouped_gemm_half_rows);
 }
 
+double host_overhead(const Efficiencies& e, HostGaps gaps) {
+  switch (gaps) {
+    case HostGaps::none:
+      return 0.0;
+    case HostGaps::partial_graphs:
+      return e.host_overhead_partial_graphs;
+    case HostGaps::no_graphs:
+      return e.host_overhead_no_graphs;
+  }
+  return 0.0;
+}
+
 Prediction predict_step(const RunConfig& c, const Hardware& hw, const Efficiencies& eff,
                         const TrainerRules& rules, const Calibration* calibration) {
+  for (const double h : {eff.host_overhead_partial_graphs, eff.host_overhead_no_graphs}) {
+    if (!(h >= 0 && h < 1)) {
+      throw UsageError("efficiency host_overhead must be in [0, 1), got " + std::to_string(h));
+    }
+  }
   check_fraction(eff.dense_gemm, "dense_gemm");
   check_fraction(eff.grouped_gemm, "grouped_gemm");
   check_fraction(eff.attention, "attention");
@@ -301,6 +318,16 @@ Prediction predict_step(const RunConfig& c, const Hardware& hw, const Efficienci
     }
     for (int k = 0; k < st.mtp; ++k) price_layer(p, !mtp_moe, pass[i]);
     price_ends(p, st, pass[i]);
+  }
+  // The trainer's host: the gaps it leaves between the kernels of a pass's compute where its
+  // launches are not captured in CUDA graphs (the exchanges are priced as the links give them).
+  const double host = host_overhead(eff, rules.host_gaps);
+  for (StagePass& sp : pass) {
+    for (int ph = 0; ph < kPhaseCount; ++ph) {
+      if (ph == kDispatch || ph == kCombine) continue;
+      sp.forward[ph] *= 1 + host;
+      sp.backward[ph] *= 1 + host;
+    }
   }
   // A calibration scales each phase as the measured run found it.
   const auto scale = [&](int ph) {

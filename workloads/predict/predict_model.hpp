@@ -45,6 +45,10 @@ struct Efficiencies {
   double memory = 1;     // element-wise and optimizer kernels against the memory bandwidth
   double nvlink = 1;     // collectives and all-to-alls over NVLink against its bandwidth
   double scale_out = 1;  // the same over the scale-out network
+  // Not fractions of a peak: the time a trainer's host adds to each pass, as a fraction of the
+  // pass, in [0, 1): with CUDA graphs of part of each layer, and with none.
+  double host_overhead_partial_graphs = 0;
+  double host_overhead_no_graphs = 0;
 };
 
 // How the trainer whose step is predicted runs what moebench's accounting does not fix: moebench's
@@ -53,6 +57,11 @@ enum class Dispatcher {
   alltoall,  // one row per (token, expert), as moebench and Megatron's all-to-all dispatcher send
   dedup      // DeepEP and HybridEP: once per distinct rank, across domains once per domain
 };
+enum class HostGaps {
+  none,            // moebench's C++ step, or a trainer that captures the whole step in CUDA graphs
+  partial_graphs,  // CUDA graphs of attention, router and preprocessing; the rest from the host
+  no_graphs        // every kernel launched from the host
+};
 struct TrainerRules {
   Dispatcher dispatcher = Dispatcher::alltoall;
   // Megatron's overlap_moe_expert_parallel_comm: in the 1F1B steady state a micro-batch's
@@ -60,7 +69,11 @@ struct TrainerRules {
   bool ep_overlap = false;
   bool fp8_attention = false;  // core attention at the FP8 peak (fp8_dot_product_attention)
   int grad_reduce_bytes = 0;   // bytes per gradient reduced (0: storage precision)
+  HostGaps host_gaps = HostGaps::none;  // priced with the efficiencies' host_overhead figures
 };
+
+// The fraction of each pass the trainer's host adds (0 for HostGaps::none).
+double host_overhead(const Efficiencies& e, HostGaps gaps);
 
 // What a measured run says of the model on its system (`predict --calibrate RUN.json`): each
 // phase's measured time over the model's for that run, applied to the same phase of every pass
