@@ -116,6 +116,7 @@ nlohmann::ordered_json predict_json(const SystemSpec& system, const EfficiencySe
       {"cuda_graphs",
        c0.recipe ? nlohmann::json(recipe(*c0.recipe).cuda_graphs) : nlohmann::json(nullptr)},
       {"host_overhead", host_overhead(eff.values, rules.host_gaps)},
+      {"ep_comm_sms", rules.ep_comm_sms},
       {"grad_reduce_bytes", rules.grad_reduce_bytes > 0 ? rules.grad_reduce_bytes
                                                         : hardware_for(system, c0).storage_bytes}};
   j["workload"] = {{"recipe", c0.recipe ? nlohmann::json(*c0.recipe) : nlohmann::json(nullptr)},
@@ -272,6 +273,13 @@ void print_table(const SystemSpec& system, const EfficiencySet& eff,
           "#   the trainer's host adds %.0f%% to each pass's compute, inside the phases above "
           "(CUDA graphs: %s)\n",
           100 * host, j["trainer"]["cuda_graphs"].get<std::string>().c_str());
+    }
+    const int comm_sms = j["trainer"]["ep_comm_sms"].get<int>();
+    if (comm_sms > 0 && j["trainer"]["ep_comm_overlap"].get<bool>() && system.sm_count.value) {
+      std::printf(
+          "#   the dispatcher's kernels hold %d of the GPU's %.0f SMs while its exchanges run "
+          "under compute, which runs on the rest meanwhile (in dispatch and combine)\n",
+          comm_sms, *system.sm_count.value);
     }
     if (points.size() == 1) break;
   }

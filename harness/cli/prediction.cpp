@@ -42,6 +42,7 @@ TrainerRules trainer_rules(const RunConfig& c) {
   t.host_gaps = r.cuda_graphs == "full_iteration" ? HostGaps::none
                 : r.cuda_graphs == "partial"      ? HostGaps::partial_graphs
                                                   : HostGaps::no_graphs;
+  t.ep_comm_sms = r.ep_comm_sms;
   return t;
 }
 

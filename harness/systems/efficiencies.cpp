@@ -89,6 +89,7 @@ Hardware hardware_for(const SystemSpec& s, const RunConfig& c) {
   if (hw.nvlink_domain <= 1) hw.nvlink = hw.scale_out;
   hw.storage_bytes = cpu ? 4 : 2;
   hw.concurrent_communication = !cpu;
+  hw.sms = s.sm_count.value ? static_cast<int>(*s.sm_count.value) : 0;
   return hw;
 }
 

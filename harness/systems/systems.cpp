@@ -52,6 +52,7 @@ SystemSpec system_from_json(const nlohmann::json& doc) {
   s.scale_out_topology = doc.at("scale_out_topology").at("value").get<std::string>();
   s.nvlink_latency = figure(doc.at("nvlink_latency_s"));
   s.scale_out_latency = figure(doc.at("scale_out_latency_s"));
+  if (doc.contains("sm_count")) s.sm_count = figure(doc.at("sm_count"));
   s.document = doc;
   return s;
 }

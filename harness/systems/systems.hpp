@@ -37,6 +37,7 @@ struct SystemSpec {
   std::string scale_out_topology;
   Figure nvlink_latency;     // seconds
   Figure scale_out_latency;  // seconds
+  Figure sm_count;           // streaming multiprocessors per GPU (optional in a user's file)
   nlohmann::json document;   // the description as written
 };
 

@@ -24,17 +24,20 @@ TEST_CASE("prediction: a recipe is priced as its trainer ran it, a run as moeben
   CHECK(t.fp8_attention);
   CHECK(t.grad_reduce_bytes == 4);
   CHECK(t.host_gaps == HostGaps::none);  // Bridge's rows capture the whole step in CUDA graphs
+  CHECK(t.ep_comm_sms == 32);            // HybridEP's SMs in Bridge's performance recipes
   c.recipe = "mlm-gb300-mxfp8-256";
   CHECK(trainer_rules(c).host_gaps == HostGaps::partial_graphs);
   c.recipe = "mlm-b200-mxfp8-256";
   CHECK_FALSE(trainer_rules(c).fp8_attention);
   CHECK(trainer_rules(c).host_gaps == HostGaps::no_graphs);
+  CHECK(trainer_rules(c).ep_comm_sms == 24);  // the recipe file's moe_deepep_num_sms
   c.recipe.reset();
   t = trainer_rules(c);
   CHECK(t.dispatcher == Dispatcher::alltoall);
   CHECK_FALSE(t.ep_overlap);
   CHECK(t.grad_reduce_bytes == 0);
   CHECK(t.host_gaps == HostGaps::none);
+  CHECK(t.ep_comm_sms == 0);
 }
 
 TEST_CASE("prediction: the precision priced is the row's, or the system's own") {

@@ -44,6 +44,17 @@ TEST_CASE("step model: an all-to-all splits into NVLink and scale-out traffic") 
   CHECK(alltoall_cost(32e6, 1, 8, nvlink, ib).time_s == 0);  // a group of one moves nothing
 }
 
+TEST_CASE("step model: an exchange under compute costs its SMs' share, or what it outlasts") {
+  // 4 ms of exchanges under 10 ms of compute, their kernels on 32 of 160 SMs (0.2): the compute
+  // gets 0.8 of the GPU for 4 ms, so it ends at 10 + 4 x 0.2 = 10.8 ms: 0.8 ms added.
+  CHECK(overlapped_exchange_s(4e-3, 10e-3, 0.2) == doctest::Approx(0.8e-3).epsilon(kEps));
+  // Under 3 ms of compute the exchanges outlast it (3 + 0.8 < 4): 1 ms added, the exchange's end.
+  CHECK(overlapped_exchange_s(4e-3, 3e-3, 0.2) == doctest::Approx(1e-3).epsilon(kEps));
+  // Exchanges that take no SMs from the compute are free under it.
+  CHECK(overlapped_exchange_s(4e-3, 10e-3, 0.0) == 0.0);
+  CHECK_THROWS_AS(overlapped_exchange_s(4e-3, 10e-3, 1.0), UsageError);
+}
+
 TEST_CASE("step model: a ring all-reduce takes 2 (n - 1) steps of bytes / n") {
   const LinkCost link{1e-6, 100e9};
   CHECK(ring_allreduce_time_s(8e9, 8, link) ==

@@ -57,6 +57,9 @@ TEST_CASE("systems: every built-in one is valid, named once, and cites every fig
       CHECK(s.peak_mxfp8.value == s.peak_fp8.value);  // MXFP8 at the FP8 rate
     }
     if (s.generation == "hopper") CHECK_FALSE(s.peak_mxfp8.value.has_value());
+    // Every built-in GPU says how many SMs it has, with its source (a user's file may not).
+    CHECK(s.sm_count.source.size() > 10);
+    CHECK(s.sm_count.value.has_value() == (s.generation != "cpu"));
     if (s.generation != "cpu") {
       // Dense FP8 is twice BF16 on Hopper and Blackwell tensor cores.
       CHECK(*s.peak_fp8.value == doctest::Approx(2 * *s.peak_bf16.value).epsilon(0.001));

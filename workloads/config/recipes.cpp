@@ -49,6 +49,7 @@ std::vector<Recipe> parse_recipes() {
     r.ep_comm_overlap = j.at("ep_comm_overlap").get<bool>();
     r.fp8_attention = j.at("fp8_attention").get<bool>();
     r.cuda_graphs = j.at("cuda_graphs").get<std::string>();
+    r.ep_comm_sms = j.at("ep_comm_sms").get<int>();
     r.trainer_source = j.at("trainer_source").get<std::string>();
     if (!j.at("recipe_file").is_null()) r.recipe_file = j.at("recipe_file").get<std::string>();
     r.tokens_per_s_per_gpu = optional_number(j, "tokens_per_s_per_gpu");
@@ -291,6 +292,7 @@ nlohmann::json to_json(const Recipe& r) {
   j["ep_comm_overlap"] = r.ep_comm_overlap;
   j["fp8_attention"] = r.fp8_attention;
   j["cuda_graphs"] = r.cuda_graphs;
+  j["ep_comm_sms"] = r.ep_comm_sms;
   j["trainer_source"] = r.trainer_source;
   j["tokens_per_s_per_gpu"] =
       r.tokens_per_s_per_gpu ? nlohmann::json(*r.tokens_per_s_per_gpu) : nlohmann::json(nullptr);

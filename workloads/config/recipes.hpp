@@ -41,6 +41,7 @@ struct Recipe {
   bool fp8_attention = false;
   // How much of the step the trainer captures in CUDA graphs: full_iteration, partial or none.
   std::string cuda_graphs;
+  int ep_comm_sms = 0;  // SMs the dispatcher's kernels take (moe_hybridep_num_sms, DeepEP's)
   std::string trainer_source;
   std::optional<double> tokens_per_s_per_gpu;
   std::optional<double> tflops_per_gpu;

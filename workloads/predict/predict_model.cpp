@@ -206,8 +206,12 @@ void price_layer(const Pricing& p, bool dense, StagePass& s) {
   const double a2a = moe_alltoall_s(p);
   if (p.rules.ep_overlap && p.hw.concurrent_communication) {
     // Under another micro-batch's compute: the layer's four exchanges (forward and backward)
-    // exposed only where they outlast its forward and backward compute.
-    const double exposed = std::max(0.0, 4 * a2a - (compute_s(s) - layer_compute_before)) / 4;
+    // exposed where they outlast its forward and backward compute, and the compute slowed
+    // meanwhile by the SMs the dispatcher's kernels hold.
+    const double sm_share =
+        p.hw.sms > 0 ? std::min(0.99, static_cast<double>(p.rules.ep_comm_sms) / p.hw.sms) : 0.0;
+    const double exposed =
+        overlapped_exchange_s(4 * a2a, compute_s(s) - layer_compute_before, sm_share) / 4;
     for (int ph : {kDispatch, kCombine}) {
       s.forward[ph] += exposed;
       s.backward[ph] += exposed;

@@ -33,6 +33,7 @@ struct Hardware {
   // Whether communication runs while the rank computes (GPUs: copy engines and NCCL's kernels
   // beside the compute; moebench's cpu backend: no, its collectives block the rank).
   bool concurrent_communication = true;
+  int sms = 0;  // streaming multiprocessors per GPU (0: unknown; exchanges then share none)
 };
 
 // The fraction of a peak each kind of work reaches, all in (0, 1].
@@ -70,6 +71,9 @@ struct TrainerRules {
   bool fp8_attention = false;  // core attention at the FP8 peak (fp8_dot_product_attention)
   int grad_reduce_bytes = 0;   // bytes per gradient reduced (0: storage precision)
   HostGaps host_gaps = HostGaps::none;  // priced with the efficiencies' host_overhead figures
+  // SMs the dispatcher's kernels hold while an exchange runs under other compute (DeepEP's and
+  // HybridEP's num_sms; 0: none priced).
+  int ep_comm_sms = 0;
 };
 
 // The fraction of each pass the trainer's host adds (0 for HostGaps::none).

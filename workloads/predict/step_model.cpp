@@ -85,6 +85,14 @@ double ring_allreduce_time_s(double bytes, int n, const LinkCost& link) {
   return 2.0 * ring_half_time_s(bytes, n, link);
 }
 
+double overlapped_exchange_s(double exchange_s, double compute_s, double comm_sm_fraction) {
+  if (!(comm_sm_fraction >= 0 && comm_sm_fraction < 1)) {
+    throw UsageError("the exchanges' share of the SMs must be in [0, 1), got " +
+                     std::to_string(comm_sm_fraction));
+  }
+  return std::max({0.0, exchange_s - compute_s, exchange_s * comm_sm_fraction});
+}
+
 SimulatedPipeline simulate_pipeline(const PipelineShape& shape, const PipelineTimes& times) {
   validate(shape);
   const std::size_t stages = static_cast<std::size_t>(shape.pp * shape.vp);

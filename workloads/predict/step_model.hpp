@@ -49,6 +49,13 @@ double ring_half_time_s(double bytes, int n, const LinkCost& link);
 // A ring all-reduce: a reduce-scatter then an all-gather, 2 (n - 1) such steps.
 double ring_allreduce_time_s(double bytes, int n, const LinkCost& link);
 
+// Exchanges of `exchange_s` run under `compute_s` of other work, the exchanges' kernels holding a
+// fraction `comm_sm_fraction` in [0, 1) of the GPU's SMs while they run (DeepEP's and HybridEP's
+// SMs): the compute runs on the rest meanwhile, so the two end at max(exchange, compute +
+// exchange x fraction). The time this adds to the compute alone: max(0, exchange - compute,
+// exchange x fraction). UsageError for a fraction outside [0, 1).
+double overlapped_exchange_s(double exchange_s, double compute_s, double comm_sm_fraction);
+
 // The pipeline schedule moebench runs (pipeline_schedule: 1F1B, or interleaved with vp > 1)
 // simulated pass by pass: a pass starts when its rank has finished the one before and the
 // activation or gradient it needs has arrived (its producer's end plus `p2p_s`); sends do not
