@@ -90,6 +90,7 @@ Hardware hardware_for(const SystemSpec& s, const RunConfig& c) {
   hw.storage_bytes = cpu ? 4 : 2;
   hw.concurrent_communication = !cpu;
   hw.sms = s.sm_count.value ? static_cast<int>(*s.sm_count.value) : 0;
+  hw.exp_per_s = s.exp_per_s.value.value_or(0.0);
   return hw;
 }
 

@@ -53,6 +53,7 @@ SystemSpec system_from_json(const nlohmann::json& doc) {
   s.nvlink_latency = figure(doc.at("nvlink_latency_s"));
   s.scale_out_latency = figure(doc.at("scale_out_latency_s"));
   if (doc.contains("sm_count")) s.sm_count = figure(doc.at("sm_count"));
+  if (doc.contains("exp_per_s")) s.exp_per_s = figure(doc.at("exp_per_s"));
   s.document = doc;
   return s;
 }

@@ -38,6 +38,7 @@ struct SystemSpec {
   Figure nvlink_latency;     // seconds
   Figure scale_out_latency;  // seconds
   Figure sm_count;           // streaming multiprocessors per GPU (optional in a user's file)
+  Figure exp_per_s;          // the SFUs' exponentials per second per GPU (optional likewise)
   nlohmann::json document;   // the description as written
 };
 

@@ -49,7 +49,8 @@ TEST_CASE("efficiencies: a system's peaks for the run's precision, its links and
   CHECK(gb300.nvlink.bandwidth_bytes_per_s == 900e9);
   CHECK(gb300.storage_bytes == 2);
   CHECK(gb300.concurrent_communication);
-  CHECK(gb300.sms == 160);  // Blackwell Ultra
+  CHECK(gb300.sms == 160);            // Blackwell Ultra
+  CHECK(gb300.exp_per_s == 10.7e12);  // and its doubled SFUs
   // Hopper has no MXFP8: the request says which figure is missing.
   CHECK_THROWS_WITH_AS(hardware_for(find_system("h100-hgx"), c), doctest::Contains("no MXFP8 peak"),
                        UsageError);

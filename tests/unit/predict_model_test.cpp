@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include "harness/core/error.hpp"
+#include "workloads/accounting/accounting.hpp"
 
 namespace moebench {
 namespace {
@@ -95,6 +96,25 @@ TEST_CASE("predict: a calibration scales its phases and adds the measured waitin
   const double passes = 3 * kNorm + 2 * 3 * (kGemm + kMlpElementwise);
   CHECK(p.step_s == doctest::Approx(1.5 * passes).epsilon(kEps));
   CHECK(p.calibrated);
+}
+
+TEST_CASE("predict: softmax's exponentials bound core attention where the SFUs are slower") {
+  // The layer with attention: its core attention's forward FLOPs F (the accounting's count, 8
+  // tokens), one exponential per 2 (qk + v) of them, the MMAs at 1e12 FLOP/s.
+  RunConfig c = dense_slice(1, 1, 1, 1);
+  c.workload.attention = true;
+  const double f = core_attention_flops_per_token(c.model, 8) / 3.0 * 8;
+  const double per_exp = 2.0 * static_cast<double>(c.model.qk_head_dim() + c.model.v_head_dim);
+  Hardware hw = toy_hardware();
+  const Prediction mma = predict_step(c, hw, Efficiencies{});
+  // SFUs at a quarter of 1e12 / per_exp: each pass's exponentials take 4 F / 1e12, the forward's
+  // in place of its F of MMAs (+3 F), the backward's in place of its 2 F (+2 F): 5 F more.
+  hw.exp_per_s = 1e12 / per_exp / 4;
+  CHECK(predict_step(c, hw, Efficiencies{}).step_s - mma.step_s ==
+        doctest::Approx(5 * f / 1e12).epsilon(1e-9));
+  // SFUs twice as fast (the exponentials take F / 2): the MMAs bound both passes, nothing changes.
+  hw.exp_per_s = 1e12 / per_exp * 2;
+  CHECK(predict_step(c, hw, Efficiencies{}).step_s == doctest::Approx(mma.step_s).epsilon(kEps));
 }
 
 TEST_CASE("predict: a trainer's host gaps lengthen each pass's compute by its figure") {

@@ -60,6 +60,8 @@ TEST_CASE("systems: every built-in one is valid, named once, and cites every fig
     // Every built-in GPU says how many SMs it has, with its source (a user's file may not).
     CHECK(s.sm_count.source.size() > 10);
     CHECK(s.sm_count.value.has_value() == (s.generation != "cpu"));
+    CHECK(s.exp_per_s.source.size() > 10);
+    CHECK(s.exp_per_s.value.has_value() == (s.generation != "cpu"));
     if (s.generation != "cpu") {
       // Dense FP8 is twice BF16 on Hopper and Blackwell tensor cores.
       CHECK(*s.peak_fp8.value == doctest::Approx(2 * *s.peak_bf16.value).epsilon(0.001));

@@ -86,9 +86,18 @@ struct Pricing {
 
   double gemm(double flops) const { return compute_time_s(flops, hw.gemm_flops, eff.dense_gemm); }
   double grouped(double flops) const { return compute_time_s(flops, hw.gemm_flops, grouped_eff); }
-  double attention(double flops) const {
+  // Core attention of `fwd_flops` forward (the accounting's count), `mma_factor` times its MMAs
+  // (1 forward, 2 backward), each pass computing the softmax's exponentials once (the backward
+  // recomputes them): the MMAs at the tensor cores' peak, the exponentials (one per 2 (qk + v)
+  // of the MMAs' forward FLOPs, counted as the accounting counts those) at the SFUs' rate, the
+  // slower of the two (FlashAttention overlaps them), both at the attention efficiency.
+  double attention(double fwd_flops, double mma_factor) const {
     const double peak = rules.fp8_attention && hw.fp8_flops > 0 ? hw.fp8_flops : hw.attention_flops;
-    return compute_time_s(flops, peak, eff.attention);
+    const double mma = compute_time_s(fwd_flops * mma_factor, peak, eff.attention);
+    const double flops_per_exp =
+        2.0 * static_cast<double>(c.model.qk_head_dim() + c.model.v_head_dim);
+    if (!(hw.exp_per_s > 0) || !(flops_per_exp > 0)) return mma;
+    return std::max(mma, fwd_flops / flops_per_exp / (hw.exp_per_s * eff.attention));
   }
   double memory(double bytes) const { return bytes / (hw.memory_bandwidth * eff.memory); }
   // Element-wise traffic of `elements` per token read and written once, in storage precision.
@@ -152,12 +161,13 @@ void price_layer(const Pricing& p, bool dense, StagePass& s) {
     const double elems =
         2 * h + 2 * ql + 2 * kvl + 2 * (heads * rope + rope) + 2 * heads * qk + 3 * h;
     const double quant = h + ql + kvl + heads * v;
-    const double fwd = p.gemm(proj) + p.attention(core) + p.elementwise(elems) + p.quantise(quant);
+    const double fwd =
+        p.gemm(proj) + p.attention(core, 1) + p.elementwise(elems) + p.quantise(quant);
     s.forward[kAttention] += fwd;
-    double bwd = kBackwardFactor *
-                 (p.gemm(proj) + p.attention(core) + p.elementwise(elems) + p.quantise(quant));
+    double bwd = kBackwardFactor * (p.gemm(proj) + p.elementwise(elems) + p.quantise(quant)) +
+                 p.attention(core, kBackwardFactor);
     // --recompute repeats forward work in the backward.
-    if (r.core_attn) bwd += p.attention(core);
+    if (r.core_attn) bwd += p.attention(core, 1);
     if (r.mla_up_proj) {
       bwd +=
           p.gemm(t * (gemm_flops(1, heads * qk, ql > 0 ? ql : h) +

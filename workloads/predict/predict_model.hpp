@@ -34,6 +34,7 @@ struct Hardware {
   // beside the compute; moebench's cpu backend: no, its collectives block the rank).
   bool concurrent_communication = true;
   int sms = 0;  // streaming multiprocessors per GPU (0: unknown; exchanges then share none)
+  double exp_per_s = 0;  // the SFUs' exponentials per second (0: unknown; softmax not bounded)
 };
 
 // The fraction of a peak each kind of work reaches, all in (0, 1].
