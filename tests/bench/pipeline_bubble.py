@@ -22,6 +22,8 @@ import subprocess
 import sys
 import tempfile
 
+from tiny_model import write_tiny_model  # beside this script
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -32,16 +34,7 @@ def main():
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_mpi_yield_when_idle="1")
     with tempfile.TemporaryDirectory() as tmp:
-        plan = json.loads(subprocess.run([args.binary, "plan", "--preset", "deepseek-v3-tiny",
-                                          "--json"], check=True, capture_output=True,
-                                         text=True).stdout)
-        model = dict(plan["config"]["model"])
-        model.pop("name", None)
-        model["num_hidden_layers"] = 8
-        model["first_k_dense_replace"] = 2
-        cfg = os.path.join(tmp, "tiny8.json")
-        with open(cfg, "w") as f:
-            json.dump(model, f)
+        cfg = write_tiny_model(args.binary, tmp, num_hidden_layers=8, first_k_dense_replace=2)
         print("%-8s %3s %3s %3s %12s %12s %10s %14s" % ("model", "P", "V", "m", "theoretical",
                                                          "measured", "ratio", "step (ms)"))
         for head, (pp, vp, m) in [(h, s) for h in ("off", "on")

@@ -19,6 +19,8 @@ import subprocess
 import sys
 import tempfile
 
+from tiny_model import write_tiny_model  # beside this script
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", required=True)
@@ -26,15 +28,7 @@ def main():
     args = ap.parse_args()
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     with tempfile.TemporaryDirectory() as tmp:
-        plan = json.loads(subprocess.run([args.binary, "plan", "--preset", "deepseek-v3-tiny",
-                                          "--json"], check=True, capture_output=True,
-                                         text=True).stdout)
-        model = dict(plan["config"]["model"])
-        model.pop("name", None)
-        model["num_hidden_layers"] = 8
-        config = os.path.join(tmp, "tiny8.json")
-        with open(config, "w") as f:
-            json.dump(model, f)
+        config = write_tiny_model(args.binary, tmp, num_hidden_layers=8)
         common = ["--model-config", config, "--seq-len", "128", "--ep", "2"]
         cases = [
             ("4 layers, gbs 4 (calibration)", ["--layers", "4"]),

@@ -333,26 +333,20 @@ Prediction predict_step(const RunConfig& c, const Hardware& hw, const Efficienci
     for (int k = 0; k < st.mtp; ++k) price_layer(p, !mtp_moe, pass[i]);
     price_ends(p, st, pass[i]);
   }
-  // The trainer's host: the gaps it leaves between the kernels of a pass's compute where its
-  // launches are not captured in CUDA graphs (the exchanges are priced as the links give them).
-  const double host = host_overhead(eff, rules.host_gaps);
-  for (StagePass& sp : pass) {
-    for (int ph = 0; ph < kPhaseCount; ++ph) {
-      if (ph == kDispatch || ph == kCombine) continue;
-      sp.forward[ph] *= 1 + host;
-      sp.backward[ph] *= 1 + host;
-    }
-  }
   // A calibration scales each phase as the measured run found it.
   const auto scale = [&](int ph) {
     if (!calibration) return 1.0;
     const auto it = calibration->phase_scale.find(kPhaseNames[ph]);
     return it == calibration->phase_scale.end() ? 1.0 : it->second;
   };
+  // The trainer's host lengthens each pass's compute by the gaps it leaves between kernels where
+  // its launches are not captured in CUDA graphs (the exchanges are priced as the links give them).
+  const double host = host_overhead(eff, rules.host_gaps);
   for (StagePass& sp : pass) {
     for (int ph = 0; ph < kPhaseCount; ++ph) {
-      sp.forward[ph] *= scale(ph);
-      sp.backward[ph] *= scale(ph);
+      const double f = scale(ph) * (ph == kDispatch || ph == kCombine ? 1.0 : 1.0 + host);
+      sp.forward[ph] *= f;
+      sp.backward[ph] *= f;
     }
   }
   // Point-to-point: one micro-batch's activations (or their gradients) between neighbouring
