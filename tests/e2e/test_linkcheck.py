@@ -15,7 +15,7 @@ import tempfile
 import moebench_e2e as e2e
 
 HEALTH = 5
-FACTOR = 20  # beyond the host backend's 10x threshold, with room for this machine's noise
+FACTOR = 50  # 5x the host backend's 10x threshold: under CI's load a 20x link measured under 10x
 PLACEMENT = ["--ranks-per-node", 2, "--nvlink-domain-size", 4]
 
 

@@ -162,5 +162,23 @@ TEST_CASE("fault: a delay sleeps once, before its point in its step, on its rank
   CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 0.3);
 }
 
+TEST_CASE("fault: a slow link's end waits (F - 1) times the fastest transfer, sends before") {
+  SlowLinkClock clock(3.0);
+  // A receive waits after it ends: twice its own time the first time, then twice the fastest of
+  // that size (a slower receive does not raise the wait; a faster one lowers it).
+  CHECK(clock.before(false, 8) == 0.0);
+  CHECK(clock.after(false, 8, 0.010) == doctest::Approx(0.020));
+  CHECK(clock.after(false, 8, 0.050) == doctest::Approx(0.020));
+  CHECK(clock.after(false, 8, 0.005) == doctest::Approx(0.010));
+  // Sizes are kept apart.
+  CHECK(clock.after(false, 4096, 0.100) == doctest::Approx(0.200));
+  CHECK(clock.after(false, 8, 0.007) == doctest::Approx(0.010));
+  // A send waits before it starts, once a send of its size has been timed; never after.
+  CHECK(clock.before(true, 8) == 0.0);
+  CHECK(clock.after(true, 8, 0.001) == 0.0);
+  CHECK(clock.before(true, 8) == doctest::Approx(0.002));
+  CHECK(clock.before(true, 4096) == 0.0);
+}
+
 }  // namespace
 }  // namespace moebench

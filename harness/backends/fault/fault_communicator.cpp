@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string_view>
 #include <thread>
 #include <utility>
@@ -45,10 +46,10 @@ class FaultCommunicator final : public Communicator {
         spec_(spec),
         armed_(topology().rank == spec.rank && spec.kind != FaultSpec::Kind::slow &&
                spec.kind != FaultSpec::Kind::slowlink),
-        link_peer_(spec.kind != FaultSpec::Kind::slowlink ? -1
-                   : topology().rank == spec.rank         ? spec.peer
-                   : topology().rank == spec.peer         ? spec.rank
-                                                          : -1) {}
+        link_peer_(spec.kind == FaultSpec::Kind::slowlink && topology().rank == spec.rank
+                       ? spec.peer
+                       : -1),
+        link_clock_(spec.factor) {}
 
   std::string name() const override { return inner_->name(); }
   std::string lane_ordering() const override { return inner_->lane_ordering(); }
@@ -85,17 +86,13 @@ class FaultCommunicator final : public Communicator {
   void do_batch_p2p(Group g, std::span<const P2POp> ops) override {
     const Mat* recv = first_recv(g, ops);
     const bool hit = recv != nullptr && matches(Seen::pp);
+    const std::optional<LinkTransfer> link = slow_link_transfer(g, ops);
+    if (link) wait_s(link_clock_.before(link->send, link->bytes));
     const auto start = std::chrono::steady_clock::now();
     inner_->batch_p2p(g, ops);
-    if (const Mat* slow = slow_link_recv(g, ops)) {
-      // The receive of the slow link ends (factor - 1) times its fastest time later: the fastest
-      // is the transfer itself, where a later one may include waiting for the sender (which
-      // would compound, run after run).
+    if (link) {
       const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-      const auto bytes = slow->numel() * static_cast<std::int64_t>(dtype_size(slow->dtype));
-      const auto [it, fresh] = fastest_.try_emplace(bytes, took);
-      if (!fresh) it->second = std::min(it->second, took);
-      std::this_thread::sleep_for(it->second * (spec_.factor - 1.0));
+      wait_s(link_clock_.after(link->send, link->bytes, took.count()));
     }
     if (hit) corrupt(*recv);
   }
@@ -191,14 +188,27 @@ class FaultCommunicator final : public Communicator {
     return Seen::other;
   }
 
-  // What the exchange receives over the slowed link (a world exchange from its other end), or
-  // none.
-  const Mat* slow_link_recv(Group g, std::span<const P2POp> ops) const {
-    if (link_peer_ < 0 || g != Group::world) return nullptr;
+  // The slowed link's part of a world exchange at its waiting end: what it receives from the
+  // other end, else what it sends there; none when the exchange does not use the link.
+  struct LinkTransfer {
+    bool send;
+    std::int64_t bytes;
+  };
+  std::optional<LinkTransfer> slow_link_transfer(Group g, std::span<const P2POp> ops) const {
+    if (link_peer_ < 0 || g != Group::world) return std::nullopt;
+    std::optional<LinkTransfer> found;
     for (const P2POp& op : ops) {
-      if (op.kind == P2POp::Kind::recv && op.peer == link_peer_) return &op.buf;
+      if (op.peer != link_peer_) continue;
+      const bool send = op.kind == P2POp::Kind::send;
+      if (found && !found->send) continue;
+      found =
+          LinkTransfer{send, op.buf.numel() * static_cast<std::int64_t>(dtype_size(op.buf.dtype))};
     }
-    return nullptr;
+    return found;
+  }
+
+  static void wait_s(double seconds) {
+    if (seconds > 0) std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
   }
 
   static Seen reduction_point(Group g) {
@@ -263,8 +273,8 @@ class FaultCommunicator final : public Communicator {
   Compute& compute_;
   FaultSpec spec_;
   bool armed_;
-  int link_peer_;  // slowlink: the world rank at this rank's other end of the link, or -1
-  std::map<std::int64_t, std::chrono::duration<double>> fastest_;  // slowlink: by message bytes
+  int link_peer_;  // slowlink, on its waiting end: the world rank at the other end, or -1
+  SlowLinkClock link_clock_;
   int step_ = -1;  // the first clear_requests() starts step 0
   bool counts_seen_ = false;
   bool dispatch_seen_ = false;
@@ -272,6 +282,18 @@ class FaultCommunicator final : public Communicator {
 };
 
 }  // namespace
+
+double SlowLinkClock::before(bool send, std::int64_t bytes) const {
+  if (!send) return 0;
+  const auto it = fastest_.find({send, bytes});
+  return it == fastest_.end() ? 0 : (factor_ - 1.0) * it->second;
+}
+
+double SlowLinkClock::after(bool send, std::int64_t bytes, double seconds) {
+  const auto [it, fresh] = fastest_.try_emplace({send, bytes}, seconds);
+  if (!fresh) it->second = std::min(it->second, seconds);
+  return send ? 0 : (factor_ - 1.0) * it->second;
+}
 
 // The names of FaultSpec::Kind, in its order, and every Point: what --inject parses and
 // to_string writes.

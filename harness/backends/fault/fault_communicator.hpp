@@ -16,8 +16,11 @@
 // first step is step 0 (the --verify step when there is one, else the first warm-up step).
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "harness/comm/communicator.hpp"
 #include "harness/compute/compute.hpp"
@@ -30,7 +33,8 @@ struct FaultSpec {
   // (SIGKILL), as a crashed node does.
   // slow: every compute operation of the rank takes `factor` times as long (slow_compute.hpp);
   // slowlink: every transfer between world ranks `rank` and `peer` takes `factor` times as long
-  // (the point-to-point exchanges of `moebench linkcheck`).
+  // (the point-to-point exchanges of `moebench linkcheck`); `rank` does the waiting
+  // (SlowLinkClock).
   enum class Kind { corrupt, delay, hang, die, slow, slowlink };
   // step: the start of the step (the default of delay, hang and die).
   enum class Point { dispatch, combine, grad_reduce, pp, step };
@@ -52,6 +56,24 @@ struct FaultSpec {
 FaultSpec parse_fault_spec(const std::string& text);
 std::string to_string(const FaultSpec& f);
 const char* point_name(FaultSpec::Point p);
+
+// The waits that make one end of a slow link F times as slow, kept per direction and message size:
+// a send waits before it starts, a receive after it ends, (F - 1) times the fastest transfer of
+// that direction and size seen so far. Only one end of the link waits, so no transfer it times
+// includes a wait injected at the other end: with both ends waiting, each end's fastest receive in
+// a ping-pong would hold the other's wait, and the slowdown would grow as F squared.
+class SlowLinkClock {
+ public:
+  explicit SlowLinkClock(double factor) : factor_(factor) {}
+  // Seconds to wait before a transfer starts: a send's, once a send of this size has been timed.
+  double before(bool send, std::int64_t bytes) const;
+  // Records a transfer's time; returns the seconds to wait after it (a receive's).
+  double after(bool send, std::int64_t bytes, double seconds);
+
+ private:
+  double factor_;
+  std::map<std::pair<bool, std::int64_t>, double> fastest_;
+};
 
 // `inner` wrapped; on rank spec.rank, the first element of the first payload received at the
 // spec's point in its step is set to 1000 (through `compute`, ordered after the transfer: far
