@@ -72,7 +72,20 @@ TEST_CASE("recipes: NVIDIA's GB300 row, and every row is a valid DeepSeek-V3 lay
     const RunConfig c = run_of(r);
     CHECK_NOTHROW(validate(c));  // the global batch divides into micro-batches for the schedule
     CHECK(r.tflops_per_gpu.has_value());
+    // Megatron-Core refuses the all-to-all overlap in a pipeline without virtual stages
+    // (TransformerConfig: "If enabling EP A2A overlap, virtual_pipeline_model_parallel_size must
+    // be specified when pipeline_model_parallel_size > 1"): no published row ran both.
+    if (r.ep_comm_overlap && r.pp > 1) CHECK(r.vp > 1);
   }
+  // The B300 row as the 26.06 summary lists it (MBS 2, VP n/a) and Bridge's settings of that
+  // day ran it: recomputed MLA up-projections, no overlap, BF16 attention, partial CUDA graphs.
+  const Recipe& b300 = recipe("b300-mxfp8-256");
+  CHECK(b300.micro_batch == 2);
+  CHECK(b300.vp == 1);
+  CHECK(b300.recompute == std::vector<std::string>{"mla_up_proj"});
+  CHECK_FALSE(b300.ep_comm_overlap);
+  CHECK_FALSE(b300.fp8_attention);
+  CHECK(b300.cuda_graphs == "partial");
   CHECK_THROWS_WITH_AS(recipe("gb300"), doctest::Contains("valid: gb300-mxfp8-256"), UsageError);
 }
 
