@@ -199,10 +199,10 @@ class FaultCommunicator final : public Communicator {
     std::optional<LinkTransfer> found;
     for (const P2POp& op : ops) {
       if (op.peer != link_peer_) continue;
-      const bool send = op.kind == P2POp::Kind::send;
-      if (found && !found->send) continue;
-      found =
-          LinkTransfer{send, op.buf.numel() * static_cast<std::int64_t>(dtype_size(op.buf.dtype))};
+      const LinkTransfer t{op.kind == P2POp::Kind::send,
+                           op.buf.numel() * static_cast<std::int64_t>(dtype_size(op.buf.dtype))};
+      if (!t.send) return t;  // a receive from the other end decides
+      found = t;
     }
     return found;
   }
