@@ -1,6 +1,6 @@
 // The step-time model's composition on hand-computed cases: one GEMM, one transfer, one
-// all-to-all over NVLink domains, a ring all-reduce, and the 1F1B and interleaved schedules whose
-// step time is known in closed form.
+// all-to-all over NVLink domains, a ring all-reduce, the 1F1B and interleaved schedules whose
+// step time is known in closed form, and what of the data-parallel exchanges the passes hide.
 #include "workloads/predict/step_model.hpp"
 
 #include <doctest/doctest.h>
@@ -118,4 +118,52 @@ TEST_CASE("step model: DeepEP's exchange sends a token once per rank and once pe
   CHECK(hgx.cross_domain_bytes == 0.0);
   CHECK(hgx.in_domain_bytes < alltoall_cost(8, 8, 8, nvlink, ib).in_domain_bytes);
   CHECK(dedup_alltoall_cost(100, 8, 1.0, 1, 8, nvlink, ib).time_s == 0.0);
+}
+
+TEST_CASE("step model: 1F1B hides a rank's gradient reduction behind its last backward only") {
+  // P = 4, m = 8, forward 1 s, backward 2 s: rank 0's last backward runs [31, 33] of the
+  // (8 + 3) x 3 = 33 s step. Its reduction starts with it, so 5 s of reduction leave 5 - 2 = 3 s
+  // after it (the 3 cool-down backwards before it do not count: the reduction waits for the last
+  // micro-batch's gradients). Its all-gather hides behind its first forward, [0, 1].
+  const PipelineShape shape{4, 1, 8};
+  const SimulatedPipeline s = simulate_pipeline(shape, {{1, 1, 1, 1}, {2, 2, 2, 2}, 0});
+  REQUIRE(s.end_s[0] == doctest::Approx(33).epsilon(kEps));
+  const DataParallelExposure e = exposed_data_parallel(shape, s, 0, {5}, {2.5});
+  CHECK(e.reduce_s == doctest::Approx(3).epsilon(kEps));
+  CHECK(e.gather_s == doctest::Approx(1.5).epsilon(kEps));
+  const DataParallelExposure hidden = exposed_data_parallel(shape, s, 0, {2}, {1});
+  CHECK(hidden.reduce_s == 0.0);
+  CHECK(hidden.gather_s == 0.0);
+}
+
+TEST_CASE("step model: interleaved chunks reduce and gather one after another, as reached") {
+  // P = 2, V = 2, m = 4: rank 0 runs F(mb, chunk) F00 F10 F01 F11 F20 B01 F30 B11 F21 B00 F31 B10
+  // B21 B31 B20 B30. Timed by hand, one second a pass with no waits: chunk 1's last backward
+  // (B31) starts at 13, chunk 0's (B30) at 15, the rank ends at 16; chunk 0's first forward ends
+  // at 1, chunk 1's (F01) at 3.
+  const PipelineShape shape{2, 2, 4};
+  const std::vector<PipelineOp> ops = pipeline_schedule(shape, 0);
+  REQUIRE(ops.size() == 16);
+  REQUIRE(ops[2] == PipelineOp{true, 0, 1});
+  REQUIRE(ops[13] == PipelineOp{false, 3, 1});
+  REQUIRE(ops[15] == PipelineOp{false, 3, 0});
+  SimulatedPipeline s;
+  s.end_s = {16, 16};
+  s.pass_start_s.resize(2);
+  s.pass_end_s.resize(2);
+  for (int i = 0; i < 16; ++i) {
+    s.pass_start_s[0].push_back(i);
+    s.pass_end_s[0].push_back(i + 1);
+  }
+  // Reductions: chunk 1's 2.5 s from 13 end at 15.5, chunk 0's 1 s after it at 16.5 (not from
+  // its own start at 15): 0.5 s past the rank's end.
+  CHECK(exposed_data_parallel(shape, s, 0, {1, 2.5}, {0, 0}).reduce_s ==
+        doctest::Approx(0.5).epsilon(kEps));
+  // All-gathers from the step's start: chunk 0's 1.5 s is due at 1 (0.5 s late), chunk 1's then
+  // ends at 1.5 + 2.5 = 4, due at 3 (1 s late): the forwards wait the larger, 1 s.
+  CHECK(exposed_data_parallel(shape, s, 0, {0, 0}, {1.5, 2.5}).gather_s ==
+        doctest::Approx(1).epsilon(kEps));
+  CHECK(exposed_data_parallel(shape, s, 0, {0, 0}, {1.5, 1}).gather_s ==
+        doctest::Approx(0.5).epsilon(kEps));
+  CHECK_THROWS(exposed_data_parallel(shape, s, 0, {1}, {1}));  // one time per chunk
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <numeric>
 
 #include <nlohmann/json.hpp>
 
@@ -389,21 +390,20 @@ Prediction predict_step(const RunConfig& c, const Hardware& hw, const Efficienci
     return t;
   };
   PhaseTimes phases = rank_phases(crit);
-  double rank_fwd = 0, rank_bwd = 0;  // one micro-batch through the critical rank's chunks
-  for (int chunk = 0; chunk < c.layout.vp; ++chunk) {
-    const StagePass& sp = pass[static_cast<std::size_t>(layout.stage_index(crit, chunk))];
-    rank_fwd += sp.forward_s();
-    rank_bwd += sp.backward_s();
-  }
 
   // The critical rank's parameters: the dense ones (attention, dense MLPs, shared experts,
   // routers, the ends), reduced over the dp ranks of its stage, and its local experts', over edp.
   const ParamCounts pc = param_counts(m);
   const double local_experts =
       static_cast<double>(m.n_routed_experts) / std::max(1, ep) * static_cast<double>(pc.expert);
-  double dense_params = 0, expert_params = 0, moe_layers_rank = 0;
+  // Per chunk of the critical rank, and over all of them.
+  std::vector<double> chunk_dense(static_cast<std::size_t>(c.layout.vp), 0.0);
+  std::vector<double> chunk_expert(chunk_dense.size(), 0.0);
+  double moe_layers_rank = 0;
   for (int chunk = 0; chunk < c.layout.vp; ++chunk) {
     const PipelineStage& st = layout.stage(crit, chunk);
+    double& dense_params = chunk_dense[static_cast<std::size_t>(chunk)];
+    double& expert_params = chunk_expert[static_cast<std::size_t>(chunk)];
     const auto layer = [&](bool dense) {
       dense_params += static_cast<double>(layer_attention_params(m, pc, c.workload.attention));
       if (dense) {
@@ -424,6 +424,8 @@ Prediction predict_step(const RunConfig& c, const Hardware& hw, const Efficienci
     if (st.embedding) dense_params += static_cast<double>(pc.embedding);
     if (st.loss) dense_params += static_cast<double>(pc.output_head);
   }
+  const double dense_params = std::accumulate(chunk_dense.begin(), chunk_dense.end(), 0.0);
+  const double expert_params = std::accumulate(chunk_expert.begin(), chunk_expert.end(), 0.0);
   // The gradient reduction and ZeRO-1's all-gather, per step. Both groups span the world / pp
   // consecutive ranks of a pipeline stage: over NVLink when those fit a domain.
   const double grad_bytes =
@@ -431,22 +433,28 @@ Prediction predict_step(const RunConfig& c, const Hardware& hw, const Efficienci
   const LinkCost link = world / pp <= domain ? p.ep_nvlink : p.ep_scale_out;
   const bool zero1 = c.grad_reduce == GradReduce::reduce_scatter;
   const double passes = zero1 ? 1.0 : 2.0;  // all-reduce: reduce-scatter then all-gather
-  const double reduce = passes * (ring_half_time_s(dense_params * grad_bytes, dp, link) +
-                                  ring_half_time_s(expert_params * grad_bytes, edp, link));
-  const double gather = zero1 ? ring_half_time_s(dense_params * hw.storage_bytes, dp, link) +
-                                    ring_half_time_s(expert_params * hw.storage_bytes, edp, link)
-                              : 0.0;
+  std::vector<double> chunk_reduce, chunk_gather;
+  for (std::size_t k = 0; k < chunk_dense.size(); ++k) {
+    chunk_reduce.push_back(passes * (ring_half_time_s(chunk_dense[k] * grad_bytes, dp, link) +
+                                     ring_half_time_s(chunk_expert[k] * grad_bytes, edp, link)));
+    chunk_gather.push_back(zero1
+                               ? ring_half_time_s(chunk_dense[k] * hw.storage_bytes, dp, link) +
+                                     ring_half_time_s(chunk_expert[k] * hw.storage_bytes, edp, link)
+                               : 0.0);
+  }
+  const double reduce = std::accumulate(chunk_reduce.begin(), chunk_reduce.end(), 0.0);
+  const double gather = std::accumulate(chunk_gather.begin(), chunk_gather.end(), 0.0);
   out.grad_reduce_s = reduce;
   out.param_gather_s = gather;
-  // Hidden (with --overlap on): a chunk's reduction starts after its last backward, so it runs
-  // under the rank's cool-down backwards (as many as its warm-up forwards), at least one
-  // micro-batch's backward over all its chunks; the all-gather likewise under the next step's
-  // warm-up forwards.
-  const double cool =
-      std::max(1.0, static_cast<double>(warmup_forwards(shape, crit)) / c.layout.vp);
+  // Hidden (with --overlap on) as the schedule allows: each chunk's reduction under the passes
+  // from its last backward on, its all-gather under those before its first forward's end (the
+  // next step's).
   const bool hide = c.overlap && hw.concurrent_communication;
-  const double exposed_reduce = hide ? std::max(0.0, reduce - cool * rank_bwd) : reduce;
-  const double exposed_gather = hide ? std::max(0.0, gather - cool * rank_fwd) : gather;
+  const DataParallelExposure exposed =
+      hide ? exposed_data_parallel(shape, sim, crit, chunk_reduce, chunk_gather)
+           : DataParallelExposure{reduce, gather};
+  const double exposed_reduce = exposed.reduce_s;
+  const double exposed_gather = exposed.gather_s;
   phases[kGradReduce] = (exposed_reduce + exposed_gather) * scale(kGradReduce);
 
   // The optimizer: AdamW over the rank's shard (ZeRO-1) or all its parameters, FP32 master

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <string>
 #include <tuple>
@@ -108,6 +109,8 @@ SimulatedPipeline simulate_pipeline(const PipelineShape& shape, const PipelineTi
   SimulatedPipeline out;
   out.busy_s.assign(static_cast<std::size_t>(shape.pp), 0.0);
   out.end_s.assign(static_cast<std::size_t>(shape.pp), 0.0);
+  out.pass_start_s.resize(static_cast<std::size_t>(shape.pp));
+  out.pass_end_s.resize(static_cast<std::size_t>(shape.pp));
   std::vector<std::size_t> next(static_cast<std::size_t>(shape.pp), 0);
   for (bool progress = true; progress;) {
     progress = false;
@@ -131,6 +134,8 @@ SimulatedPipeline simulate_pipeline(const PipelineShape& shape, const PipelineTi
         const double t = op.forward ? times.forward_s[stage] : times.backward_s[stage];
         out.end_s[ri] = ready + t;
         out.busy_s[ri] += t;
+        out.pass_start_s[ri].push_back(ready);
+        out.pass_end_s[ri].push_back(out.end_s[ri]);
         for (const PipelineTransfer& s : io.send) arrival[key(s)] = out.end_s[ri] + times.p2p_s;
         ++next[ri];
         progress = true;
@@ -142,6 +147,52 @@ SimulatedPipeline simulate_pipeline(const PipelineShape& shape, const PipelineTi
              "the schedule stalled on pipeline rank " << r);
   }
   out.step_s = *std::max_element(out.end_s.begin(), out.end_s.end());
+  return out;
+}
+
+DataParallelExposure exposed_data_parallel(const PipelineShape& shape, const SimulatedPipeline& sim,
+                                           int pp_rank, const std::vector<double>& reduce_s,
+                                           const std::vector<double>& gather_s) {
+  const std::size_t chunks = static_cast<std::size_t>(shape.vp);
+  MB_CHECK(reduce_s.size() == chunks && gather_s.size() == chunks,
+           "per-chunk exchange times for " << chunks << " chunks");
+  const std::size_t ri = static_cast<std::size_t>(pp_rank);
+  MB_CHECK(ri < sim.pass_start_s.size(), "no simulated passes for pipeline rank " << pp_rank);
+  const std::vector<PipelineOp> ops = pipeline_schedule(shape, pp_rank);
+  MB_CHECK(sim.pass_start_s[ri].size() == ops.size(), "simulated passes of another schedule");
+  // Each chunk's first forward's end and last backward's start, and the order the rank reaches
+  // them in.
+  std::vector<double> first_forward_end(chunks, -1), last_backward_start(chunks, 0);
+  std::vector<std::size_t> last_backward(chunks, 0);
+  std::vector<std::size_t> gather_order;                          // chunks
+  std::vector<std::pair<std::size_t, std::size_t>> reduce_order;  // (last backward's pass, chunk)
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const std::size_t c = static_cast<std::size_t>(ops[i].chunk);
+    if (ops[i].forward && first_forward_end[c] < 0) {
+      first_forward_end[c] = sim.pass_end_s[ri][i];
+      gather_order.push_back(c);
+    }
+    if (!ops[i].forward) {
+      last_backward[c] = i;
+      last_backward_start[c] = sim.pass_start_s[ri][i];
+    }
+  }
+  for (std::size_t c = 0; c < chunks; ++c) reduce_order.emplace_back(last_backward[c], c);
+  std::sort(reduce_order.begin(), reduce_order.end());
+  DataParallelExposure out;
+  // The all-gathers: a chunk's first forward waits until its own has ended, and every later pass
+  // with it.
+  double channel = 0;
+  for (const std::size_t c : gather_order) {
+    channel += gather_s[c];
+    out.gather_s = std::max(out.gather_s, channel - first_forward_end[c]);
+  }
+  // The reductions: each from its chunk's last backward's start or the previous one's end.
+  channel = -std::numeric_limits<double>::infinity();
+  for (const auto& [pass, c] : reduce_order) {
+    channel = std::max(channel, last_backward_start[c]) + reduce_s[c];
+  }
+  if (!reduce_order.empty()) out.reduce_s = std::max(0.0, channel - sim.end_s[ri]);
   return out;
 }
 

@@ -1,8 +1,9 @@
-// The composition rules of a step-time model (issue 29's `moebench predict`, not built yet): the
+// The composition rules of the step-time model behind `moebench predict`: the
 // time of one GEMM from its FLOPs, of a point-to-point transfer and of the collectives from an
 // alpha-beta cost per link, the all-to-all split into traffic inside and across NVLink domains,
-// and the pipeline schedule moebench runs simulated pass by pass from per-chunk times. Pure
-// functions of SI quantities: the tests check each on hand-computed cases.
+// and the pipeline schedule moebench runs simulated pass by pass from per-chunk times, with what
+// of the data-parallel exchanges its passes hide. Pure functions of SI quantities: the tests check
+// each on hand-computed cases.
 #pragma once
 
 #include <vector>
@@ -69,7 +70,26 @@ struct SimulatedPipeline {
   double step_s = 0;           // the last pass's end
   std::vector<double> busy_s;  // per pipeline rank: its passes' time
   std::vector<double> end_s;   // per pipeline rank: its last pass's end
+  // Per pipeline rank, each pass's start and end, in pipeline_schedule's order.
+  std::vector<std::vector<double>> pass_start_s;
+  std::vector<std::vector<double>> pass_end_s;
 };
 SimulatedPipeline simulate_pipeline(const PipelineShape& shape, const PipelineTimes& times);
+
+// A pipeline rank's data-parallel exchanges with --overlap on, as moebench's step and
+// Megatron-Core's schedules run them, per model chunk: its gradient reduction starts with its last
+// micro-batch's backward (bucket by bucket as its layers finish); its ZeRO-1 parameter all-gather
+// has to end with its first micro-batch's forward (bucket by bucket as its layers start). Each
+// kind runs chunk after chunk on one channel, in the order the schedule reaches the chunks, under
+// the rank's passes as `sim` timed them (its waits included). What each adds to the rank's step:
+// the reductions' tail after its last pass, and the forwards' wait on the all-gathers, which start
+// with the step (after the previous step's optimizer). `reduce_s` and `gather_s` per chunk.
+struct DataParallelExposure {
+  double reduce_s = 0;
+  double gather_s = 0;
+};
+DataParallelExposure exposed_data_parallel(const PipelineShape& shape, const SimulatedPipeline& sim,
+                                           int pp_rank, const std::vector<double>& reduce_s,
+                                           const std::vector<double>& gather_s);
 
 }  // namespace moebench
