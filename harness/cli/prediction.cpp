@@ -29,8 +29,8 @@ RunConfig predict_config(const CliOptions& o, int gpus, const SystemSpec& system
 }
 
 // A recipe's row as its trainer ran it (recipes.json: dispatcher, all-to-all overlap, FP8
-// attention, CUDA graphs, gradients reduced in FP32 as Megatron's main gradients are); else
-// moebench's step.
+// attention, CUDA graphs, gradients reduced in FP32 as Megatron's main gradients are, the
+// parameter all-gather overlapped); else moebench's step.
 TrainerRules trainer_rules(const RunConfig& c) {
   TrainerRules t;
   if (!c.recipe) return t;
@@ -43,6 +43,7 @@ TrainerRules trainer_rules(const RunConfig& c) {
                 : r.cuda_graphs == "partial"      ? HostGaps::partial_graphs
                                                   : HostGaps::no_graphs;
   t.ep_comm_sms = r.ep_comm_sms;
+  t.param_gather_overlap = true;  // both trainers' defaults with data parallelism
   return t;
 }
 

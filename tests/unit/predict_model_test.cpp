@@ -1,7 +1,7 @@
 // The step-time model assembled from a run's accounting, on configurations small enough to price
 // by hand (the arithmetic is in the comments, not computed by the functions under test): one
-// dense layer's passes, a 1F1B pipeline of two of them, a calibration's scaling, and the grouped
-// GEMM's efficiency curve.
+// dense layer's passes, a 1F1B pipeline of two of them, the data-parallel exchanges they hide, a
+// calibration's scaling, and the grouped GEMM's efficiency curve.
 #include "workloads/predict/predict_model.hpp"
 
 #include <doctest/doctest.h>
@@ -84,6 +84,34 @@ TEST_CASE("predict: two equal stages in 1F1B take (m + P - 1) passes of forward 
   CHECK(p.step_s == doctest::Approx(5 * 3 * kForward).epsilon(kEps));
   CHECK(p.bubble_fraction == doctest::Approx(0.2).epsilon(1e-9));
   REQUIRE(p.rank_phases.size() == 2);
+}
+
+TEST_CASE("predict: ZeRO-1's all-gather hides behind the first forward only where overlapped") {
+  // One layer, dp 2 (world 2, global batch 2: one micro-batch a rank), ZeRO-1, --overlap on, over
+  // a 1 GB/s link: the reduce-scatter and the all-gather each take far longer than the passes.
+  // The reduction starts with the backward (at kForward) and outlasts the rank's end (3 kForward)
+  // by reduce - 2 kForward; moebench's step then waits for the whole all-gather, a trainer that
+  // overlaps it (Megatron's overlap_param_gather) for all of it but the first forward.
+  RunConfig c = dense_slice(1, 1, 2, 2);
+  c.grad_reduce = GradReduce::reduce_scatter;
+  c.overlap = true;
+  Hardware hw = toy_hardware();
+  hw.scale_out = LinkCost{0, 1e9};
+  const auto grad_phase = [](const Prediction& p) {
+    for (const PredictedPhase& ph : p.phases) {
+      if (ph.name == "grad_reduce") return ph.time_s;
+    }
+    return -1.0;
+  };
+  const Prediction own = predict_step(c, hw, Efficiencies{});
+  REQUIRE(own.grad_reduce_s > 3 * kForward);
+  REQUIRE(own.param_gather_s > kForward);
+  CHECK(grad_phase(own) ==
+        doctest::Approx(own.grad_reduce_s - 2 * kForward + own.param_gather_s).epsilon(kEps));
+  TrainerRules megatron;
+  megatron.param_gather_overlap = true;
+  const Prediction overlapped = predict_step(c, hw, Efficiencies{}, megatron);
+  CHECK(grad_phase(overlapped) == doctest::Approx(grad_phase(own) - kForward).epsilon(kEps));
 }
 
 TEST_CASE("predict: a calibration scales its phases and adds the measured waiting") {

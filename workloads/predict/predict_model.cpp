@@ -447,14 +447,14 @@ Prediction predict_step(const RunConfig& c, const Hardware& hw, const Efficienci
   out.grad_reduce_s = reduce;
   out.param_gather_s = gather;
   // Hidden (with --overlap on) as the schedule allows: each chunk's reduction under the passes
-  // from its last backward on, its all-gather under those before its first forward's end (the
-  // next step's).
+  // from its last backward on; where the trainer overlaps it, its all-gather under those before
+  // its first forward's end (the next step's).
   const bool hide = c.overlap && hw.concurrent_communication;
   const DataParallelExposure exposed =
       hide ? exposed_data_parallel(shape, sim, crit, chunk_reduce, chunk_gather)
            : DataParallelExposure{reduce, gather};
   const double exposed_reduce = exposed.reduce_s;
-  const double exposed_gather = exposed.gather_s;
+  const double exposed_gather = rules.param_gather_overlap ? exposed.gather_s : gather;
   phases[kGradReduce] = (exposed_reduce + exposed_gather) * scale(kGradReduce);
 
   // The optimizer: AdamW over the rank's shard (ZeRO-1) or all its parameters, FP32 master

@@ -75,6 +75,10 @@ struct TrainerRules {
   // SMs the dispatcher's kernels hold while an exchange runs under other compute (DeepEP's and
   // HybridEP's num_sms; 0: none priced).
   int ep_comm_sms = 0;
+  // Megatron's overlap_param_gather: ZeRO-1's all-gather of each chunk runs under the next step's
+  // forwards until that chunk's first forward ends. moebench's step waits for it after the
+  // optimizer.
+  bool param_gather_overlap = false;
 };
 
 // The fraction of each pass the trainer's host adds (0 for HostGaps::none).
