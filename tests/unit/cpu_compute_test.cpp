@@ -719,6 +719,50 @@ TEST_CASE("adamw on the backend matches the element update on every element of a
   }
 }
 
+// A parameter group's flat buffers are column vectors (n x 1): the backend runs them as one row.
+// Every element must still be updated once, and a strided operand among contiguous ones must
+// keep the row-by-row path.
+TEST_CASE("column vectors: zero, copy, axpby and adamw touch each element once, strided or not") {
+  CpuCompute c(1);
+  const std::int64_t n = 1000;
+  Tensor x = make(c, n, 1, random_vec(n, 1)), y = make(c, n, 1, random_vec(n, 2));
+  Tensor wide = make(c, n, 2, random_vec(2 * n, 3));  // column 1 of it: a strided column
+  const Mat strided = wide.view().col_slice(1, 1);
+  const Vec x0 = read(c, x), y0 = read(c, y), wide0 = read(c, wide);
+  c.axpby(2.0f, x, 0.5f, y);
+  const Vec y1 = read(c, y);
+  for (std::int64_t i = 0; i < n; ++i) CHECK(y1[i] == 2.0f * x0[i] + 0.5f * y0[i]);
+  c.copy(strided, y);  // strided source, contiguous destination
+  const Vec y2 = read(c, y);
+  for (std::int64_t i = 0; i < n; ++i) CHECK(y2[i] == wide0[2 * i + 1]);
+  c.copy(x, strided);  // contiguous source, strided destination: column 0 untouched
+  const Vec w1 = read(c, wide);
+  for (std::int64_t i = 0; i < n; ++i) {
+    CHECK(w1[2 * i] == wide0[2 * i]);
+    CHECK(w1[2 * i + 1] == x0[i]);
+  }
+  c.zero(x);
+  CHECK(read(c, x) == Vec(n, 0.0f));
+  // AdamW over column vectors with a master copy, against the shared element update.
+  const AdamWStep s = hand_computed_adamw_step();
+  const Vec g0 = random_vec(n, 4), m0 = random_vec(n, 5, 0.1f), v0 = random_vec(n, 6, 0.1f);
+  Vec v_pos(v0);
+  for (float& e : v_pos) e = std::fabs(e);
+  Tensor p = make(c, n, 1, Vec(n, 7.0f)), master = make(c, n, 1, y0);
+  Tensor g = make(c, n, 1, g0), m = make(c, n, 1, m0), v = make(c, n, 1, v_pos);
+  c.adamw(s, p, g, m, v, master);
+  const AdamWCoeffs k = adamw_coeffs(s);
+  const Vec pm = read(c, master), pp = read(c, p), mm = read(c, m), vv = read(c, v);
+  for (std::int64_t i = 0; i < n; ++i) {
+    float want = y0[i], wm = m0[i], wv = v_pos[i];
+    adamw_update(k, &want, g0[i], &wm, &wv);
+    CHECK(pm[i] == want);
+    CHECK(pp[i] == want);
+    CHECK(mm[i] == wm);
+    CHECK(vv[i] == wv);
+  }
+}
+
 TEST_CASE("router: sigmoid scores, route_token's choice, and its backward") {
   CpuCompute c(1);
   RouterParams rp;
