@@ -7,9 +7,12 @@ global batch, pp 2 with vp 1 and 2, ZeRO-1 (reduce-scatter) against all-reduce. 
 `--system cpu --calibrate` the first run's report, whose `expected` section holds the model's step
 and phases for the pipeline rank that set the measured step time; they are printed beside what
 that rank measured. On an oversubscribed host the ranks share cores (a waiting rank lends its core
-to a computing one): read the ratios, not the absolute times.
+to a computing one): read the ratios, not the absolute times. One run's ratio moves by tens of
+percent with the machine's load, so every run is repeated (--repeat, default 3): the calibration
+is the run with the median step of its repeats, and each line gives the median measured / expected
+of its repeats, their range, and the phases of the median one.
 
-    python3 tests/bench/predict_calibration.py --binary build/moebench [--steps 10]
+    python3 tests/bench/predict_calibration.py --binary build/moebench [--steps 10] [--repeat 3]
 """
 
 import argparse
@@ -21,11 +24,20 @@ import tempfile
 
 from tiny_model import write_tiny_model  # beside this script
 
+def median_run(reports, key):
+    """The report whose key(report) is the median of the list's (the lower one of an even count)."""
+    ordered = sorted(reports, key=key)
+    return ordered[(len(ordered) - 1) // 2]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", required=True)
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
+    if args.repeat < 1 or args.steps < 1:
+        ap.error("--steps and --repeat must be at least 1")
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     with tempfile.TemporaryDirectory() as tmp:
         config = write_tiny_model(args.binary, tmp, num_hidden_layers=8)
@@ -39,31 +51,36 @@ def main():
                                    "--global-batch", "8"]),
             ("ZeRO-1 (reduce-scatter)", ["--layers", "4", "--grad-reduce", "reduce-scatter"]),
         ]
-        base = None
-        print("%-28s %10s %10s %7s  %s" % ("run", "measured", "expected", "m/e",
-                                           "phases of the rank that set the step: "
-                                           "measured/expected (ms)"))
-        for i, (name, flags) in enumerate(cases):
-            out = os.path.join(tmp, "run%d.json" % i)
-            # The calibration run is calibrated from a first run of the same flags.
-            calib = ["--system", "cpu", "--calibrate", base] if base else []
-            if base is None:
-                base = os.path.join(tmp, "base.json")
-                subprocess.run(["mpirun", "--oversubscribe", "-np", "4", args.binary, "run",
-                                "--quiet", "--steps", str(args.steps), "--out", base] + common +
-                               flags, check=True, env=env, capture_output=True)
-                calib = ["--system", "cpu", "--calibrate", base]
+
+        def run(name, flags):
+            out = os.path.join(tmp, name + ".json")
             subprocess.run(["mpirun", "--oversubscribe", "-np", "4", args.binary, "run",
-                            "--quiet", "--steps", str(args.steps), "--out", out] + common +
-                           flags + calib, check=True, env=env, capture_output=True)
+                            "--quiet", "--steps", str(args.steps), "--out", out] + common + flags,
+                           check=True, env=env, capture_output=True)
             with open(out) as f:
-                expected = json.load(f)["expected"]
+                return out, json.load(f)
+
+        # The calibration: the run of the first case's flags with the median step of its repeats
+        # (each report kept under its own name).
+        bases = [run("base%d" % k, cases[0][1]) for k in range(args.repeat)]
+        base = median_run(bases, lambda r: r[1]["results"]["step_time_s"]["median"])[0]
+        print("# calibrated from %s of %d runs of the first case's flags (the median step); "
+              "each line: %d runs" % (os.path.basename(base), args.repeat, args.repeat))
+        print("%-28s %10s %10s %7s %11s  %s" % (
+            "run", "measured", "expected", "m/e", "m/e range",
+            "phases of the rank that set the step, median run: measured/expected (ms)"))
+        for i, (name, flags) in enumerate(cases):
+            calib = ["--system", "cpu", "--calibrate", base]
+            expected = [run("case%d-%d" % (i, k), flags + calib)[1]["expected"]
+                        for k in range(args.repeat)]
+            ratio = lambda e: e["measured_step_s"] / e["expected_step_s"]
+            mid = median_run(expected, ratio)
+            ratios = [ratio(e) for e in expected]
             cells = ["%s %.1f/%.1f" % (p["phase"], 1e3 * p["measured_s"], 1e3 * p["expected_s"])
-                     for p in expected["phases"] if p["measured_s"] > 0 or p["expected_s"] > 0]
-            print("%-28s %8.1fms %8.1fms %7.2f  rank %d: %s" % (
-                name, 1e3 * expected["measured_step_s"], 1e3 * expected["expected_step_s"],
-                expected["measured_step_s"] / expected["expected_step_s"], expected["pp_rank"],
-                ", ".join(cells)))
+                     for p in mid["phases"] if p["measured_s"] > 0 or p["expected_s"] > 0]
+            print("%-28s %8.1fms %8.1fms %7.2f %5.2f-%4.2f  rank %d: %s" % (
+                name, 1e3 * mid["measured_step_s"], 1e3 * mid["expected_step_s"], ratio(mid),
+                min(ratios), max(ratios), mid["pp_rank"], ", ".join(cells)))
             sys.stdout.flush()
 
 
