@@ -24,10 +24,16 @@ import tempfile
 
 from tiny_model import write_tiny_model  # beside this script
 
+
 def median_run(reports, key):
     """The report whose key(report) is the median of the list's (the lower one of an even count)."""
     ordered = sorted(reports, key=key)
     return ordered[(len(ordered) - 1) // 2]
+
+
+def ratio(expected):
+    """A report's expected section: its measured step over the model's."""
+    return expected["measured_step_s"] / expected["expected_step_s"]
 
 
 def main():
@@ -73,7 +79,6 @@ def main():
             calib = ["--system", "cpu", "--calibrate", base]
             expected = [run("case%d-%d" % (i, k), flags + calib)[1]["expected"]
                         for k in range(args.repeat)]
-            ratio = lambda e: e["measured_step_s"] / e["expected_step_s"]
             mid = median_run(expected, ratio)
             ratios = [ratio(e) for e in expected]
             cells = ["%s %.1f/%.1f" % (p["phase"], 1e3 * p["measured_s"], 1e3 * p["expected_s"])
