@@ -402,15 +402,15 @@ Prediction predict_step(const RunConfig& c, const Hardware& hw, const Efficienci
   double moe_layers_rank = 0;
   for (int chunk = 0; chunk < c.layout.vp; ++chunk) {
     const PipelineStage& st = layout.stage(crit, chunk);
-    double& dense_params = chunk_dense[static_cast<std::size_t>(chunk)];
-    double& expert_params = chunk_expert[static_cast<std::size_t>(chunk)];
+    double& dense_here = chunk_dense[static_cast<std::size_t>(chunk)];
+    double& expert_here = chunk_expert[static_cast<std::size_t>(chunk)];
     const auto layer = [&](bool dense) {
-      dense_params += static_cast<double>(layer_attention_params(m, pc, c.workload.attention));
+      dense_here += static_cast<double>(layer_attention_params(m, pc, c.workload.attention));
       if (dense) {
-        dense_params += static_cast<double>(pc.dense_mlp_per_layer);
+        dense_here += static_cast<double>(pc.dense_mlp_per_layer);
       } else {
-        dense_params += static_cast<double>(pc.shared_experts + pc.router);
-        expert_params += local_experts;
+        dense_here += static_cast<double>(pc.shared_experts + pc.router);
+        expert_here += local_experts;
         moe_layers_rank += 1;
       }
     };
@@ -419,10 +419,10 @@ Prediction predict_step(const RunConfig& c, const Hardware& hw, const Efficienci
     }
     for (int k = 0; k < st.mtp; ++k) {
       layer(!mtp_moe);
-      dense_params += static_cast<double>(pc.mtp_own);
+      dense_here += static_cast<double>(pc.mtp_own);
     }
-    if (st.embedding) dense_params += static_cast<double>(pc.embedding);
-    if (st.loss) dense_params += static_cast<double>(pc.output_head);
+    if (st.embedding) dense_here += static_cast<double>(pc.embedding);
+    if (st.loss) dense_here += static_cast<double>(pc.output_head);
   }
   const double dense_params = std::accumulate(chunk_dense.begin(), chunk_dense.end(), 0.0);
   const double expert_params = std::accumulate(chunk_expert.begin(), chunk_expert.end(), 0.0);

@@ -81,15 +81,15 @@ void for_rows(const Mat& m, F&& f) {
 // Element-wise views seen as one row where every one of them is contiguous, so that the work
 // runs as one loop: a parameter group's flat buffers are column vectors, millions of one-element
 // rows, and a call per row cost more than the arithmetic (the optimizer's zeroing, copies and
-// AdamW). An empty view (no master copy) does not count. Same elements, same order, same result.
-bool flattenable(std::initializer_list<const Mat*> views) {
+// AdamW). An empty view (no master copy) does not count and stays as it is. Same elements, same
+// order, same result. (The cuda backend's cells() does the same for its launches.)
+void as_one_row(std::initializer_list<Mat*> views) {
   for (const Mat* v : views) {
-    if (v->data != nullptr && !v->contiguous()) return false;
+    if (v->data != nullptr && !v->contiguous()) return;
   }
-  return true;
-}
-Mat one_row(const Mat& m) {
-  return m.data != nullptr && m.numel() > 0 ? m.reshaped(1, m.numel()) : m;
+  for (Mat* v : views) {
+    if (v->data != nullptr && v->numel() > 0) *v = v->reshaped(1, v->numel());
+  }
 }
 
 // One C = alpha op(A) op(B) + beta C straight on the callers' views.
@@ -258,7 +258,8 @@ std::int64_t CpuCompute::memory_available_bytes() const {
 
 // Any dtype: zero bits are 0 in f32 and i32 alike.
 void CpuCompute::do_zero(const Mat& x_in) {
-  const Mat x = flattenable({&x_in}) ? one_row(x_in) : x_in;
+  Mat x = x_in;
+  as_one_row({&x});
   const std::size_t row_bytes = static_cast<std::size_t>(x.cols) * dtype_size(x.dtype);
   for (std::int64_t r = 0; r < x.rows; ++r) {
     std::memset(static_cast<char*>(x.data) + r * x.ld * dtype_size(x.dtype), 0, row_bytes);
@@ -266,15 +267,15 @@ void CpuCompute::do_zero(const Mat& x_in) {
 }
 
 void CpuCompute::do_fill(const Mat& x_in, float value) {
-  const Mat x = flattenable({&x_in}) ? one_row(x_in) : x_in;
+  Mat x = x_in;
+  as_one_row({&x});
   for_rows(x, [&](float* row, std::int64_t) { std::fill(row, row + x.cols, value); });
 }
 
 // The dtypes are equal (the cpu backend's floats are all f32): rows move as bytes.
 void CpuCompute::do_copy(const Mat& src_in, const Mat& dst_in) {
-  const bool flat = flattenable({&src_in, &dst_in});
-  const Mat src = flat ? one_row(src_in) : src_in;
-  const Mat dst = flat ? one_row(dst_in) : dst_in;
+  Mat src = src_in, dst = dst_in;
+  as_one_row({&src, &dst});
   const std::size_t elem = dtype_size(src.dtype);
   for (std::int64_t r = 0; r < src.rows; ++r) {
     std::memmove(static_cast<char*>(dst.data) + r * dst.ld * elem,
@@ -284,9 +285,8 @@ void CpuCompute::do_copy(const Mat& src_in, const Mat& dst_in) {
 }
 
 void CpuCompute::do_axpby(float alpha, const Mat& x_in, float beta, const Mat& y_in) {
-  const bool flat = flattenable({&x_in, &y_in});
-  const Mat x = flat ? one_row(x_in) : x_in;
-  const Mat y = flat ? one_row(y_in) : y_in;
+  Mat x = x_in, y = y_in;
+  as_one_row({&x, &y});
   for_rows(x, [&](const float* xr, std::int64_t r) {
     float* yr = row_f32(y, r);
     if (beta == 0.0f) {
@@ -672,12 +672,8 @@ void CpuCompute::do_cross_entropy(const Mat& logits, const Mat& labels, float gr
 
 void CpuCompute::do_adamw(const AdamWStep& s, const Mat& param_in, const Mat& grad_in,
                           const Mat& m_in, const Mat& v_in, const Mat& master_in) {
-  const bool flat = flattenable({&param_in, &grad_in, &m_in, &v_in, &master_in});
-  const Mat param = flat ? one_row(param_in) : param_in;
-  const Mat grad = flat ? one_row(grad_in) : grad_in;
-  const Mat m = flat ? one_row(m_in) : m_in;
-  const Mat v = flat ? one_row(v_in) : v_in;
-  const Mat master = flat ? one_row(master_in) : master_in;
+  Mat param = param_in, grad = grad_in, m = m_in, v = v_in, master = master_in;
+  as_one_row({&param, &grad, &m, &v, &master});
   const bool has_master = master.data != nullptr;
   const AdamWCoeffs c = adamw_coeffs(s);
   for_rows(param, [&](float* pr, std::int64_t r) {
