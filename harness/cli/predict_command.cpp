@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -118,7 +120,8 @@ nlohmann::ordered_json predict_json(const SystemSpec& system, const EfficiencySe
       {"host_overhead", host_overhead(eff.values, rules.host_gaps)},
       {"ep_comm_sms", rules.ep_comm_sms},
       {"grad_reduce_bytes", rules.grad_reduce_bytes > 0 ? rules.grad_reduce_bytes
-                                                        : hardware_for(system, c0).storage_bytes}};
+                                                        : hardware_for(system, c0).storage_bytes},
+      {"offload", c0.recipe ? recipe(*c0.recipe).offload : std::vector<std::string>{}}};
   j["workload"] = {{"recipe", c0.recipe ? nlohmann::json(*c0.recipe) : nlohmann::json(nullptr)},
                    {"model", c0.model.name},
                    {"precision", c0.precision == Precision::fp8 && c0.fp8_recipe == Fp8Recipe::mxfp8
@@ -280,6 +283,15 @@ void print_table(const SystemSpec& system, const EfficiencySet& eff,
           "#   the dispatcher's kernels hold %d of the GPU's %.0f SMs while its exchanges run "
           "under compute, which runs on the rest meanwhile (in dispatch and combine)\n",
           comm_sms, *system.sm_count.value);
+    }
+    const auto& offload = j["trainer"]["offload"];
+    if (!offload.empty()) {
+      std::string what;
+      for (const auto& o : offload) what += (what.empty() ? "" : ", ") + o.get<std::string>();
+      std::printf(
+          "#   the recipe's offload to host memory (%s) is priced at nothing: README.md, "
+          "\"Predicting a system\", says why\n",
+          what.c_str());
     }
     if (points.size() == 1) break;
   }

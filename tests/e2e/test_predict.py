@@ -45,6 +45,8 @@ def test_every_recipe_beside_its_published_figure(ctx):
         # The phases of the critical rank add up to its step (sums of floats: 1e-9).
         e2e.check_close(sum(first["phase_time_s"].values()), first["step_s"], 1e-9,
                         "%s: phases add up" % name)
+        e2e.check(doc["trainer"]["offload"] == rec["offload"],
+                  "%s: the recipe's offload %r" % (name, doc["trainer"]["offload"]))
         pub = doc["published"]
         e2e.check(pub["tflops_per_gpu"] == rec["tflops_per_gpu"], "%s: published figure" % name)
         e2e.check_close(pub["predicted_over_published"],
@@ -55,6 +57,15 @@ def test_every_recipe_beside_its_published_figure(ctx):
                                           r"predicted / published [0-9.]+" % rec["gpus"],
                                           r.stdout, re.M),
                   "%s: the published figure beside the prediction" % name, r)
+        # --explain says what the recipe offloads and that it is priced at nothing, and only
+        # for a recipe that offloads.
+        r = e2e.run_moebench(ctx, ["predict", "--recipe", name, "--gpus", str(rec["gpus"]),
+                                   "--explain"], timeout=60)
+        line = "#   the recipe's offload to host memory (%s) is priced at nothing" % ", ".join(
+            rec["offload"])
+        e2e.check(r.rc == 0 and (line in r.stdout) == bool(rec["offload"]) and
+                  ("offload to host memory" in r.stdout) == bool(rec["offload"]),
+                  "%s: --explain names the offload %r" % (name, rec["offload"]), r)
 
 
 def test_readme_lists_this_builds_ratios(ctx):
