@@ -284,14 +284,12 @@ void print_table(const SystemSpec& system, const EfficiencySet& eff,
           "under compute, which runs on the rest meanwhile (in dispatch and combine)\n",
           comm_sms, *system.sm_count.value);
     }
-    const auto& offload = j["trainer"]["offload"];
+    const auto offload = j["trainer"]["offload"].get<std::vector<std::string>>();
     if (!offload.empty()) {
-      std::string what;
-      for (const auto& o : offload) what += (what.empty() ? "" : ", ") + o.get<std::string>();
       std::printf(
           "#   the recipe's offload to host memory (%s) is priced at nothing: README.md, "
           "\"Predicting a system\", says why\n",
-          what.c_str());
+          join(offload, ", ").c_str());
     }
     if (points.size() == 1) break;
   }
