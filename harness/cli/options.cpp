@@ -431,6 +431,10 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
                       "scaled by what it measured against the model, in place of the efficiencies");
   predict->add_flag("--explain", o.explain,
                     "print the largest terms of the step: what the step is bound by");
+  predict->add_option("--ep-comm-overlap", o.ep_comm_overlap,
+                      "with --recipe: on|off, the trainer's all-to-all overlap in place of the "
+                      "recipe's (`moebench recipes --json`: ep_comm_overlap), to see what it is "
+                      "worth");
   CLI::App* systems = app.add_subcommand(
       "systems", "the built-in system descriptions (hardware figures per GPU, with sources)");
   systems->add_flag("--json", o.json,
@@ -525,6 +529,14 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
       throw UsageError("--optimizer " + o.workload.optimizer + ": expected adamw or none");
     }
     if (!o.workload.recipe.empty()) recipe(o.workload.recipe);  // a bad name fails here
+    if (!o.ep_comm_overlap.empty()) {
+      on_off("--ep-comm-overlap", o.ep_comm_overlap);
+      if (o.workload.recipe.empty()) {
+        throw UsageError("--ep-comm-overlap " + o.ep_comm_overlap +
+                         ": sets a recipe's trainer; give --recipe NAME (moebench's own step "
+                         "overlaps its exchanges with --overlap)");
+      }
+    }
     if (o.world && *o.world < 1) {
       throw UsageError("--world " + std::to_string(*o.world) + ": must be >= 1");
     }

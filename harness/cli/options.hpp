@@ -161,6 +161,7 @@ struct CliOptions {
   std::vector<int> gpus;                      // predict --gpus (default: recipe's, x4, x32)
   bool explain = false;                       // predict --explain
   std::string calibrate;                      // predict --calibrate RUN.json
+  std::string ep_comm_overlap;                // predict --ep-comm-overlap on|off (recipe's)
   std::string plot;                           // predict --plot PNG
   std::string help_text;                      // for Command::help
   std::vector<std::string> argv;

@@ -36,6 +36,13 @@ struct Point {
   bool fits = true;
 };
 
+// The recipe's trainer, with --ep-comm-overlap in place of its all-to-all overlap where given.
+TrainerRules rules_for(const CliOptions& o, const RunConfig& c) {
+  TrainerRules t = trainer_rules(c);
+  if (!o.ep_comm_overlap.empty()) t.ep_overlap = o.ep_comm_overlap == "on";
+  return t;
+}
+
 Point predict_point(const CliOptions& o, int gpus, const SystemSpec& system,
                     const EfficiencySet& eff, const Calibration* calibration) {
   Point pt;
@@ -43,7 +50,7 @@ Point predict_point(const CliOptions& o, int gpus, const SystemSpec& system,
   pt.config = predict_config(o, gpus, system);
   const RunConfig& c = pt.config;
   const Hardware hw = hardware_for(system, c);
-  pt.prediction = predict_step(c, hw, eff.values, trainer_rules(c), calibration);
+  pt.prediction = predict_step(c, hw, eff.values, rules_for(o, c), calibration);
   // Memory: a recipe as Megatron with Transformer Engine runs it, else moebench's own step.
   const ActivationPolicy policy = c.recipe ? transformer_engine_policy(c) : run_policy(c);
   for (const StageMemory& s :
@@ -100,9 +107,9 @@ nlohmann::ordered_json scaling_entry(const Point& first, const Point& to) {
   return e;
 }
 
-nlohmann::ordered_json predict_json(const SystemSpec& system, const EfficiencySet& eff,
-                                    const std::vector<Point>& points) {
-  const TrainerRules rules = trainer_rules(points.front().config);
+nlohmann::ordered_json predict_json(const CliOptions& o, const SystemSpec& system,
+                                    const EfficiencySet& eff, const std::vector<Point>& points) {
+  const TrainerRules rules = rules_for(o, points.front().config);
   const RunConfig& c0 = points.front().config;
   nlohmann::ordered_json j;
   j["kind"] = "moebench.predict";
@@ -197,6 +204,11 @@ void print_table(const SystemSpec& system, const EfficiencySet& eff,
               system.name.c_str(), system.gpu.c_str(), eff.generation.c_str(),
               j["workload"]["precision"].get<std::string>().c_str(), c0.layout.pp, c0.layout.vp,
               c0.layout.ep, static_cast<long long>(c0.workload.seq_len));
+  const bool overlap = j["trainer"]["ep_comm_overlap"].get<bool>();
+  if (c0.recipe && overlap != recipe(*c0.recipe).ep_comm_overlap) {
+    std::printf("# the trainer's all-to-all overlap %s (--ep-comm-overlap), not as the row ran\n",
+                overlap ? "on" : "off");
+  }
   constexpr const char* kRow = "%7s %7s %9s %12s %10s %7s %9s %9s %5s\n";
   std::printf(kRow, "gpus", "gbs", "step(s)", "TFLOP/s/GPU", "tok/s/GPU", "bubble", "weak-eff",
               "mem(GiB)", "fits");
@@ -320,7 +332,7 @@ int predict_command(const CliOptions& o) {
   for (const std::string& w : points.front().config.warnings) {
     std::cerr << "moebench: warning: " << w << "\n";
   }
-  nlohmann::ordered_json j = predict_json(system, eff, points);
+  nlohmann::ordered_json j = predict_json(o, system, eff, points);
   if (cal) {
     nlohmann::ordered_json scales = nlohmann::ordered_json::object();
     for (const auto& [name, v] : cal->calibration.phase_scale) scales[name] = v;

@@ -37,6 +37,10 @@ TrainerRules trainer_rules(const RunConfig& c) {
   const Recipe& r = recipe(*c.recipe);
   t.dispatcher = r.dispatcher == "alltoall" ? Dispatcher::alltoall : Dispatcher::dedup;
   t.ep_overlap = r.ep_comm_overlap;
+  // Megatron-Core's moe_shared_expert_overlap defaults to off, no Megatron-LM recipe sets it and
+  // Megatron-Bridge's flex dispatcher (DeepEP, HybridEP) turns it off: without the all-to-all
+  // overlap a recipe's exchanges wait for nothing else.
+  t.shared_expert_overlap = false;
   t.fp8_attention = r.fp8_attention && c.precision == Precision::fp8;
   t.grad_reduce_bytes = 4;
   t.host_gaps = r.cuda_graphs == "full_iteration" ? HostGaps::none

@@ -1,7 +1,7 @@
 """`moebench predict`: every recipe's prediction beside its published figure, the JSON against
-reports/predict.schema.json, the scaling line, bad requests (exit 2 with one line), a calibration
-from a measured cpu run that reproduces that run, and `run --system --calibrate`'s expected
-section naming the phases an injected slowdown made slow."""
+reports/predict.schema.json, the scaling line, bad requests (exit 2 with one line), a recipe priced
+without its all-to-all overlap, a calibration from a measured cpu run that reproduces that run, and
+`run --system --calibrate`'s expected section naming the phases an injected slowdown made slow."""
 
 import json
 import os
@@ -138,11 +138,44 @@ def test_bad_requests(ctx):
               notjson], "--calibrate"),
             (["--preset", "deepseek-v3-tiny", "--system", "h100-hgx", "--precision", "fp8",
               "--fp8-recipe", "mxfp8"], "no MXFP8 peak"),
+            (["--recipe", "mlm-gb200-mxfp8-256", "--ep-comm-overlap", "maybe"],
+             "expected on or off"),
+            (["--preset", "deepseek-v3-tiny", "--system", "cpu", "--ep-comm-overlap", "on"],
+             "give --recipe"),
         ]
         for args, expected in cases:
             r = e2e.run_moebench(ctx, ["predict"] + args, timeout=60)
             check_one_line_usage(r, " ".join(args))
             e2e.check(expected in r.stderr, "%s: says %r" % (" ".join(args), expected), r)
+
+
+def test_ep_comm_overlap_prices_the_recipe_without_it(ctx):
+    # Megatron-LM's GB200 row overlaps its all-to-alls; priced without the overlap its step is
+    # longer, the JSON says which was priced, and the table says it is not as the row ran.
+    validator = predict_validator(ctx)
+    base = ["predict", "--recipe", "mlm-gb200-mxfp8-256", "--gpus", "256"]
+    docs = {}
+    for value in (None, "on", "off"):
+        extra = [] if value is None else ["--ep-comm-overlap", value]
+        r = e2e.run_moebench(ctx, base + extra + ["--json"], timeout=60)
+        e2e.check(r.rc == 0, "predict %s --json" % extra, r)
+        docs[value] = json.loads(r.stdout)
+        e2e.check(not list(validator.iter_errors(docs[value])), "%s: valid JSON" % extra, r)
+    e2e.check(docs[None]["trainer"]["ep_comm_overlap"] is True and
+              docs["on"]["trainer"]["ep_comm_overlap"] is True and
+              docs["off"]["trainer"]["ep_comm_overlap"] is False, "the overlap priced")
+    step = {k: d["points"][0]["prediction"]["step_s"] for k, d in docs.items()}
+    e2e.check(step["on"] == step[None], "on is the recipe's own: %r" % step)
+    e2e.check(step["off"] > step[None], "without the overlap the step is longer: %r" % step)
+    before = docs["off"]["points"][0]["prediction"]["communication_before_overlap_s"]["dispatch"]
+    exposed = docs["off"]["points"][0]["prediction"]["phase_time_s"]["dispatch"]
+    e2e.check(abs(exposed - before) <= 1e-9 * before,
+              "without it the dispatch is all exposed: %r vs %r" % (exposed, before))
+    r = e2e.run_moebench(ctx, base + ["--ep-comm-overlap", "off"], timeout=60)
+    e2e.check("# the trainer's all-to-all overlap off (--ep-comm-overlap), not as the row ran"
+              in r.stdout, "the table says the trainer is not the row's", r)
+    r = e2e.run_moebench(ctx, base, timeout=60)
+    e2e.check("--ep-comm-overlap" not in r.stdout, "no such line for the row as it ran", r)
 
 
 def test_calibration_reproduces_its_run(ctx):
@@ -252,7 +285,8 @@ def test_expected_section_names_slowed_phases(ctx):
 
 TESTS = [test_every_recipe_beside_its_published_figure, test_readme_lists_this_builds_ratios,
          test_gb300_scaling_and_explanation,
-         test_bad_requests, test_calibration_reproduces_its_run, test_report_predicts_each_run,
+         test_bad_requests, test_ep_comm_overlap_prices_the_recipe_without_it,
+         test_calibration_reproduces_its_run, test_report_predicts_each_run,
          test_expected_section_names_slowed_phases]
 
 if __name__ == "__main__":

@@ -114,6 +114,37 @@ TEST_CASE("predict: ZeRO-1's all-gather hides behind the first forward only wher
   CHECK(grad_phase(overlapped) == doctest::Approx(grad_phase(own) - kForward).epsilon(kEps));
 }
 
+TEST_CASE("predict: only moebench's step hides the all-to-alls behind the shared expert") {
+  // One MoE layer (no dense one), EP 2 over 2 ranks, --overlap on, over a 1 GB/s link: each
+  // exchange outlasts the shared expert and the router. moebench's step hides part of the
+  // dispatch behind the shared expert (and the reverses behind its and the router's backward); a
+  // recipe's trainer without the all-to-all overlap (Megatron's moe_shared_expert_overlap off)
+  // waits for each exchange whole: dispatch and combine each the layer's two exchanges, forward
+  // and backward, as priced before any overlap.
+  RunConfig c = dense_slice(1, 1, 2, 2);
+  c.workload.dense_layers = 0;
+  c.layout.ep = 2;
+  c.overlap = true;
+  Hardware hw = toy_hardware();
+  hw.scale_out = LinkCost{0, 1e9};
+  const auto phase = [](const Prediction& p, const char* name) {
+    for (const PredictedPhase& ph : p.phases) {
+      if (ph.name == name) return ph.time_s;
+    }
+    return -1.0;
+  };
+  const Prediction own = predict_step(c, hw, Efficiencies{});
+  REQUIRE(own.alltoall_s > 0);
+  CHECK(phase(own, "dispatch") < own.alltoall_s);
+  CHECK(phase(own, "combine") < own.alltoall_s);
+  TrainerRules megatron;
+  megatron.shared_expert_overlap = false;
+  const Prediction exposed = predict_step(c, hw, Efficiencies{}, megatron);
+  CHECK(phase(exposed, "dispatch") == doctest::Approx(exposed.alltoall_s).epsilon(kEps));
+  CHECK(phase(exposed, "combine") == doctest::Approx(exposed.alltoall_s).epsilon(kEps));
+  CHECK(exposed.step_s > own.step_s);
+}
+
 TEST_CASE("predict: a calibration scales its phases and adds the measured waiting") {
   Calibration cal;
   cal.phase_scale["dense_mlp"] = 2.0;

@@ -227,7 +227,7 @@ void price_layer(const Pricing& p, bool dense, StagePass& s) {
       s.forward[ph] += exposed;
       s.backward[ph] += exposed;
     }
-  } else if (p.c.overlap && p.hw.concurrent_communication) {
+  } else if (p.c.overlap && p.rules.shared_expert_overlap && p.hw.concurrent_communication) {
     // moebench's --overlap: the shared expert runs while the dispatch is in flight (forward) and
     // while the combine's reverse is (backward); the router's backward while the dispatch's
     // reverse is.

@@ -69,6 +69,10 @@ struct TrainerRules {
   // Megatron's overlap_moe_expert_parallel_comm: in the 1F1B steady state a micro-batch's
   // all-to-alls run under another's compute, exposed only where they outlast it.
   bool ep_overlap = false;
+  // Without it, with --overlap on: the shared expert computes while the dispatch is in flight and
+  // the router's backward while its reverse is, as moebench's step runs them (Megatron's
+  // moe_shared_expert_overlap, off in every recipe).
+  bool shared_expert_overlap = true;
   bool fp8_attention = false;  // core attention at the FP8 peak (fp8_dot_product_attention)
   int grad_reduce_bytes = 0;   // bytes per gradient reduced (0: storage precision)
   HostGaps host_gaps = HostGaps::none;  // priced with the efficiencies' host_overhead figures
