@@ -231,7 +231,7 @@ void print_table(const SystemSpec& system, const EfficiencySet& eff,
   if (!j["published"].is_null()) {
     const auto& pub = j["published"];
     if (!pub["predicted_over_published"].is_null()) {
-      std::printf("# published: %.1f TFLOP/s/GPU at %d GPUs; predicted / published %.2f (%s)\n",
+      std::printf("# published: %.1f TFLOP/s/GPU at %d GPUs; predicted / published %.3f (%s)\n",
                   pub["tflops_per_gpu"].get<double>(), pub["gpus"].get<int>(),
                   pub["predicted_over_published"].get<double>(),
                   pub["source"].get<std::string>().c_str());
