@@ -4,6 +4,8 @@
 // calibration's scaling, and the grouped GEMM's efficiency curve.
 #include "workloads/predict/predict_model.hpp"
 
+#include <string>
+
 #include <doctest/doctest.h>
 
 #include "harness/core/error.hpp"
@@ -54,6 +56,14 @@ Hardware toy_hardware() {
 constexpr double kGemm = 6.291456e-6, kNorm = 1.6384e-7, kMlpElementwise = 9.0112e-7;
 constexpr double kForward = kGemm + kNorm + kMlpElementwise;  // 7.356416 us; the backward twice
 
+// A predicted phase's time by its name (-1 where the prediction has no such phase).
+double phase_time(const Prediction& p, const std::string& name) {
+  for (const PredictedPhase& ph : p.phases) {
+    if (ph.name == name) return ph.time_s;
+  }
+  return -1.0;
+}
+
 TEST_CASE("predict: one dense layer's step is its forward and its twice-as-long backward") {
   const Prediction p = predict_step(dense_slice(1, 1, 1, 1), toy_hardware(), Efficiencies{});
   CHECK(p.step_s == doctest::Approx(3 * kForward).epsilon(kEps));  // 22.069248 us
@@ -97,21 +107,16 @@ TEST_CASE("predict: ZeRO-1's all-gather hides behind the first forward only wher
   c.overlap = true;
   Hardware hw = toy_hardware();
   hw.scale_out = LinkCost{0, 1e9};
-  const auto grad_phase = [](const Prediction& p) {
-    for (const PredictedPhase& ph : p.phases) {
-      if (ph.name == "grad_reduce") return ph.time_s;
-    }
-    return -1.0;
-  };
   const Prediction own = predict_step(c, hw, Efficiencies{});
   REQUIRE(own.grad_reduce_s > 3 * kForward);
   REQUIRE(own.param_gather_s > kForward);
-  CHECK(grad_phase(own) ==
+  CHECK(phase_time(own, "grad_reduce") ==
         doctest::Approx(own.grad_reduce_s - 2 * kForward + own.param_gather_s).epsilon(kEps));
   TrainerRules megatron;
   megatron.param_gather_overlap = true;
   const Prediction overlapped = predict_step(c, hw, Efficiencies{}, megatron);
-  CHECK(grad_phase(overlapped) == doctest::Approx(grad_phase(own) - kForward).epsilon(kEps));
+  CHECK(phase_time(overlapped, "grad_reduce") ==
+        doctest::Approx(phase_time(own, "grad_reduce") - kForward).epsilon(kEps));
 }
 
 TEST_CASE("predict: only moebench's step hides the all-to-alls behind the shared expert") {
@@ -127,21 +132,15 @@ TEST_CASE("predict: only moebench's step hides the all-to-alls behind the shared
   c.overlap = true;
   Hardware hw = toy_hardware();
   hw.scale_out = LinkCost{0, 1e9};
-  const auto phase = [](const Prediction& p, const char* name) {
-    for (const PredictedPhase& ph : p.phases) {
-      if (ph.name == name) return ph.time_s;
-    }
-    return -1.0;
-  };
   const Prediction own = predict_step(c, hw, Efficiencies{});
   REQUIRE(own.alltoall_s > 0);
-  CHECK(phase(own, "dispatch") < own.alltoall_s);
-  CHECK(phase(own, "combine") < own.alltoall_s);
+  CHECK(phase_time(own, "dispatch") < own.alltoall_s);
+  CHECK(phase_time(own, "combine") < own.alltoall_s);
   TrainerRules megatron;
   megatron.shared_expert_overlap = false;
   const Prediction exposed = predict_step(c, hw, Efficiencies{}, megatron);
-  CHECK(phase(exposed, "dispatch") == doctest::Approx(exposed.alltoall_s).epsilon(kEps));
-  CHECK(phase(exposed, "combine") == doctest::Approx(exposed.alltoall_s).epsilon(kEps));
+  CHECK(phase_time(exposed, "dispatch") == doctest::Approx(exposed.alltoall_s).epsilon(kEps));
+  CHECK(phase_time(exposed, "combine") == doctest::Approx(exposed.alltoall_s).epsilon(kEps));
   CHECK(exposed.step_s > own.step_s);
 }
 
