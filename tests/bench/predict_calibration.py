@@ -6,11 +6,11 @@ micro-batch a rank, all-reduce) and predicts other runs of the same 4 ranks: mor
 global batch, pp 2 with vp 1 and 2, ZeRO-1 (reduce-scatter) against all-reduce. Each is run with
 `--system cpu --calibrate` the first run's report, whose `expected` section holds the model's step
 and phases for the pipeline rank that set the measured step time; they are printed beside what
-that rank measured. On an oversubscribed host the ranks share cores, and a rank waiting in MPI
-keeps most of its share (Open MPI's yield_when_idle polls and yields, so the waiting process stays
-runnable), and the time a rank spends descheduled counts in whichever phase it is in.
-Read the ratios, not the absolute times. One run's ratio moves by tens of
-percent with the machine's load, so every run is repeated (--repeat, default 3): the calibration
+that rank measured. On an oversubscribed host the ranks share cores: a rank waiting in MPI keeps
+most of its share (Open MPI's yield_when_idle polls and yields, so the waiting process stays
+runnable), and the time a rank spends descheduled counts in whichever phase it is in. Read the
+ratios, not the absolute times. One run's ratio moves by tens of percent with the machine's
+load, so every run is repeated (--repeat, default 3): the calibration
 is the run with the median step of its repeats, and each line gives the median measured / expected
 of its repeats, their range, and the phases of the median one.
 
