@@ -333,7 +333,9 @@ def make_signal_test(sig, times):
         of 3 s or more on 4 ranks: Open MPI passes SIGTERM to the ranks and SIGKILLs them a
         second later, before the step can end; rank 0's watcher writes the interrupted report at
         once (or the step ends in time and the whole report replaces it). Every time: status
-        interrupted, SIGTERM (what the ranks received), and the timed steps that finished."""
+        interrupted, SIGTERM (what the ranks received), and the timed steps that finished.
+        Global batch 32: its steps took 5.2 to 6.7 s here; at 24 they took 3.3 to 3.8 s, and 2.9 s
+        on a CI run, under the 3 s the signal's point needs."""
         rnd = random.Random(20261202)
         with tempfile.TemporaryDirectory() as tmp:
             outcomes = []
@@ -341,7 +343,7 @@ def make_signal_test(sig, times):
                 out = os.path.join(tmp, "r%d.json" % i)
                 cmd = ["mpirun", "-np", "4", "--oversubscribe", ctx.binary, "run", "--preset",
                        PRESET, "--ep", "2", "--pp", "2", "--seq-len", "512", "--global-batch",
-                       "24", "--warmup", "0", "--steps", "1000", "--quiet", "--out", out]
+                       "32", "--warmup", "0", "--steps", "1000", "--quiet", "--out", out]
                 proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         env=e2e.mpi_env(), start_new_session=True, text=True)
                 try:
