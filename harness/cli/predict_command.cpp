@@ -298,10 +298,29 @@ void print_table(const SystemSpec& system, const EfficiencySet& eff,
     }
     const auto offload = j["trainer"]["offload"].get<std::vector<std::string>>();
     if (!offload.empty()) {
-      std::printf(
-          "#   the recipe's offload to host memory (%s) is priced at nothing: README.md, "
-          "\"Predicting a system\", says why\n",
-          join(offload, ", ").c_str());
+      std::printf("#   the recipe's offload to host memory (%s):\n", join(offload, ", ").c_str());
+    }
+    for (const std::string& what : offload) {
+      const ExpertInputOffload& o = q.offload;
+      if (what == "expert_fc1" && o.priced) {
+        std::printf(
+            "#     expert_fc1: %.3f GB a MoE layer and micro-batch each way, %.2f ms at the host "
+            "link's %.0f GB/s, under the layer's forward of %.2f ms and backward of %.2f ms: "
+            "%.3f s of the step exposed (in experts)\n",
+            o.bytes / 1e9, o.copy_s * 1e3, *system.host_link_bandwidth.value / 1e9,
+            o.layer_forward_s * 1e3, o.layer_backward_s * 1e3, q.offload_exposed_s);
+      } else if (what == "expert_fc1") {
+        std::printf(
+            "#     expert_fc1: priced at nothing, as %s gives no host link bandwidth "
+            "(host_link_bandwidth_bytes_per_s)\n",
+            system.name.c_str());
+      } else if (what == "optimizer_states") {
+        std::printf(
+            "#     optimizer_states: priced at nothing, as the Megatron-LM commit that published "
+            "the row never called its offloader (README.md, \"Predicting a system\")\n");
+      } else {
+        std::printf("#     %s: priced at nothing\n", what.c_str());
+      }
     }
     if (points.size() == 1) break;
   }

@@ -1,5 +1,7 @@
 #include "harness/cli/prediction.hpp"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "harness/core/error.hpp"
@@ -48,6 +50,8 @@ TrainerRules trainer_rules(const RunConfig& c) {
                                                   : HostGaps::no_graphs;
   t.ep_comm_sms = r.ep_comm_sms;
   t.param_gather_overlap = true;  // both trainers' defaults with data parallelism
+  t.offload_expert_fc1 =
+      std::find(r.offload.begin(), r.offload.end(), "expert_fc1") != r.offload.end();
   return t;
 }
 

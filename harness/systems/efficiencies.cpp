@@ -91,6 +91,7 @@ Hardware hardware_for(const SystemSpec& s, const RunConfig& c) {
   hw.concurrent_communication = !cpu;
   hw.sms = s.sm_count.value ? static_cast<int>(*s.sm_count.value) : 0;
   hw.exp_per_s = s.exp_per_s.value.value_or(0.0);
+  hw.host_link_bandwidth = s.host_link_bandwidth.value.value_or(0.0);
   return hw;
 }
 

@@ -54,6 +54,9 @@ SystemSpec system_from_json(const nlohmann::json& doc) {
   s.scale_out_latency = figure(doc.at("scale_out_latency_s"));
   if (doc.contains("sm_count")) s.sm_count = figure(doc.at("sm_count"));
   if (doc.contains("exp_per_s")) s.exp_per_s = figure(doc.at("exp_per_s"));
+  if (doc.contains("host_link_bandwidth_bytes_per_s")) {
+    s.host_link_bandwidth = figure(doc.at("host_link_bandwidth_bytes_per_s"));
+  }
   s.document = doc;
   return s;
 }

@@ -39,7 +39,9 @@ struct SystemSpec {
   Figure scale_out_latency;  // seconds
   Figure sm_count;           // streaming multiprocessors per GPU (optional in a user's file)
   Figure exp_per_s;          // the SFUs' exponentials per second per GPU (optional likewise)
-  nlohmann::json document;   // the description as written
+  // bytes/s each way between a GPU and host memory, every GPU of the node copying (optional)
+  Figure host_link_bandwidth;
+  nlohmann::json document;  // the description as written
 };
 
 // A description already valid against the schema, as a SystemSpec.

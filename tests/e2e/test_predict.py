@@ -30,6 +30,9 @@ def check_one_line_usage(r, what):
 def test_every_recipe_beside_its_published_figure(ctx):
     r = e2e.run_moebench(ctx, ["recipes", "--json"], timeout=30)
     recipes = json.loads(r.stdout)
+    r = e2e.run_moebench(ctx, ["systems", "--json"], timeout=30)
+    host_link = {s["name"]: s["host_link_bandwidth_bytes_per_s"]["value"]
+                 for s in json.loads(r.stdout)}
     validator = predict_validator(ctx)
     for rec in recipes:
         name = rec["name"]
@@ -47,6 +50,21 @@ def test_every_recipe_beside_its_published_figure(ctx):
                         "%s: phases add up" % name)
         e2e.check(doc["trainer"]["offload"] == rec["offload"],
                   "%s: the recipe's offload %r" % (name, doc["trainer"]["offload"]))
+        # The expert input's offload is priced at the system's host link, and costs nothing
+        # where each copy is shorter than the layer's pass it hides under (a ratio of the
+        # report's own floats: 1e-12).
+        for point in doc["points"]:
+            o = point["prediction"]["expert_input_offload"]
+            e2e.check((o is not None) == ("expert_fc1" in rec["offload"]),
+                      "%s at %d GPUs: expert_input_offload %r" % (name, point["gpus"], o))
+            if o is None:
+                continue
+            e2e.check_close(o["copy_s"], o["bytes_per_layer"] / host_link[doc["system"]], 1e-12,
+                            "%s: the copy at the host link's bandwidth" % name)
+            hidden = o["copy_s"] < min(o["layer_forward_s"], o["layer_backward_s"])
+            e2e.check((o["exposed_s"] == 0) == hidden,
+                      "%s at %d GPUs: exposed %r where hidden is %r" % (
+                          name, point["gpus"], o["exposed_s"], hidden))
         pub = doc["published"]
         e2e.check(pub["tflops_per_gpu"] == rec["tflops_per_gpu"], "%s: published figure" % name)
         e2e.check_close(pub["predicted_over_published"],
@@ -57,15 +75,29 @@ def test_every_recipe_beside_its_published_figure(ctx):
                                           r"predicted / published [0-9.]+" % rec["gpus"],
                                           r.stdout, re.M),
                   "%s: the published figure beside the prediction" % name, r)
-        # --explain says what the recipe offloads and that it is priced at nothing, and only
-        # for a recipe that offloads.
+        # --explain says what the recipe offloads and how each is priced, and only for a
+        # recipe that offloads: the expert input's copies against the layer's passes, the
+        # optimizer states at nothing.
         r = e2e.run_moebench(ctx, ["predict", "--recipe", name, "--gpus", str(rec["gpus"]),
                                    "--explain"], timeout=60)
-        line = "#   the recipe's offload to host memory (%s) is priced at nothing" % ", ".join(
-            rec["offload"])
+        line = "#   the recipe's offload to host memory (%s):" % ", ".join(rec["offload"])
         e2e.check(r.rc == 0 and (line in r.stdout) == bool(rec["offload"]) and
                   ("offload to host memory" in r.stdout) == bool(rec["offload"]),
                   "%s: --explain names the offload %r" % (name, rec["offload"]), r)
+        if "expert_fc1" in rec["offload"]:
+            o = doc["points"][0]["prediction"]["expert_input_offload"]
+            line = ("#     expert_fc1: %.3f GB a MoE layer and micro-batch each way, %.2f ms at "
+                    "the host link's %.0f GB/s, under the layer's forward of %.2f ms and "
+                    "backward of %.2f ms: %.3f s of the step exposed (in experts)" % (
+                        o["bytes_per_layer"] / 1e9, o["copy_s"] * 1e3,
+                        host_link[doc["system"]] / 1e9, o["layer_forward_s"] * 1e3,
+                        o["layer_backward_s"] * 1e3, o["exposed_s"]))
+            e2e.check(line in r.stdout, "%s: --explain prices the expert input's copies as "
+                      "the JSON does: %r" % (name, line), r)
+        if "optimizer_states" in rec["offload"]:
+            e2e.check("#     optimizer_states: priced at nothing, as the Megatron-LM commit "
+                      "that published the row never called its offloader" in r.stdout,
+                      "%s: --explain says why the optimizer states cost nothing" % name, r)
 
 
 def test_readme_lists_this_builds_ratios(ctx):

@@ -31,15 +31,25 @@ def test_own_file(ctx):
         good = os.path.join(tmp, "site.json")
         doc["name"] = "site-h200"
         doc["scale_out_bandwidth_bytes_per_s"] = {"value": 25e9, "source": "our fabric: 200 Gb/s"}
+        # The optional figures may be left out.
+        host_link = doc.pop("host_link_bandwidth_bytes_per_s")
+        for key in ("sm_count", "exp_per_s"):
+            del doc[key]
         with open(good, "w") as f:
             json.dump(doc, f)
         r = e2e.run_moebench(ctx, ["systems", "--system", good], timeout=30)
         e2e.check(r.rc == 0 and "site-h200" in r.stdout, "the user's system is listed", r)
+        negative = os.path.join(tmp, "negative.json")
+        doc["host_link_bandwidth_bytes_per_s"] = dict(host_link, value=-1)
+        with open(negative, "w") as f:
+            json.dump(doc, f)
         bad = os.path.join(tmp, "bad.json")
+        del doc["host_link_bandwidth_bytes_per_s"]
         del doc["nvls"]
         with open(bad, "w") as f:
             json.dump(doc, f)
         for path, expected in ((bad, "Missing required property 'nvls'"),
+                               (negative, "/host_link_bandwidth_bytes_per_s/value"),
                                (os.path.join(tmp, "none.json"), "does not exist"),
                                (tmp, "not a regular file")):
             r = e2e.run_moebench(ctx, ["systems", "--system", path], timeout=30)

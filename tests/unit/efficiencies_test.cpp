@@ -49,8 +49,9 @@ TEST_CASE("efficiencies: a system's peaks for the run's precision, its links and
   CHECK(gb300.nvlink.bandwidth_bytes_per_s == 900e9);
   CHECK(gb300.storage_bytes == 2);
   CHECK(gb300.concurrent_communication);
-  CHECK(gb300.sms == 160);            // Blackwell Ultra
-  CHECK(gb300.exp_per_s == 10.7e12);  // and its doubled SFUs
+  CHECK(gb300.sms == 160);                      // Blackwell Ultra
+  CHECK(gb300.exp_per_s == 10.7e12);            // and its doubled SFUs
+  CHECK(gb300.host_link_bandwidth == 168.6e9);  // every GPU of the node copying at once
   // Hopper has no MXFP8: the request says which figure is missing.
   CHECK_THROWS_WITH_AS(hardware_for(find_system("h100-hgx"), c), doctest::Contains("no MXFP8 peak"),
                        UsageError);
@@ -60,6 +61,7 @@ TEST_CASE("efficiencies: a system's peaks for the run's precision, its links and
   CHECK(cpu.storage_bytes == 4);
   CHECK_FALSE(cpu.concurrent_communication);
   CHECK(cpu.sms == 0);
+  CHECK(cpu.host_link_bandwidth == 0.0);
   c.precision = Precision::bf16;
   CHECK_THROWS_AS(hardware_for(find_system("cpu"), c), UsageError);
 }

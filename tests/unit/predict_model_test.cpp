@@ -1,7 +1,8 @@
 // The step-time model assembled from a run's accounting, on configurations small enough to price
 // by hand (the arithmetic is in the comments, not computed by the functions under test): one
 // dense layer's passes, a 1F1B pipeline of two of them, the data-parallel exchanges they hide, a
-// calibration's scaling, and the grouped GEMM's efficiency curve.
+// calibration's scaling, an offloaded expert input's copies, and the grouped GEMM's efficiency
+// curve.
 #include "workloads/predict/predict_model.hpp"
 
 #include <string>
@@ -197,6 +198,67 @@ TEST_CASE("predict: a trainer's host gaps lengthen each pass's compute by its fi
   CHECK_THROWS_AS(predict_step(dense_slice(1, 1, 1, 1), toy_hardware(), e, rules), UsageError);
   e.host_overhead_no_graphs = -0.1;
   CHECK_THROWS_AS(predict_step(dense_slice(1, 1, 1, 1), toy_hardware(), e, rules), UsageError);
+}
+
+TEST_CASE("predict: an offloaded expert input costs only where its copies outlast the layer") {
+  // One MoE layer, EP 1 (no exchange), one micro-batch of 8 tokens: its experts receive 8 x 4
+  // rows (top-4) of 256 FP32 elements, 32,768 bytes copied out after the forward and back
+  // before the backward, each under that pass's compute.
+  RunConfig c = dense_slice(1, 1, 1, 1);
+  c.workload.dense_layers = 0;
+  Hardware hw = toy_hardware();
+  const Prediction plain = predict_step(c, hw, Efficiencies{});
+  TrainerRules rules;
+  rules.offload_expert_fc1 = true;
+  // No host link figure: not priced, nothing changes.
+  const Prediction unpriced = predict_step(c, hw, Efficiencies{}, rules);
+  CHECK_FALSE(unpriced.offload.priced);
+  CHECK(unpriced.step_s == doctest::Approx(plain.step_s).epsilon(kEps));
+  // A fast link: priced, hidden.
+  hw.host_link_bandwidth = 1e15;
+  const Prediction hidden = predict_step(c, hw, Efficiencies{}, rules);
+  REQUIRE(hidden.offload.priced);
+  CHECK(hidden.offload.bytes == 32768.0);
+  CHECK(hidden.offload.copy_s == doctest::Approx(32768.0 / 1e15).epsilon(kEps));
+  CHECK(hidden.offload_exposed_s == 0.0);
+  CHECK(hidden.step_s == doctest::Approx(plain.step_s).epsilon(kEps));
+  // The layer's passes are its stage's (no exchange, no model ends); the backward is longer.
+  const double f = hidden.offload.layer_forward_s, b = hidden.offload.layer_backward_s;
+  CHECK(f == doctest::Approx(plain.stage_forward_s[0]).epsilon(kEps));
+  CHECK(b == doctest::Approx(plain.stage_backward_s[0]).epsilon(kEps));
+  REQUIRE(b > 1.5 * f);
+  // A copy of 1.5 forwards: the copy out exposes half a forward, the copy back none. (Differences
+  // of two steps of a few us each: 1e-9 relative covers the cancellation.)
+  hw.host_link_bandwidth = 32768.0 / (1.5 * f);
+  const Prediction half = predict_step(c, hw, Efficiencies{}, rules);
+  CHECK(half.offload_exposed_s == doctest::Approx(0.5 * f).epsilon(1e-9));
+  CHECK(half.step_s - plain.step_s == doctest::Approx(0.5 * f).epsilon(1e-9));
+  CHECK(phase_time(half, "experts") - phase_time(plain, "experts") ==
+        doctest::Approx(0.5 * f).epsilon(1e-9));
+  // With host gaps of 0.1 the forward the copy hides under is 1.1 f: 0.4 f exposed, a wait the
+  // gaps do not lengthen.
+  Efficiencies gaps;
+  gaps.host_overhead_partial_graphs = 0.1;
+  TrainerRules partial = rules;
+  partial.host_gaps = HostGaps::partial_graphs;
+  TrainerRules partial_plain;
+  partial_plain.host_gaps = HostGaps::partial_graphs;
+  const Prediction slowed = predict_step(c, hw, gaps, partial);
+  CHECK(slowed.offload.layer_forward_s == doctest::Approx(1.1 * f).epsilon(kEps));
+  CHECK(slowed.offload_exposed_s == doctest::Approx(0.4 * f).epsilon(1e-9));
+  CHECK(slowed.step_s - predict_step(c, hw, gaps, partial_plain).step_s ==
+        doctest::Approx(0.4 * f).epsilon(1e-9));
+  // A copy of 2 backwards: both exposed, 2 b - f and b.
+  hw.host_link_bandwidth = 32768.0 / (2 * b);
+  CHECK(predict_step(c, hw, Efficiencies{}, rules).step_s - plain.step_s ==
+        doctest::Approx(3 * b - f).epsilon(1e-9));
+  // As the backward keeps the input in FP8: one byte an element, and one E8M0 scale per 32 with
+  // MXFP8 (32 x 256 x 33 / 32 = 8,448 bytes).
+  hw.host_link_bandwidth = 1e15;
+  c.precision = Precision::fp8;
+  CHECK(predict_step(c, hw, Efficiencies{}, rules).offload.bytes == 8192.0);
+  c.fp8_recipe = Fp8Recipe::mxfp8;
+  CHECK(predict_step(c, hw, Efficiencies{}, rules).offload.bytes == 8448.0);
 }
 
 TEST_CASE("predict: the grouped GEMM reaches half its efficiency at the half-rows") {

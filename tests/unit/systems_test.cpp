@@ -62,6 +62,9 @@ TEST_CASE("systems: every built-in one is valid, named once, and cites every fig
     CHECK(s.sm_count.value.has_value() == (s.generation != "cpu"));
     CHECK(s.exp_per_s.source.size() > 10);
     CHECK(s.exp_per_s.value.has_value() == (s.generation != "cpu"));
+    // And how fast it copies to host memory (the cpu backend's activations are there already).
+    CHECK(s.host_link_bandwidth.source.size() > 10);
+    CHECK(s.host_link_bandwidth.value.has_value() == (s.generation != "cpu"));
     if (s.generation != "cpu") {
       // Dense FP8 is twice BF16 on Hopper and Blackwell tensor cores.
       CHECK(*s.peak_fp8.value == doctest::Approx(2 * *s.peak_bf16.value).epsilon(0.001));

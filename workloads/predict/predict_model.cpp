@@ -63,6 +63,9 @@ void check_fraction(double v, const char* name) {
 struct StagePass {
   PhaseTimes forward{};
   PhaseTimes backward{};
+  // Waiting for offloaded expert inputs' copies, added to the experts phase once the host's gaps
+  // and a calibration have scaled the compute (a copy's wait is neither).
+  double offload_wait_forward = 0, offload_wait_backward = 0;
   double forward_s() const {
     double t = 0;
     for (double v : forward) t += v;
@@ -83,6 +86,7 @@ struct Pricing {
   double tokens = 0;  // rows of one micro-batch on one rank
   double grouped_eff = 0;
   double rows_per_expert = 0;
+  double host = 0;  // the fraction the trainer's host adds to each pass (applied after pricing)
   LinkCost ep_nvlink{}, ep_scale_out{};
 
   double gemm(double flops) const { return compute_time_s(flops, hw.gemm_flops, eff.dense_gemm); }
@@ -118,13 +122,51 @@ struct Pricing {
 // the forward's traffic.
 constexpr double kBackwardFactor = 2.0;
 
-// A stage's compute so far, forward and backward (its all-to-alls left out).
-double compute_s(const StagePass& s) {
+// A stage's compute so far in one direction (its all-to-alls left out).
+double compute_s(const PhaseTimes& pass) {
   double t = 0;
   for (int ph = 0; ph < kPhaseCount; ++ph) {
-    if (ph != kDispatch && ph != kCombine) t += s.forward[ph] + s.backward[ph];
+    if (ph != kDispatch && ph != kCombine) t += pass[ph];
   }
   return t;
+}
+double compute_s(const StagePass& s) {
+  return compute_s(s.forward) + compute_s(s.backward);
+}
+
+// Bytes per element of a GEMM input as the backward keeps it: FP8 with its scales (one byte, and
+// an E8M0 scale per 32 elements with MXFP8 or an FP32 scale per 128 blockwise), storage
+// precision otherwise.
+double saved_input_bytes(const Pricing& p) {
+  if (p.c.precision != Precision::fp8) return static_cast<double>(p.hw.storage_bytes);
+  switch (p.c.fp8_recipe) {
+    case Fp8Recipe::mxfp8:
+      return 1.0 + 1.0 / static_cast<double>(kFp8MxTile);
+    case Fp8Recipe::blockwise:
+      return 1.0 + 4.0 / static_cast<double>(kFp8BlockTile);
+    case Fp8Recipe::tensor:
+      break;
+  }
+  return 1.0;
+}
+
+// A MoE layer's expert input offloaded (TrainerRules::offload_expert_fc1): the rows the rank's
+// experts receive, as the backward keeps them, copied out under the layer's forward compute and
+// back under its backward compute (`forward_s` and `backward_s` as priced, lengthened here by the
+// host's gaps), on copy engines beside the compute.
+ExpertInputOffload expert_input_offload(const Pricing& p, double forward_s, double backward_s) {
+  ExpertInputOffload o;
+  if (!p.rules.offload_expert_fc1 || !(p.hw.host_link_bandwidth > 0)) return o;
+  const double per_element = saved_input_bytes(p);
+  o.priced = true;
+  o.bytes = p.tokens * static_cast<double>(p.c.model.num_experts_per_tok) *
+            static_cast<double>(p.c.model.hidden_size) * per_element;
+  o.copy_s = o.bytes / p.hw.host_link_bandwidth;
+  o.layer_forward_s = forward_s * (1.0 + p.host);
+  o.layer_backward_s = backward_s * (1.0 + p.host);
+  o.exposed_forward_s = std::max(0.0, o.copy_s - o.layer_forward_s);
+  o.exposed_backward_s = std::max(0.0, o.copy_s - o.layer_backward_s);
+  return o;
 }
 
 // One all-to-all of one MoE layer and micro-batch (dispatch or combine, either direction).
@@ -141,9 +183,12 @@ double moe_alltoall_s(const Pricing& p) {
       .time_s;
 }
 
-// One transformer layer (dense or MoE, attention on or off) of one micro-batch.
-void price_layer(const Pricing& p, bool dense, StagePass& s) {
+// One transformer layer (dense or MoE, attention on or off) of one micro-batch; what its expert
+// input's offload costs (not priced for a dense layer or without the offload).
+ExpertInputOffload price_layer(const Pricing& p, bool dense, StagePass& s) {
   const double layer_compute_before = compute_s(s);
+  const double forward_before = compute_s(s.forward);
+  const double backward_before = compute_s(s.backward);
   const ModelConfig& m = p.c.model;
   const double t = p.tokens;
   const double h = static_cast<double>(m.hidden_size);
@@ -187,7 +232,7 @@ void price_layer(const Pricing& p, bool dense, StagePass& s) {
     const double fwd = p.gemm(f) + p.elementwise(norm_residual + 3 * inter) + p.quantise(h + inter);
     s.forward[kDenseMlp] += fwd;
     s.backward[kDenseMlp] += kBackwardFactor * fwd + (r.mlp ? p.gemm(f * 2.0 / 3.0) : 0.0);
-    return;
+    return {};
   }
   const double k = static_cast<double>(m.num_experts_per_tok);
   const double ffn = static_cast<double>(m.moe_intermediate_size);
@@ -212,6 +257,8 @@ void price_layer(const Pricing& p, bool dense, StagePass& s) {
   s.forward[kSharedExpert] += sh + p.elementwise(norm_residual);
   s.backward[kSharedExpert] += kBackwardFactor * (sh + p.elementwise(norm_residual)) +
                                (r.shared_experts ? sh * 2.0 / 3.0 : 0.0);
+  const ExpertInputOffload offload = expert_input_offload(p, compute_s(s.forward) - forward_before,
+                                                          compute_s(s.backward) - backward_before);
   // The all-to-alls: each rank sends its rows (top-k per token) to the experts' ranks, in
   // storage precision, and gets the outputs back; the backward runs both in reverse.
   const double a2a = moe_alltoall_s(p);
@@ -241,6 +288,10 @@ void price_layer(const Pricing& p, bool dense, StagePass& s) {
     s.backward[kDispatch] += a2a;
     s.backward[kCombine] += a2a;
   }
+  // Where the copies outlast the compute they hide under, the layer waits for them.
+  s.offload_wait_forward += offload.exposed_forward_s;
+  s.offload_wait_backward += offload.exposed_backward_s;
+  return offload;
 }
 
 // The model's ends on a stage: the embedding, the MTP modules' own parts (their transformer
@@ -321,17 +372,27 @@ Prediction predict_step(const RunConfig& c, const Hardware& hw, const Efficienci
   p.grouped_eff = grouped_gemm_efficiency(eff, p.rows_per_expert);
   p.ep_nvlink = scaled(hw.nvlink, eff.nvlink);
   p.ep_scale_out = scaled(hw.scale_out, eff.scale_out);
+  // The trainer's host lengthens each pass's compute by the gaps it leaves between kernels where
+  // its launches are not captured in CUDA graphs (the exchanges are priced as the links give them).
+  const double host = host_overhead(eff, rules.host_gaps);
+  p.host = host;
 
   // Every virtual stage's passes.
   const std::size_t stages = layout.stages.size();
   std::vector<StagePass> pass(stages);
+  ExpertInputOffload offload;
   const bool mtp_moe = c.workload.moe_layers() > 0;
   for (std::size_t i = 0; i < stages; ++i) {
     const PipelineStage& st = layout.stages[i];
+    // Every MoE layer's offload is the same (the same rows on every rank and layer).
+    const auto layer = [&](bool dense) {
+      const ExpertInputOffload o = price_layer(p, dense, pass[i]);
+      if (o.priced) offload = o;
+    };
     for (int l = st.first_layer; l < st.first_layer + st.layers; ++l) {
-      price_layer(p, l < c.workload.dense_layers, pass[i]);
+      layer(l < c.workload.dense_layers);
     }
-    for (int k = 0; k < st.mtp; ++k) price_layer(p, !mtp_moe, pass[i]);
+    for (int k = 0; k < st.mtp; ++k) layer(!mtp_moe);
     price_ends(p, st, pass[i]);
   }
   // A calibration scales each phase as the measured run found it.
@@ -340,15 +401,14 @@ Prediction predict_step(const RunConfig& c, const Hardware& hw, const Efficienci
     const auto it = calibration->phase_scale.find(kPhaseNames[ph]);
     return it == calibration->phase_scale.end() ? 1.0 : it->second;
   };
-  // The trainer's host lengthens each pass's compute by the gaps it leaves between kernels where
-  // its launches are not captured in CUDA graphs (the exchanges are priced as the links give them).
-  const double host = host_overhead(eff, rules.host_gaps);
   for (StagePass& sp : pass) {
     for (int ph = 0; ph < kPhaseCount; ++ph) {
       const double f = scale(ph) * (ph == kDispatch || ph == kCombine ? 1.0 : 1.0 + host);
       sp.forward[ph] *= f;
       sp.backward[ph] *= f;
     }
+    sp.forward[kExperts] += sp.offload_wait_forward;
+    sp.backward[kExperts] += sp.offload_wait_backward;
   }
   // Point-to-point: one micro-batch's activations (or their gradients) between neighbouring
   // pipeline ranks, world / pp ranks apart: over NVLink only when the whole pipeline shares a
@@ -492,6 +552,9 @@ Prediction predict_step(const RunConfig& c, const Hardware& hw, const Efficienci
   // The all-to-alls priced for one step before overlap, for --explain: each MoE layer's two
   // exchanges (dispatch or combine) forward and backward.
   out.alltoall_s = 2 * moe_alltoall_s(p) * moe_layers_rank * mb;
+  out.offload = offload;
+  out.offload_exposed_s =
+      (offload.exposed_forward_s + offload.exposed_backward_s) * moe_layers_rank * mb;
   const double flops = account_instantiated(c).flops_per_step;
   out.tflops_per_gpu = flops / out.step_s / world / 1e12;
   out.tokens_per_s_per_gpu = static_cast<double>(tokens_per_step(c)) / out.step_s / world;
@@ -518,6 +581,16 @@ nlohmann::json to_json(const Prediction& p) {
                                          {"param_allgather", p.param_gather_s}};
   j["rows_per_expert"] = p.rows_per_expert;
   j["grouped_gemm_efficiency"] = p.grouped_gemm_efficiency;
+  if (p.offload.priced) {
+    j["expert_input_offload"] =
+        nlohmann::ordered_json{{"bytes_per_layer", p.offload.bytes},
+                               {"copy_s", p.offload.copy_s},
+                               {"layer_forward_s", p.offload.layer_forward_s},
+                               {"layer_backward_s", p.offload.layer_backward_s},
+                               {"exposed_s", p.offload_exposed_s}};
+  } else {
+    j["expert_input_offload"] = nullptr;
+  }
   j["calibrated"] = p.calibrated;
   return j;
 }

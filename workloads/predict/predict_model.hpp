@@ -35,6 +35,9 @@ struct Hardware {
   bool concurrent_communication = true;
   int sms = 0;  // streaming multiprocessors per GPU (0: unknown; exchanges then share none)
   double exp_per_s = 0;  // the SFUs' exponentials per second (0: unknown; softmax not bounded)
+  // bytes/s each way between the GPU and host memory while the node's GPUs all copy (0: unknown;
+  // an offload is then priced at nothing).
+  double host_link_bandwidth = 0;
 };
 
 // The fraction of a peak each kind of work reaches, all in (0, 1].
@@ -83,6 +86,10 @@ struct TrainerRules {
   // forwards until that chunk's first forward ends. moebench's step waits for it after the
   // optimizer.
   bool param_gather_overlap = false;
+  // Megatron's fine_grained_activation_offloading of expert_fc1: each MoE layer's expert input,
+  // as the backward keeps it, copied to host memory on a side stream after the layer's forward
+  // and back while the backward of the layer after it runs.
+  bool offload_expert_fc1 = false;
 };
 
 // The fraction of each pass the trainer's host adds (0 for HostGaps::none).
@@ -108,6 +115,18 @@ struct PredictedPhase {
   std::string what;  // what it holds, for --explain
 };
 
+// The expert input's copies to host memory and back (TrainerRules::offload_expert_fc1), for one
+// MoE layer and micro-batch, each hidden under one layer's compute: the forward's for the copy out,
+// the backward's for the copy back.
+struct ExpertInputOffload {
+  bool priced = false;  // false: no offload, or a system without a host link figure
+  double bytes = 0;     // each way
+  double copy_s = 0;    // each way, at the host link's bandwidth
+  // The layer's compute with the host's gaps, before any calibration, exchanges left out.
+  double layer_forward_s = 0, layer_backward_s = 0;
+  double exposed_forward_s = 0, exposed_backward_s = 0;  // where the copy outlasts it
+};
+
 struct Prediction {
   double step_s = 0;
   double pipeline_s = 0;  // the simulated schedule
@@ -126,6 +145,8 @@ struct Prediction {
   double alltoall_s = 0, grad_reduce_s = 0, param_gather_s = 0;
   double rows_per_expert = 0;
   double grouped_gemm_efficiency = 0;
+  ExpertInputOffload offload;    // one MoE layer and micro-batch
+  double offload_exposed_s = 0;  // one step, the critical rank (inside its experts phase)
   bool calibrated = false;
 };
 
