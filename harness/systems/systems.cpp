@@ -119,11 +119,11 @@ SystemSpec find_system(const std::string& name_or_file) {
 
 std::string format_systems(const std::vector<SystemSpec>& systems) {
   // One format for the header and the rows, so their columns cannot drift apart.
-  constexpr const char* kRow = "%-15s %-9s %-9s %7s %7s %7s %7s %8s %9s %4s %9s %5s %9s\n";
+  constexpr const char* kRow = "%-15s %-9s %-9s %7s %7s %7s %7s %8s %9s %4s %9s %5s %9s %10s\n";
   char line[256];
   std::string out;
   std::snprintf(line, sizeof line, kRow, "system", "gpu", "gen", "BF16", "FP8", "MXFP8", "FP32",
-                "mem(GB)", "mem(TB/s)", "nvl", "nvl(GB/s)", "nvls", "out(GB/s)");
+                "mem(GB)", "mem(TB/s)", "nvl", "nvl(GB/s)", "nvls", "out(GB/s)", "host(GB/s)");
   out += line;
   for (const SystemSpec& s : systems) {
     std::snprintf(line, sizeof line, kRow, s.name.c_str(), s.gpu.c_str(), s.generation.c_str(),
@@ -135,12 +135,14 @@ std::string format_systems(const std::vector<SystemSpec>& systems) {
                   cell(s.memory_bandwidth.value, 1e12, "%.3g").c_str(),
                   cell(s.nvlink_domain_gpus.value, 1, "%.0f").c_str(),
                   cell(s.nvlink_bandwidth.value, 1e9, "%.0f").c_str(), s.nvls ? "yes" : "no",
-                  cell(s.scale_out_bandwidth.value, 1e9, "%.3g").c_str());
+                  cell(s.scale_out_bandwidth.value, 1e9, "%.3g").c_str(),
+                  cell(s.host_link_bandwidth.value, 1e9, "%.4g").c_str());
     out += line;
   }
   out +=
-      "# per GPU: peak dense TFLOP/s, memory, NVLink domain (GPUs) and bandwidth and the "
-      "scale-out network's, each way; `--json` gives every figure's source\n";
+      "# per GPU: peak dense TFLOP/s, memory, NVLink domain (GPUs) and bandwidth, the scale-out "
+      "network's and host memory's (every GPU of a node copying), each way; `--json` gives every "
+      "figure's source\n";
   return out;
 }
 

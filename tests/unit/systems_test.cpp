@@ -102,6 +102,9 @@ TEST_CASE("systems: the table has a row per system with its per-GPU figures") {
   CHECK(
       contains(t, "h100-hgx        H100 SXM  hopper        989    1979       -       -       80"));
   CHECK(contains(t, "`--json` gives every figure's source"));
+  // The host link's last column: GB300's measured 168.6 GB/s, none on the cpu backend.
+  CHECK(contains(t, "yes       100      168.6\n"));
+  CHECK(contains(t, "no       9.9          -\n"));
 }
 
 TEST_CASE("systems: a user's file is checked, one line naming the field and the fix") {
