@@ -300,8 +300,8 @@ void print_table(const SystemSpec& system, const EfficiencySet& eff,
     if (!offload.empty()) {
       std::printf("#   the recipe's offload to host memory (%s):\n", join(offload, ", ").c_str());
     }
+    const ExpertInputOffload& o = q.offload;
     for (const std::string& what : offload) {
-      const ExpertInputOffload& o = q.offload;
       if (what == "expert_fc1" && o.priced) {
         std::printf(
             "#     expert_fc1: %.3f GB a MoE layer and micro-batch each way, %.2f ms at the host "

@@ -130,9 +130,6 @@ double compute_s(const PhaseTimes& pass) {
   }
   return t;
 }
-double compute_s(const StagePass& s) {
-  return compute_s(s.forward) + compute_s(s.backward);
-}
 
 // Bytes per element of a GEMM input as the backward keeps it: FP8 with its scales (one byte, and
 // an E8M0 scale per 32 elements with MXFP8 or an FP32 scale per 128 blockwise), storage
@@ -186,7 +183,6 @@ double moe_alltoall_s(const Pricing& p) {
 // One transformer layer (dense or MoE, attention on or off) of one micro-batch; what its expert
 // input's offload costs (not priced for a dense layer or without the offload).
 ExpertInputOffload price_layer(const Pricing& p, bool dense, StagePass& s) {
-  const double layer_compute_before = compute_s(s);
   const double forward_before = compute_s(s.forward);
   const double backward_before = compute_s(s.backward);
   const ModelConfig& m = p.c.model;
@@ -257,8 +253,10 @@ ExpertInputOffload price_layer(const Pricing& p, bool dense, StagePass& s) {
   s.forward[kSharedExpert] += sh + p.elementwise(norm_residual);
   s.backward[kSharedExpert] += kBackwardFactor * (sh + p.elementwise(norm_residual)) +
                                (r.shared_experts ? sh * 2.0 / 3.0 : 0.0);
-  const ExpertInputOffload offload = expert_input_offload(p, compute_s(s.forward) - forward_before,
-                                                          compute_s(s.backward) - backward_before);
+  // The layer's compute, forward and backward: what its exchanges and copies can hide under.
+  const double layer_forward = compute_s(s.forward) - forward_before;
+  const double layer_backward = compute_s(s.backward) - backward_before;
+  const ExpertInputOffload offload = expert_input_offload(p, layer_forward, layer_backward);
   // The all-to-alls: each rank sends its rows (top-k per token) to the experts' ranks, in
   // storage precision, and gets the outputs back; the backward runs both in reverse.
   const double a2a = moe_alltoall_s(p);
@@ -269,7 +267,7 @@ ExpertInputOffload price_layer(const Pricing& p, bool dense, StagePass& s) {
     const double sm_share =
         p.hw.sms > 0 ? std::min(0.99, static_cast<double>(p.rules.ep_comm_sms) / p.hw.sms) : 0.0;
     const double exposed =
-        overlapped_exchange_s(4 * a2a, compute_s(s) - layer_compute_before, sm_share) / 4;
+        overlapped_exchange_s(4 * a2a, layer_forward + layer_backward, sm_share) / 4;
     for (int ph : {kDispatch, kCombine}) {
       s.forward[ph] += exposed;
       s.backward[ph] += exposed;
