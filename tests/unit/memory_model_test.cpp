@@ -205,5 +205,14 @@ TEST_CASE("memory model: JSON keys") {
   CHECK(j.size() == 9);
 }
 
+TEST_CASE("memory model: an FP8 saved input's bytes per element, its scales included") {
+  // One byte an element, plus one scale a tile: E8M0 (1 byte) or FP32 (4) per 32 with mxfp8,
+  // FP32 per 128 blockwise, none per tensor.
+  CHECK(fp8_saved_input_bytes(Fp8Recipe::mxfp8, true) == 1.0 + 1.0 / 32);
+  CHECK(fp8_saved_input_bytes(Fp8Recipe::mxfp8, false) == 1.0 + 4.0 / 32);
+  CHECK(fp8_saved_input_bytes(Fp8Recipe::blockwise, true) == 1.0 + 4.0 / 128);
+  CHECK(fp8_saved_input_bytes(Fp8Recipe::tensor, true) == 1.0);
+}
+
 }  // namespace
 }  // namespace moebench

@@ -167,21 +167,19 @@ std::pair<double, int> slots_at_peak(const PipelineShape& shape, int pp_rank,
   return {most, at_most};
 }
 
-// The scales of a saved input, per element: one E8M0 byte per 32 (mxfp8; the host backend keeps
-// FP32 descales, narrow_storage false) or one FP32 scale per 128 (blockwise); per tensor none.
-double scale_bytes(Fp8Recipe r, bool narrow_storage) {
+}  // namespace
+
+double fp8_saved_input_bytes(Fp8Recipe r, bool narrow_storage) {
   switch (r) {
     case Fp8Recipe::mxfp8:
-      return (narrow_storage ? 1.0 : 4.0) / 32.0;
+      return 1.0 + (narrow_storage ? 1.0 : 4.0) / 32.0;
     case Fp8Recipe::blockwise:
-      return 4.0 / 128.0;
+      return 1.0 + 4.0 / 128.0;
     case Fp8Recipe::tensor:
       break;
   }
-  return 0.0;
+  return 1.0;
 }
-
-}  // namespace
 
 ActivationPolicy run_policy(const RunConfig& c) {
   ActivationPolicy p;
@@ -267,7 +265,7 @@ std::vector<StageMemory> estimate_stage_memory(const RunConfig& c, std::size_t b
   const double rows = tokens * static_cast<double>(shape.microbatches);
   const double experts_local = static_cast<double>(m.n_routed_experts / c.layout.ep);
   const bool fp8 = c.precision == Precision::fp8;
-  const double in8 = 1.0 + scale_bytes(c.fp8_recipe, bytes_per_element < 4);
+  const double in8 = fp8_saved_input_bytes(c.fp8_recipe, bytes_per_element < 4);
   const double gin = fp8 && policy.fp8_all_inputs ? in8 : bpe;
   const double gsaved = fp8 && (policy.fp8_saved_inputs || policy.fp8_all_inputs) ? in8 : bpe;
   const auto bytes = [&](const Bytes& b) {

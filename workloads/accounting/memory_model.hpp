@@ -79,6 +79,11 @@ ActivationPolicy transformer_engine_policy(const RunConfig& c);
 Fp8WeightCopies resolve_fp8_weight_copies(const RunConfig& c, std::size_t bytes_per_element,
                                           double available_bytes);
 
+// Bytes per element of a GEMM input kept in FP8 for the backward: one byte and its scales, one
+// E8M0 byte per 32 elements with mxfp8 (FP32 descales where narrow_storage is false, as the host
+// backend keeps them) or one FP32 scale per 128 blockwise; per tensor none.
+double fp8_saved_input_bytes(Fp8Recipe r, bool narrow_storage);
+
 // --precision fp8: the quantised E4M3 copies (one byte an element) of the two operands of the
 // largest linear GEMM (forward, data or weight gradient: a weight and the rows it meets), which
 // the cuda backend keeps in scratch. Routed experts are bounded by all top-k rows of the rank

@@ -9,6 +9,7 @@
 
 #include "harness/core/error.hpp"
 #include "workloads/accounting/accounting.hpp"
+#include "workloads/accounting/memory_model.hpp"
 
 namespace moebench {
 
@@ -131,20 +132,11 @@ double compute_s(const PhaseTimes& pass) {
   return t;
 }
 
-// Bytes per element of a GEMM input as the backward keeps it: FP8 with its scales (one byte, and
-// an E8M0 scale per 32 elements with MXFP8 or an FP32 scale per 128 blockwise), storage
-// precision otherwise.
+// Bytes per element of a GEMM input as the backward keeps it: FP8 with its scales as Transformer
+// Engine keeps them (E8M0 with MXFP8), storage precision otherwise.
 double saved_input_bytes(const Pricing& p) {
-  if (p.c.precision != Precision::fp8) return static_cast<double>(p.hw.storage_bytes);
-  switch (p.c.fp8_recipe) {
-    case Fp8Recipe::mxfp8:
-      return 1.0 + 1.0 / static_cast<double>(kFp8MxTile);
-    case Fp8Recipe::blockwise:
-      return 1.0 + 4.0 / static_cast<double>(kFp8BlockTile);
-    case Fp8Recipe::tensor:
-      break;
-  }
-  return 1.0;
+  return p.c.precision == Precision::fp8 ? fp8_saved_input_bytes(p.c.fp8_recipe, true)
+                                         : static_cast<double>(p.hw.storage_bytes);
 }
 
 // A MoE layer's expert input offloaded (TrainerRules::offload_expert_fc1): the rows the rank's
@@ -372,8 +364,7 @@ Prediction predict_step(const RunConfig& c, const Hardware& hw, const Efficienci
   p.ep_scale_out = scaled(hw.scale_out, eff.scale_out);
   // The trainer's host lengthens each pass's compute by the gaps it leaves between kernels where
   // its launches are not captured in CUDA graphs (the exchanges are priced as the links give them).
-  const double host = host_overhead(eff, rules.host_gaps);
-  p.host = host;
+  p.host = host_overhead(eff, rules.host_gaps);
 
   // Every virtual stage's passes.
   const std::size_t stages = layout.stages.size();
@@ -401,7 +392,7 @@ Prediction predict_step(const RunConfig& c, const Hardware& hw, const Efficienci
   };
   for (StagePass& sp : pass) {
     for (int ph = 0; ph < kPhaseCount; ++ph) {
-      const double f = scale(ph) * (ph == kDispatch || ph == kCombine ? 1.0 : 1.0 + host);
+      const double f = scale(ph) * (ph == kDispatch || ph == kCombine ? 1.0 : 1.0 + p.host);
       sp.forward[ph] *= f;
       sp.backward[ph] *= f;
     }
