@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "harness/output/run_report.hpp"
 #include "workloads/accounting/accounting.hpp"
 
 namespace moebench {
@@ -34,6 +35,7 @@ nlohmann::ordered_json meta_json(const BenchMeta& m) {
   j["backend"] = to_string(m.backend);
   j["precision"] = to_string(m.precision);
   j["blas"] = m.blas;
+  if (!m.blas_core.name.empty()) j["blas_core"] = blas_core_json(m.blas_core);
   j["build_type"] = m.build_type;
   j["compiler"] = m.compiler;
   j["gemm_path"] = m.gemm_path;

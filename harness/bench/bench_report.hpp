@@ -31,6 +31,7 @@ struct BenchMeta {
   ComputeBackend backend = ComputeBackend::cpu;
   Precision precision = Precision::fp32;
   std::string blas;
+  BlasCore blas_core;  // its kernels and why (cpu backend)
   std::string build_type;
   std::string compiler;
   std::string gemm_path;               // the backend's own words, when it says

@@ -6,6 +6,7 @@
 #include <ctime>
 #include <iostream>
 
+#include "harness/backends/cpu/blas_core.hpp"
 #include "harness/backends/cpu/cpu_compute.hpp"
 #include "harness/backends/local/local_communicator.hpp"
 #include "harness/backends/registry/registry.hpp"
@@ -285,6 +286,7 @@ BenchMeta make_meta(const CliOptions& o, const Compute& c, Precision precision,
   m.backend = c.kind();
   m.precision = precision;
   m.blas = blas_library_name();
+  if (c.kind() == ComputeBackend::cpu) m.blas_core = blas_core();
   m.build_type = MOEBENCH_BUILD_TYPE;
   m.compiler = std::string("g++ ") + __VERSION__;
   m.device = local_device_record(c, 0, host);

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "harness/backends/cpu/blas_core.hpp"
 #include "harness/cli/commands.hpp"
 #include "harness/core/error.hpp"
 #include "harness/core/version.hpp"
@@ -64,6 +65,9 @@ int run_with_mpi(const moebench::CliOptions& options, int* argc, char*** argv) {
 
 int main(int argc, char** argv) {
   using namespace moebench;
+  // First, before MPI or anything else: OpenBLAS's fast kernels where it fell back to generic
+  // ones (may re-execute this process, blas_core.hpp).
+  use_fast_blas_kernels(argv);
   CliOptions options;
   try {
     options = parse_command_line(argc, argv);

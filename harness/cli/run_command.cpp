@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/backends/cpu/blas_core.hpp"
 #include "harness/backends/cpu/cpu_compute.hpp"
 #include "harness/backends/fault/fault_communicator.hpp"
 #include "harness/backends/fault/slow_compute.hpp"
@@ -197,6 +198,7 @@ RunMeta make_meta(const CliOptions& o, const RunConfig& c, const MpiRuntime& rt,
   m.backend = to_string(c.backend);
   m.comm = to_string(c.comm);
   m.blas = blas_library_name();
+  if (c.backend == ComputeBackend::cpu) m.blas_core = blas_core();
   m.build_type = MOEBENCH_BUILD_TYPE;
   m.compiler = std::string("g++ ") + __VERSION__;
   m.environment = recorded_environment(environ);

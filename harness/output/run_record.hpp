@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/backends/cpu/blas_core.hpp"
 #include "harness/compute/compute.hpp"
 #include "harness/device/device_records.hpp"
 #include "harness/measure/health.hpp"
@@ -31,6 +32,7 @@ struct RunMeta {
   std::string comm;           // communication backend
   std::string comm_ordering;  // Communicator::lane_ordering(), "" when it says nothing
   std::string blas;           // the CBLAS library (cpu backend)
+  BlasCore blas_core;         // its kernels and why (cpu backend)
   std::string build_type;
   std::string compiler;
   std::vector<std::pair<std::string, std::string>> environment;  // SLURM_JOB_ID etc., when set

@@ -44,6 +44,7 @@ ojson meta_json(const RunMeta& m) {
              {"compiler", m.compiler},
              {"environment", env}};
   if (!m.comm_ordering.empty()) meta["comm_ordering"] = m.comm_ordering;
+  if (!m.blas_core.name.empty()) meta["blas_core"] = blas_core_json(m.blas_core);
   if (!m.gemm_path.empty()) {
     meta["kernels"] = {{"gemm", m.gemm_path},
                        {"grouped_gemm", m.grouped_gemm_path},
@@ -418,6 +419,10 @@ ojson expected_json(const ExpectedRecord& e) {
 }
 
 }  // namespace
+
+nlohmann::ordered_json blas_core_json(const BlasCore& b) {
+  return {{"name", b.name}, {"chosen_by", b.chosen_by}, {"reason", b.reason}};
+}
 
 nlohmann::ordered_json make_run_report(const RunRecord& r) {
   ojson j;

@@ -13,5 +13,7 @@ constexpr const char* kRunReportKind = "moebench.run";
 constexpr const char* kRunSchemaFile = "run.schema.json";
 
 nlohmann::ordered_json make_run_report(const RunRecord& r);
+// meta.blas_core of the run and bench reports.
+nlohmann::ordered_json blas_core_json(const BlasCore& b);
 
 }  // namespace moebench

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/backends/cpu/blas_core.hpp"
 #include "harness/backends/cpu/cpu_compute.hpp"
 #include "harness/backends/mpi/mpi_check.hpp"
 #include "harness/backends/mpi/mpi_communicator.hpp"
@@ -583,6 +584,7 @@ bool first_rank_by_environment() {
 
 int main(int argc, char** argv) {
   using namespace moebench;
+  use_fast_blas_kernels(argv);  // as moebench does (blas_core.hpp)
   PhaseBenchOptions b;
   CLI::App app{
       "moebench_bench: the experts phase's FLOP rate against direct CBLAS GEMMs and the dispatch "

@@ -57,6 +57,13 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
+# Warnings about the machine a test runs on rather than about what the test does: OpenBLAS's
+# generic kernels, which a user (or CI, to prove the worst case) may ask for with
+# OPENBLAS_CORETYPE=Prescott. A test that counts stderr lines counts the lines it is about
+# (Result.messages); test_bench.py tests this warning itself.
+ENVIRONMENT_WARNINGS = ("moebench: warning: OpenBLAS runs its ",)
+
+
 class Result:
     def __init__(self, cmd, rc, stdout, stderr, wall_s, timed_out):
         self.cmd = cmd
@@ -65,6 +72,15 @@ class Result:
         self.stderr = stderr
         self.wall_s = wall_s
         self.timed_out = timed_out
+
+    @property
+    def messages(self):
+        """stderr's lines without the environment's warnings (ENVIRONMENT_WARNINGS)."""
+        return [l for l in self.stderr.splitlines() if not l.startswith(ENVIRONMENT_WARNINGS)]
+
+    def moebench_lines(self, prefix="moebench:"):
+        """moebench's own lines about the test (not mpirun's banners, not the environment's)."""
+        return [l for l in self.messages if l.startswith(prefix)]
 
     def describe(self):
         return ("command: %s\nexit: %s%s (%.1f s)\n--- stdout (tail) ---\n%s\n"

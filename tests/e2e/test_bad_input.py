@@ -19,11 +19,6 @@ TIMEOUT = 60
 TINY = ["--preset", "deepseek-v3-tiny", "--warmup", "0", "--steps", "1"]
 
 
-def moebench_lines(stderr):
-    """moebench's own lines, without the banners mpirun adds when ranks exit non-zero."""
-    return [l for l in stderr.splitlines() if l.startswith("moebench:")]
-
-
 def expect_usage_error(ctx, run_args, keywords, np=None, out_dir=None):
     """Runs moebench, expects exit 2 and one stderr line naming the problem; returns that line."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -34,12 +29,12 @@ def expect_usage_error(ctx, run_args, keywords, np=None, out_dir=None):
         r = e2e.run_moebench(ctx, args, np=np, timeout=TIMEOUT)
         e2e.check(not r.timed_out, "moebench hung on a usage error", r)
         e2e.check(r.rc == e2e.EXIT_USAGE, "expected exit %d, got %s" % (e2e.EXIT_USAGE, r.rc), r)
-        lines = moebench_lines(r.stderr)
+        lines = r.moebench_lines()
         e2e.check(len(lines) == 1, "expected exactly one 'moebench:' line on stderr, got %d" %
                   len(lines), r)
         if np is None:
             # Without mpirun nothing else may be printed: the line is the whole of stderr.
-            others = [l for l in r.stderr.splitlines() if l.strip() and l not in lines]
+            others = [l for l in r.messages if l.strip() and l not in lines]
             e2e.check(not others, "stderr has more than the one error line", r)
         for k in keywords:
             e2e.check(k in lines[0], "the error line does not mention %r: %s" % (k, lines[0]), r)

@@ -160,28 +160,68 @@ def test_usage_errors(ctx):
         r = bench(ctx, args, timeout=30)
         e2e.check(r.rc == e2e.EXIT_USAGE, "%r: expected exit 2" % args, r)
         e2e.check(message in r.stderr, "%r: stderr lacks %r" % (args, message), r)
-        e2e.check(len(r.stderr.strip().splitlines()) == 1, "%r: one line on stderr" % args, r)
+        e2e.check(len([l for l in r.messages if l.strip()]) == 1, "%r: one line on stderr" % args, r)
         e2e.check("dense GEMM" not in r.stdout, "%r: ran before failing" % args, r)
 
 
-def test_warns_of_generic_blas_kernels(ctx):
-    """OpenBLAS's generic fallback (forced here with OPENBLAS_CORETYPE=Prescott, as 0.3.21 chooses
-    it on CPUs it does not know) is named on stderr; the CPU's own kernels are not."""
-    r = bench(ctx, ["--layers", "1"])
-    e2e.check(r.rc == 0 and "generic" not in r.stderr and "Prescott" not in r.stderr,
-              "a warning without a fallback", r)
-    os.environ["OPENBLAS_CORETYPE"] = "Prescott"
-    try:
-        r = bench(ctx, ["--layers", "1"])
-    finally:
-        del os.environ["OPENBLAS_CORETYPE"]
-    e2e.check(r.rc == 0, "bench failed", r)
+def cpu_fast_core():
+    """The OpenBLAS core type for this CPU's extensions (blas_core.cpp's rule), "" for none."""
     with open("/proc/cpuinfo") as f:
-        avx2 = " avx2" in f.read()
-    if avx2:  # the fallback costs only where the CPU has better kernels
-        e2e.check("moebench: warning: OpenBLAS runs its Prescott kernels, as "
-                  "OPENBLAS_CORETYPE=Prescott asks, on a CPU with" in r.stderr,
-                  "no warning of the generic kernels", r)
+        flags = next((l.split(":", 1)[1].split() for l in f if l.startswith("flags")), [])
+    if all(x in flags for x in ("avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl")):
+        return "SkylakeX"
+    return "Haswell" if "avx2" in flags and "fma" in flags else ""
+
+
+def bench_with_coretype(ctx, tmp, coretype):
+    """bench with OPENBLAS_CORETYPE set to coretype (None: unset, whatever the caller's
+    environment says); returns the result and the report's meta.blas_core."""
+    saved = os.environ.pop("OPENBLAS_CORETYPE", None)
+    if coretype is not None:
+        os.environ["OPENBLAS_CORETYPE"] = coretype
+    out = os.path.join(tmp, "core-%s.json" % coretype)
+    try:
+        r = bench(ctx, ["--layers", "1", "--out", out])
+    finally:
+        os.environ.pop("OPENBLAS_CORETYPE", None)
+        if saved is not None:
+            os.environ["OPENBLAS_CORETYPE"] = saved
+    e2e.check(r.rc == 0, "bench with OPENBLAS_CORETYPE=%s failed" % coretype, r)
+    with open(out) as f:
+        return r, json.load(f)["meta"].get("blas_core")
+
+
+def test_warns_of_generic_blas_kernels(ctx):
+    """Three cases, each forced here whatever the CPU: left alone, moebench runs OpenBLAS's kernels
+    for this CPU (re-executing itself with OPENBLAS_CORETYPE where OpenBLAS 0.3.21 falls back to
+    its generic Prescott ones, as on CPUs it does not know) and does not warn; a known core type
+    set by the user is kept, without a warning; Prescott set by the user is kept and named on
+    stderr, where the CPU has better kernels. The report says which kernels ran and why."""
+    fast = cpu_fast_core()
+    with tempfile.TemporaryDirectory() as tmp:
+        r, core = bench_with_coretype(ctx, tmp, None)
+        e2e.check(core is not None and core["name"], "no meta.blas_core: %r" % core, r)
+        e2e.check("generic" not in r.stderr and "Prescott" not in r.stderr,
+                  "a warning of generic kernels without OPENBLAS_CORETYPE", r)
+        if core["chosen_by"] == "moebench":  # OpenBLAS did not know this CPU
+            e2e.check(core["name"] == fast and "generic" in core["reason"] and
+                      "OPENBLAS_CORETYPE=" + fast in core["reason"], "meta.blas_core %r" % core)
+        else:
+            e2e.check(core["chosen_by"] == "openblas" and core["name"] != "Prescott",
+                      "meta.blas_core %r" % core)
+        if fast:
+            r, core = bench_with_coretype(ctx, tmp, fast)
+            e2e.check("warning" not in r.stderr, "a warning with the CPU's own kernels", r)
+            e2e.check(core == {"name": fast, "chosen_by": "environment",
+                               "reason": "OPENBLAS_CORETYPE=%s was set" % fast},
+                      "meta.blas_core %r" % core)
+        r, core = bench_with_coretype(ctx, tmp, "Prescott")
+        e2e.check(core["name"] == "Prescott" and core["chosen_by"] == "environment",
+                  "the user's core type is kept: %r" % core)
+        if fast:  # the fallback costs only where the CPU has better kernels
+            e2e.check("moebench: warning: OpenBLAS runs its Prescott kernels, as "
+                      "OPENBLAS_CORETYPE=Prescott asks, on a CPU with" in r.stderr and
+                      "set it to " + fast in r.stderr, "no warning of the generic kernels", r)
 
 
 TESTS = [test_writes_the_figures, test_prints_a_table, test_usage_errors,

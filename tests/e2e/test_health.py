@@ -26,9 +26,16 @@ def run(ctx, tmp, np, per_node, extra=(), name="r.json"):
     return res, out
 
 
-# The slowed rank's factor: at 6 its compute measures about 4x the median here (3.9 to 4.2x in
-# four runs at 8 ranks). At 4 it measured 2.3 to 3.1x, and once, in a full ctest run, nobody was
-# named: the other ranks' noise can lift the 6-robust-SD threshold above a margin that small.
+# The slowed rank's factor. The tests run 8 ranks on 2 cores, so the injected slowness must be
+# something the rank does, not time it leaves to the others: the decorator owes (F - 1) x the CPU
+# time each operation spent and pays it spinning on its core (slow_compute.cpp). Spent CPU time is
+# the rank's own whoever shares the core, and a spinning rank competes for a core as work does,
+# so its compute stays F times its peers' in CPU and about F times in wall time. The sleep it
+# replaced did neither: while the slowed rank slept its peers had the cores, and with OpenBLAS's
+# generic kernels 8 ranks on 2 cores named nobody. Measured here (8 ranks, OPENBLAS_CORETYPE=
+# Prescott, compute total over the median): the sleep 2.6-2.8x idle and 2.4-2.5x with two busy
+# loops beside it; the spin 3.3-3.5x idle and 4.8-4.9x beside them. The threshold is 6 robust
+# SDs and at least 1.5x (health.cpp).
 SLOW_FACTOR = 6
 
 

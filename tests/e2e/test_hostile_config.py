@@ -89,7 +89,7 @@ def check_one(r, name, expected, out):
     e2e.check(not r.timed_out, "%s: hung" % name, r)
     e2e.check(r.rc == USAGE, "%s: expected exit %d, got %s" % (name, USAGE, r.rc), r)
     # mpirun adds its own lines about the exit; moebench's are the ones it starts.
-    lines = [l for l in r.stderr.splitlines() if l.startswith("moebench:")]
+    lines = r.moebench_lines()
     e2e.check(len(lines) == 1, "%s: expected one moebench line on stderr, got %d" %
               (name, len(lines)), r)
     e2e.check(len(lines[0]) <= MAX_LINE, "%s: a %d-character line" % (name, len(lines[0])), r)
@@ -134,7 +134,7 @@ def test_a_misspelt_key_is_a_warning_once(ctx):
                            "--seq-len", 16, "--quiet", "--out", out], 2)):
             r = e2e.run_moebench(ctx, args, np=np, timeout=120)
             e2e.check(r.rc == 0, "%s with a misspelt key: exit %s" % (args[0], r.rc), r)
-            warned = [l for l in r.stderr.splitlines() if l.startswith("moebench: warning:")]
+            warned = r.moebench_lines("moebench: warning:")
             e2e.check(len(warned) == 1 and "'num_nextn_predict_layer' is 1 edit from "
                       "'num_nextn_predict_layers'" in warned[0],
                       "%s: expected one warning naming both keys, got %r" % (args[0], warned), r)

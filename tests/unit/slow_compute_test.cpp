@@ -1,13 +1,16 @@
 // The slow-compute decorator: the same results as the backend it wraps, everything forwarded, and
-// every operation at least `factor` times as long. The wrapped backend's GEMM first sleeps a
-// known time; a sleep never ends early, so each slowed GEMM takes at least factor x that, a lower
-// bound that no load on a shared machine can break (an upper bound would be a timing test).
+// every operation at least `factor` times as long. The wrapped backend's GEMM first spends a
+// known CPU time; the decorator owes (factor - 1) x the CPU time the operation spent and spends it
+// too, and CPU time never runs ahead of the wall clock, so each slowed GEMM takes at least
+// factor x that in wall time: a lower bound that no load on a shared machine can break (an upper
+// bound would be a timing test).
 #include "harness/backends/fault/slow_compute.hpp"
 
 #include <doctest/doctest.h>
 
+#include <time.h>
+
 #include <chrono>
-#include <thread>
 #include <vector>
 
 #include "harness/backends/cpu/cpu_compute.hpp"
@@ -31,32 +34,40 @@ std::pair<double, float> gemms(Compute& c) {
   return {took.count(), first};
 }
 
-// The cpu backend with a GEMM that takes at least kGemmSleep.
-constexpr std::chrono::milliseconds kGemmSleep{2};
-class SleepyGemm final : public CpuCompute {
+double thread_cpu_s() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// The cpu backend with a GEMM that spends at least kGemmCpu of this thread's CPU time.
+constexpr double kGemmCpu = 2e-3;
+class BusyGemm final : public CpuCompute {
  public:
-  SleepyGemm() : CpuCompute(1) {}
+  BusyGemm() : CpuCompute(1) {}
 
  protected:
   void do_gemm(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b, float beta,
                const Mat& c) override {
-    std::this_thread::sleep_for(kGemmSleep);
+    const double start = thread_cpu_s();
+    while (thread_cpu_s() - start < kGemmCpu) {
+    }
     CpuCompute::do_gemm(trans_a, trans_b, alpha, a, b, beta, c);
   }
 };
 
 TEST_CASE("slow compute: same results, forwarded queries, and at least factor x the time") {
   CpuCompute plain(1);
-  std::unique_ptr<Compute> slow = make_slow_compute(std::make_unique<SleepyGemm>(), 4.0);
+  std::unique_ptr<Compute> slow = make_slow_compute(std::make_unique<BusyGemm>(), 4.0);
   CHECK(slow->kind() == plain.kind());
   CHECK(slow->gemm_path() == plain.gemm_path());
   CHECK(slow->memory_is_host());
   const auto [plain_s, plain_value] = gemms(plain);
   const auto [slow_s, slow_value] = gemms(*slow);
   CHECK(slow_value == plain_value);  // the same arithmetic, exactly
-  // 20 GEMMs of at least 2 ms each, each followed by a wait of 3x its own time: >= 160 ms. Without
-  // the waits the run would take about 40 ms.
-  const double floor_s = 20 * 4.0 * std::chrono::duration<double>(kGemmSleep).count();
+  // 20 GEMMs of at least 2 ms of CPU each, each followed by 3x its own CPU time spent spinning:
+  // >= 160 ms of CPU, so of wall time. Without the debt the run would take about 40 ms.
+  const double floor_s = 20 * 4.0 * kGemmCpu;
   CHECK(slow_s >= floor_s);
 }
 

@@ -3,7 +3,6 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <cctype>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
@@ -29,31 +28,6 @@ std::string blas_library_name() {
 #else
   return "CBLAS";
 #endif
-}
-
-std::string blas_fallback_warning() {
-#if defined(MOEBENCH_HAVE_OPENBLAS) && defined(__x86_64__)
-  const char* name = openblas_get_corename();
-  std::string core = name ? name : "";
-  std::string lower = core;
-  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  const bool generic = lower == "prescott" || lower == "core2" || lower == "katmai" ||
-                       lower == "coppermine" || lower == "northwood" || lower == "banias" ||
-                       lower == "generic" || lower == "unknown";
-  __builtin_cpu_init();
-  if (generic && __builtin_cpu_supports("avx2")) {
-    const bool avx512 = __builtin_cpu_supports("avx512f");
-    const char* forced = std::getenv("OPENBLAS_CORETYPE");
-    const std::string why = forced && *forced
-                                ? std::string(", as OPENBLAS_CORETYPE=") + forced + " asks,"
-                                : ", a generic fallback for a CPU it does not recognise,";
-    return "OpenBLAS runs its " + core + " kernels" + why + " on a CPU with " +
-           (avx512 ? "AVX-512" : "AVX2") +
-           ": its GEMMs run several times slower than they could; set OPENBLAS_CORETYPE=" +
-           (avx512 ? "SkylakeX" : "Haswell") + " or use a newer OpenBLAS";
-  }
-#endif
-  return "";
 }
 
 namespace {

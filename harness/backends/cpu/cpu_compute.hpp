@@ -14,10 +14,6 @@ namespace moebench {
 
 // The CBLAS the backend links, for the run record ("OpenBLAS 0.3.21 ..." or "CBLAS").
 std::string blas_library_name();
-// Why the BLAS will be slow here ("" when there is no reason to think so): OpenBLAS built with
-// DYNAMIC_ARCH falls back to its generic Prescott or Core2 kernels on a CPU it does not recognise
-// (0.3.21 on some AVX-512 CPUs), several times slower than the CPU's AVX2 or AVX-512 kernels.
-std::string blas_fallback_warning();
 
 class CpuCompute : public Compute {
  public:

@@ -1,5 +1,7 @@
 #include "harness/backends/fault/slow_compute.hpp"
 
+#include <time.h>
+
 #include <chrono>
 #include <thread>
 
@@ -164,29 +166,52 @@ class SlowCompute final : public Compute {
   }
 
  private:
-  // Runs op and owes (factor - 1) times as long as it took (synchronised on a device); the debt
-  // is paid once it reaches a millisecond (a sleep overshoots by tens of microseconds) and at
-  // every mark.
+  using Clock = std::chrono::steady_clock;
+  using Seconds = std::chrono::duration<double>;
+
+  // Runs op and owes (factor - 1) times as long as it took; the debt is paid once it reaches a
+  // millisecond and at every mark.
+  //
+  // On the host the debt is CPU time, measured on this thread's CPU clock and paid by spinning on
+  // it: the slowed rank does factor x the work of its peers and holds its core while it does. A
+  // sleep would not survive oversubscription (8 ranks on 2 cores): the operation's wall time
+  // includes waiting for a core, and while the slowed rank sleeps its peers get the cores and run
+  // faster, so its phases were no longer slower than theirs. Spent CPU time is what the rank
+  // itself did, whoever else shares the core, and spinning competes for the core as work does.
+  // On a device the operation is synchronised and its wall time is owed as a sleep: the device's
+  // time is not this thread's CPU time.
   template <typename Op>
   void slowed(Op&& op) {
     const bool device = !inner_->memory_is_host();
     if (device) inner_->synchronize();
-    const auto start = Clock::now();
+    const Seconds start = now(device);
     op();
     if (device) inner_->synchronize();
-    owed_ += (Clock::now() - start) * (factor_ - 1.0);
+    owed_ += (now(device) - start) * (factor_ - 1.0);
     if (owed_ >= std::chrono::milliseconds(1)) pay();
   }
 
   void pay() {
     if (owed_ <= Seconds::zero()) return;
-    const auto start = Clock::now();
-    std::this_thread::sleep_for(owed_);
-    owed_ -= Clock::now() - start;  // an overshoot is credited
+    const bool device = !inner_->memory_is_host();
+    const Seconds start = now(device);
+    if (device) {
+      std::this_thread::sleep_for(owed_);
+    } else {
+      while (now(false) - start < owed_) {
+      }
+    }
+    owed_ -= now(device) - start;  // an overshoot is credited
   }
 
-  using Clock = std::chrono::steady_clock;
-  using Seconds = std::chrono::duration<double>;
+  // The device's clock is the wall's; the host's, this thread's CPU time.
+  static Seconds now(bool device) {
+    if (device) return Clock::now().time_since_epoch();
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return Seconds(static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec));
+  }
+
   std::unique_ptr<Compute> inner_;
   double factor_;
   Seconds owed_{0};

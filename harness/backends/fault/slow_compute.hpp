@@ -1,8 +1,10 @@
-// A compute backend that runs every operation of the one it wraps and then waits (factor - 1)
+// A compute backend that runs every operation of the one it wraps and then owes (factor - 1)
 // times as long as the operation took, so that the whole of a rank's compute takes `factor`
 // times as long: a slow GPU, for `moebench run --inject slow:rank=R,factor=F`, with no test hook
-// in the training step. On a device backend each operation is synchronised to be timed, which
-// slows it further; the decorator is a testing aid for the host backend's health checks.
+// in the training step. On the host backend the time owed is CPU time, spent spinning, so that
+// the slowed rank stays slower than its peers when ranks share cores (slow_compute.cpp says why);
+// on a device backend each operation is synchronised to be timed, which slows it further, and
+// the time owed is slept.
 #pragma once
 
 #include <memory>
