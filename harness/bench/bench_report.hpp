@@ -51,7 +51,13 @@ struct DenseGemmResult {
   double flops = 0;
   Stats time_s;                         // per call, host clock around a synchronised call
   std::optional<double> events_time_s;  // cuda: time_bf16_gemm_seconds (CUDA events, mean)
-  double flop_rate() const;             // flops / median
+  // fp8: the same calls with B's quantised copy kept across them (as the step keeps a weight's),
+  // so that each quantises A only. The two medians split a call into the GEMM and one operand's
+  // quantisation (quantisation_s, gemm_only_s; A and B are both n x n, so each costs the same).
+  std::optional<Stats> weight_kept_time_s;
+  double flop_rate() const;  // flops / median
+  std::optional<double> quantisation_s() const;
+  std::optional<double> gemm_only_s() const;
 };
 
 struct GemmCaseResult {

@@ -19,6 +19,7 @@
 #include "harness/output/run_report.hpp"
 #include "harness/output/schema.hpp"
 #include "harness/systems/systems.hpp"
+#include "harness/verify/verify_cost.hpp"
 #include "workloads/accounting/accounting.hpp"
 #include "workloads/accounting/memory_model.hpp"
 #include "workloads/config/recipes.hpp"
@@ -94,6 +95,14 @@ nlohmann::ordered_json plan_json(const RunConfig& c) {
                                            {"max_rank_bytes", megatron},
                                            {"fits", megatron + kGpuContextReserveBytes <= gpu}};
   }
+  if (c.verify) {
+    // As a GPU run's: the reference's step in BF16 on rank 0's GPU, its results on rank 0's host.
+    const VerifyCost v = estimate_verify_cost(c, 2);
+    j["verification"] = {{"reference_step_bytes", v.reference_step_bytes},
+                         {"reference_results_host_bytes", v.reference_results_bytes},
+                         {"max_rank_received_bytes", v.max_rank_received_bytes},
+                         {"sent_bytes", v.sent_bytes}};
+  }
   return j;
 }
 
@@ -144,6 +153,16 @@ void print_plan(const RunConfig& c, const nlohmann::ordered_json& j, std::ostrea
     }
     os << "# as Megatron runs it (FP8 copies of GEMM inputs, FP8 weights): largest rank "
        << gib(m["megatron"]["max_rank_bytes"].get<double>()) << "\n";
+  }
+  if (j.contains("verification")) {
+    const nlohmann::ordered_json& v = j["verification"];
+    os << "# --verify: the single-process reference on rank 0 needs "
+       << gib(v["reference_step_bytes"].get<double>())
+       << " for its step (bf16, on rank 0's GPU with the rank's own) and "
+       << gib(v["reference_results_host_bytes"].get<double>())
+       << " of rank 0's host memory for its results; each rank receives at most "
+       << gib(v["max_rank_received_bytes"].get<double>()) << " (its own slices), "
+       << gib(v["sent_bytes"].get<double>()) << " sent in all\n";
   }
   for (int bytes : {2, 4}) {
     const MemoryEstimate m = estimate_memory(c, bytes);

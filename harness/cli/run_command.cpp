@@ -40,6 +40,7 @@
 #include "harness/output/table.hpp"
 #include "harness/parallel/domains.hpp"
 #include "harness/verify/reference_check.hpp"
+#include "harness/verify/verify_cost.hpp"
 #include "workloads/config/recipes.hpp"
 #include "workloads/step/training_step.hpp"
 
@@ -106,11 +107,13 @@ struct MemoryBudget {
   double available = 0;
   long sharing = 1;
   bool with_reference = false;
-  double reference = 0;
-  double reserved = 0;  // the backend's own, not yet allocated
+  double reference = 0;          // the --verify reference's step, in the compute's memory
+  double reference_results = 0;  // its results, FP32, in rank 0's host memory
+  double reserved = 0;           // the backend's own, not yet allocated
+  bool host = true;              // the compute's memory is the host's
   double need(const MemoryEstimate& per_rank) const {
     return (per_rank.total() + reserved) * static_cast<double>(sharing) +
-           (with_reference ? reference : 0.0);
+           (with_reference ? reference + (host ? reference_results : 0.0) : 0.0);
   }
 };
 MemoryBudget memory_budget(const Setup& s, MpiRuntime& rt) {
@@ -121,7 +124,12 @@ MemoryBudget memory_budget(const Setup& s, MpiRuntime& rt) {
   const std::string& mine = domains[static_cast<std::size_t>(rt.rank())];
   b.sharing = static_cast<long>(std::count(domains.begin(), domains.end(), mine));
   b.with_reference = s.config.verify && domains.front() == mine;
-  b.reference = s.config.verify ? estimate_reference_memory(s.config, bpe).total() : 0.0;
+  if (s.config.verify) {
+    const VerifyCost v = estimate_verify_cost(s.config, bpe);
+    b.reference = v.reference_step_bytes;
+    b.reference_results = v.reference_results_bytes;
+  }
+  b.host = s.compute->memory_is_host();
   b.reserved = static_cast<double>(s.compute->reserved_bytes());
   b.available = static_cast<double>(s.compute->memory_available_bytes());
   return b;
@@ -153,6 +161,17 @@ void check_memory(const Setup& s, const MemoryBudget& b) {
   if (b.sharing > 1) {
     scope = " for the " + std::to_string(b.sharing) + " ranks sharing this " +
             (s.compute->memory_is_host() ? "host" : "GPU");
+  }
+  if (b.with_reference && !b.host) {
+    // The reference's results stay in rank 0's host memory while every rank takes its slices.
+    const double host = static_cast<double>(host_memory_available_bytes());
+    if (b.reference_results > host) {
+      throw UsageError("--verify: the single-process reference's results need an estimated " +
+                       format_gib(b.reference_results) + " of rank 0's host memory but " +
+                       format_gib(host) +
+                       " is available; verify fewer --layers, a smaller --global-batch or "
+                       "--seq-len, or a model with fewer experts (see `moebench plan --verify`)");
+    }
   }
   if (need > b.available) {
     throw UsageError("this configuration needs an estimated " + format_gib(need) + scope +
@@ -311,6 +330,17 @@ void gather_memory(const MpiRuntime& rt, const Topology& topo, StepMemory& measu
   }
 }
 
+// The kernels the compute backend ran so far, their counts, and the libraries loaded.
+void refresh_kernels(RunMeta& m, const Compute& compute) {
+  m.gemm_path = compute.gemm_path();
+  m.grouped_gemm_path = compute.grouped_gemm_path();
+  m.attention_path = compute.attention_path();
+  m.kernel_calls = compute.kernel_calls();
+  m.loaded_libraries =
+      loaded_libraries({"libcudnn", "libnvrtc", "libcublas", "libcudart", "libnccl", "libopenblas",
+                        "libscipy_openblas", "libblas", "libmpi"});
+}
+
 // Everything of the report that does not depend on the steps, gathered before them: once a rank
 // has failed, nothing more can be gathered.
 RunRecord make_record(const CliOptions& o, const Setup& s, const MpiRuntime& rt,
@@ -319,10 +349,7 @@ RunRecord make_record(const CliOptions& o, const Setup& s, const MpiRuntime& rt,
   RunRecord record;
   record.meta = make_meta(o, c, rt, start);
   record.meta.devices = gather_device_records(rt, compute);
-  record.meta.gemm_path = compute.gemm_path();
-  record.meta.grouped_gemm_path = compute.grouped_gemm_path();
-  record.meta.attention_path = compute.attention_path();
-  record.meta.kernel_calls = compute.kernel_calls();
+  refresh_kernels(record.meta, compute);
   record.config = c;
   record.topology = s.topo;
   record.full_model =
@@ -848,6 +875,9 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
     record.health = find_stragglers(record.results.per_rank, health_thresholds(o, c));
   }
   gather_telemetry(rt, telemetry, record);
+  // Which kernels ran and how often, now that the steps have run (make_record took them before,
+  // for a report of a run that fails), and the libraries they loaded on the way.
+  refresh_kernels(record.meta, compute);
   if (stop != 0) {
     record.state = "interrupted";
     record.signal = signal_name(stop);

@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <string_view>
+
+#include "harness/core/error.hpp"
 
 namespace moebench {
 
@@ -53,6 +56,39 @@ ResidentMemory resident_memory() {
     if (const double v = kib("VmHWM:"); v >= 0) r.peak_bytes = v;
   }
   return r;
+}
+
+std::vector<std::string> loaded_libraries(const std::vector<std::string>& prefixes) {
+  std::ifstream maps("/proc/self/maps");
+  std::vector<std::string> out;
+  std::string line;
+  while (std::getline(maps, line)) {
+    const auto slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    std::string path = line.substr(slash);
+    if (const auto deleted = path.find(" (deleted)"); deleted != std::string::npos) {
+      path.resize(deleted);
+    }
+    const std::string_view name = std::string_view(path).substr(path.rfind('/') + 1);
+    const bool wanted = std::any_of(prefixes.begin(), prefixes.end(),
+                                    [&](const std::string& p) { return name.starts_with(p); });
+    if (wanted && name.find(".so") != std::string_view::npos) out.push_back(path);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::int64_t host_memory_available_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string line;
+  while (std::getline(meminfo, line)) {
+    std::istringstream fields(line);
+    std::string key;
+    std::int64_t kib = 0;
+    if (fields >> key >> kib && key == "MemAvailable:") return kib * 1024;  // reported in kB
+  }
+  throw RuntimeError("no MemAvailable in /proc/meminfo");
 }
 
 }  // namespace moebench

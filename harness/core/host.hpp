@@ -2,6 +2,7 @@
 // shapes a run.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,5 +27,13 @@ struct ResidentMemory {
   double peak_bytes = 0;
 };
 ResidentMemory resident_memory();
+
+// The shared libraries this process has loaded whose file names start with one of `prefixes`
+// ("libcudnn"), as full paths, sorted, each once (Linux's /proc/self/maps); empty elsewhere. What
+// a library loaded by name at run time (cuDNN's engines, NVRTC's builtins) resolved to.
+std::vector<std::string> loaded_libraries(const std::vector<std::string>& prefixes);
+
+// The host's MemAvailable (/proc/meminfo), in bytes; RuntimeError where the system does not say.
+std::int64_t host_memory_available_bytes();
 
 }  // namespace moebench

@@ -42,6 +42,9 @@ struct RunMeta {
   std::string grouped_gemm_path;
   std::string attention_path;
   std::optional<KernelCalls> kernel_calls;  // a device backend's counts (compute.hpp)
+  // The math and communication libraries rank 0 had loaded after the steps (full paths): which
+  // cuDNN engines, NVRTC, cuBLAS, NCCL, BLAS and MPI the run really used.
+  std::vector<std::string> loaded_libraries;
 };
 
 struct TensorCheck {

@@ -51,6 +51,7 @@ ojson meta_json(const RunMeta& m) {
                        {"attention", m.attention_path}};
     if (m.kernel_calls) meta["kernels"]["calls"] = kernel_calls_json(*m.kernel_calls);
   }
+  if (!m.loaded_libraries.empty()) meta["loaded_libraries"] = m.loaded_libraries;
   if (!m.devices.empty()) {
     ojson devices = ojson::array();
     for (const DeviceRecord& d : m.devices) devices.push_back(to_json(d));

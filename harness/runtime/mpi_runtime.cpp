@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "harness/backends/mpi/mpi_check.hpp"
@@ -19,6 +20,13 @@ namespace {
 
 // Names are exchanged in fixed-size slots so one MPI_Allgather suffices.
 constexpr int kHostSlot = 256;
+
+template <typename T>
+MPI_Datatype mpi_type() {
+  if constexpr (std::is_same_v<T, float>) return MPI_FLOAT;
+  if constexpr (std::is_same_v<T, double>) return MPI_DOUBLE;
+  if constexpr (std::is_same_v<T, char>) return MPI_CHAR;
+}
 
 }  // namespace
 
@@ -119,11 +127,13 @@ double MpiRuntime::allreduce_max(double v) const {
 }
 
 void MpiRuntime::allreduce_max(std::span<double> v) const {
-  MB_CHECK(v.size() <= static_cast<std::size_t>(INT_MAX), "allreduce of " << v.size() << " values");
-  polled("MPI_Iallreduce", [&](MPI_Request* req) {
-    return MPI_Iallreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE, MPI_MAX,
-                          MPI_COMM_WORLD, req);
-  });
+  for (std::size_t at = 0; at < v.size(); at += static_cast<std::size_t>(piece_)) {
+    const int n = static_cast<int>(std::min<std::size_t>(v.size() - at, piece_));
+    polled("MPI_Iallreduce", [&](MPI_Request* req) {
+      return MPI_Iallreduce(MPI_IN_PLACE, v.data() + at, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD,
+                            req);
+    });
+  }
 }
 
 double MpiRuntime::allreduce_min(double v) const {
@@ -159,52 +169,87 @@ bool MpiRuntime::all_true(bool v) const {
   return out != 0;
 }
 
-std::vector<double> MpiRuntime::gather_to_root(const std::vector<double>& v) const {
-  MB_CHECK(v.size() <= static_cast<std::size_t>(INT_MAX), "gather of " << v.size() << " values");
-  const int n = static_cast<int>(v.size());
-  std::vector<int> counts(rank_ == 0 ? size_ : 0);
+void MpiRuntime::set_piece_elements(std::int64_t n) {
+  MB_CHECK(n >= 1 && n <= kMaxPieceElements,
+           "a piece of " << n << " elements; expected 1 to " << kMaxPieceElements);
+  piece_ = n;
+}
+
+// A scatter's or gather's round: at most a piece, and at most the staging bound, for all ranks
+// together, so each rank's share of it, its count and its displacement all fit an int.
+std::int64_t MpiRuntime::round_per_rank() const {
+  return std::max<std::int64_t>(1, std::min(piece_, kMaxStagingElements) / size_);
+}
+
+template <typename T>
+void MpiRuntime::broadcast_pieces(T* data, std::int64_t n, int root) const {
+  for (std::int64_t at = 0; at < n; at += piece_) {
+    const int count = static_cast<int>(std::min(n - at, piece_));
+    polled("MPI_Ibcast", [&](MPI_Request* req) {
+      return MPI_Ibcast(data + at, count, mpi_type<T>(), root, MPI_COMM_WORLD, req);
+    });
+  }
+}
+
+// Every rank's n values concatenated in rank order on rank 0 (with each rank's count), in rounds
+// of round_per_rank() values a rank.
+template <typename T>
+std::vector<T> MpiRuntime::gather_pieces(const T* mine, std::int64_t n,
+                                         std::vector<std::int64_t>* counts_out) const {
+  long long mine_n = n;
+  std::vector<long long> counts(rank_ == 0 ? size_ : 0);
   polled("MPI_Igather", [&](MPI_Request* req) {
-    return MPI_Igather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD, req);
+    return MPI_Igather(&mine_n, 1, MPI_LONG_LONG, counts.data(), 1, MPI_LONG_LONG, 0,
+                       MPI_COMM_WORLD, req);
   });
-  std::vector<int> displs(counts.size());
-  long long total = 0;
+  const std::int64_t per_rank = round_per_rank();
+  const auto longest = static_cast<std::int64_t>(allreduce_max(static_cast<double>(n)));
+  std::vector<std::int64_t> starts(counts.size());
+  std::int64_t total = 0;
   for (std::size_t r = 0; r < counts.size(); ++r) {
-    MB_CHECK(total <= INT_MAX, "gather of more than INT_MAX values");
-    displs[r] = static_cast<int>(total);
+    starts[r] = total;
     total += counts[r];
   }
-  MB_CHECK(total <= INT_MAX, "gather of " << total << " values exceeds INT_MAX");
-  std::vector<double> out(static_cast<std::size_t>(total));
-  polled("MPI_Igatherv", [&](MPI_Request* req) {
-    return MPI_Igatherv(v.data(), n, MPI_DOUBLE, out.data(), counts.data(), displs.data(),
-                        MPI_DOUBLE, 0, MPI_COMM_WORLD, req);
-  });
+  std::vector<T> out(static_cast<std::size_t>(total));
+  std::vector<T> round(rank_ == 0 ? static_cast<std::size_t>(per_rank * size_) : 0);
+  std::vector<int> round_counts(counts.size()), displs(counts.size());
+  const auto share = [&](std::int64_t count, std::int64_t at) {
+    return static_cast<int>(std::clamp<std::int64_t>(count - at, 0, per_rank));
+  };
+  for (std::int64_t at = 0; at < longest; at += per_rank) {
+    int offset = 0;
+    for (std::size_t r = 0; r < counts.size(); ++r) {
+      round_counts[r] = share(counts[r], at);
+      displs[r] = offset;
+      offset += round_counts[r];
+    }
+    const int sending = share(n, at);
+    polled("MPI_Igatherv", [&](MPI_Request* req) {
+      return MPI_Igatherv(mine + std::min(at, n), sending, mpi_type<T>(), round.data(),
+                          round_counts.data(), displs.data(), mpi_type<T>(), 0, MPI_COMM_WORLD,
+                          req);
+    });
+    for (std::size_t r = 0; r < counts.size(); ++r) {
+      std::copy_n(round.begin() + displs[r], round_counts[r], out.begin() + starts[r] + at);
+    }
+  }
+  if (counts_out != nullptr) counts_out->assign(counts.begin(), counts.end());
   return out;
 }
 
+std::vector<double> MpiRuntime::gather_to_root(const std::vector<double>& v) const {
+  return gather_pieces(v.data(), static_cast<std::int64_t>(v.size()), nullptr);
+}
+
 std::vector<std::string> MpiRuntime::gather_strings_to_root(const std::string& mine) const {
-  MB_CHECK(mine.size() <= static_cast<std::size_t>(INT_MAX),
-           "gather of a " << mine.size() << "-byte string");
-  const int length = static_cast<int>(mine.size());
-  std::vector<int> lengths(rank_ == 0 ? size_ : 0);
-  polled("MPI_Igather", [&](MPI_Request* req) {
-    return MPI_Igather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, MPI_COMM_WORLD, req);
-  });
-  std::vector<int> offsets(lengths.size());
-  long long total = 0;
-  for (std::size_t r = 0; r < lengths.size(); ++r) {
-    MB_CHECK(total + lengths[r] <= INT_MAX, "gather of more than INT_MAX bytes");
-    offsets[r] = static_cast<int>(total);
-    total += lengths[r];
-  }
-  std::vector<char> all(static_cast<std::size_t>(total));
-  polled("MPI_Igatherv", [&](MPI_Request* req) {
-    return MPI_Igatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(),
-                        MPI_CHAR, 0, MPI_COMM_WORLD, req);
-  });
+  std::vector<std::int64_t> lengths;
+  const std::vector<char> all =
+      gather_pieces(mine.data(), static_cast<std::int64_t>(mine.size()), &lengths);
   std::vector<std::string> out;
-  for (std::size_t r = 0; r < lengths.size(); ++r) {
-    out.emplace_back(all.data() + offsets[r], static_cast<std::size_t>(lengths[r]));
+  std::size_t at = 0;
+  for (const std::int64_t length : lengths) {
+    out.emplace_back(all.data() + at, static_cast<std::size_t>(length));
+    at += static_cast<std::size_t>(length);
   }
   return out;
 }
@@ -214,11 +259,8 @@ void MpiRuntime::broadcast(std::vector<float>& v, int root) const {
   polled("MPI_Ibcast", [&](MPI_Request* req) {
     return MPI_Ibcast(&n, 1, MPI_LONG_LONG, root, MPI_COMM_WORLD, req);
   });
-  MB_CHECK(n <= INT_MAX, "broadcast of " << n << " floats exceeds INT_MAX");
   if (rank_ != root) v.resize(static_cast<std::size_t>(n));
-  polled("MPI_Ibcast", [&](MPI_Request* req) {
-    return MPI_Ibcast(v.data(), static_cast<int>(n), MPI_FLOAT, root, MPI_COMM_WORLD, req);
-  });
+  broadcast_pieces(v.data(), n, root);
 }
 
 void MpiRuntime::broadcast(std::string& s, int root) const {
@@ -226,11 +268,76 @@ void MpiRuntime::broadcast(std::string& s, int root) const {
   polled("MPI_Ibcast", [&](MPI_Request* req) {
     return MPI_Ibcast(&n, 1, MPI_LONG_LONG, root, MPI_COMM_WORLD, req);
   });
-  MB_CHECK(n <= INT_MAX, "broadcast of a " << n << "-byte string exceeds INT_MAX");
   if (rank_ != root) s.resize(static_cast<std::size_t>(n));
-  polled("MPI_Ibcast", [&](MPI_Request* req) {
-    return MPI_Ibcast(s.data(), static_cast<int>(n), MPI_CHAR, root, MPI_COMM_WORLD, req);
-  });
+  broadcast_pieces(s.data(), n, root);
+}
+
+std::vector<float> MpiRuntime::scatter_ranges(const std::vector<float>& source,
+                                              const std::vector<Range>& wanted) const {
+  // Rank 0 learns every rank's ranges (as pairs of doubles: offsets stay below 2^53).
+  std::vector<double> mine;
+  std::int64_t total = 0;
+  for (const Range& w : wanted) {
+    MB_CHECK(w.offset >= 0 && w.count >= 0, "a range at " << w.offset << " of " << w.count);
+    mine.push_back(static_cast<double>(w.offset));
+    mine.push_back(static_cast<double>(w.count));
+    total += w.count;
+  }
+  std::vector<std::int64_t> pairs;
+  const std::vector<double> all =
+      gather_pieces(mine.data(), static_cast<std::int64_t>(mine.size()), &pairs);
+  // Rank 0: each rank's ranges, checked against the source, and a cursor through them.
+  struct Cursor {
+    std::vector<Range> ranges;
+    std::size_t index = 0;
+    std::int64_t within = 0;
+    std::int64_t total = 0;
+  };
+  std::vector<Cursor> cursors(pairs.size());
+  std::size_t at = 0;
+  for (std::size_t r = 0; r < pairs.size(); ++r) {
+    for (std::int64_t i = 0; i < pairs[r]; i += 2, at += 2) {
+      const Range range{static_cast<std::int64_t>(all[at]), static_cast<std::int64_t>(all[at + 1])};
+      MB_CHECK(range.offset + range.count <= static_cast<std::int64_t>(source.size()),
+               "rank " << r << " asked for [" << range.offset << ", " << range.offset + range.count
+                       << ") of " << source.size() << " values");
+      cursors[r].ranges.push_back(range);
+      cursors[r].total += range.count;
+    }
+  }
+  const std::int64_t per_rank = round_per_rank();
+  const auto longest = static_cast<std::int64_t>(allreduce_max(static_cast<double>(total)));
+  std::vector<float> out(static_cast<std::size_t>(total));
+  std::vector<float> round(rank_ == 0 ? static_cast<std::size_t>(per_rank * size_) : 0);
+  std::vector<int> counts(cursors.size()), displs(cursors.size());
+  for (std::int64_t done = 0; done < longest; done += per_rank) {
+    int offset = 0;
+    for (std::size_t r = 0; r < cursors.size(); ++r) {  // rank 0 packs each rank's next values
+      Cursor& c = cursors[r];
+      displs[r] = offset;
+      std::int64_t room = std::min(per_rank, c.total - done);
+      while (room > 0) {
+        const Range& range = c.ranges[c.index];
+        const std::int64_t n = std::min(room, range.count - c.within);
+        std::copy_n(source.begin() + range.offset + c.within, n, round.begin() + offset);
+        offset += static_cast<int>(n);
+        room -= n;
+        c.within += n;
+        if (c.within == range.count) {
+          ++c.index;
+          c.within = 0;
+        }
+      }
+      counts[r] = offset - displs[r];
+    }
+    const int receiving = static_cast<int>(std::clamp<std::int64_t>(total - done, 0, per_rank));
+    polled("MPI_Iscatterv", [&](MPI_Request* req) {
+      return MPI_Iscatterv(round.data(), counts.data(), displs.data(), MPI_FLOAT,
+                           out.data() + std::min(done, total), receiving, MPI_FLOAT, 0,
+                           MPI_COMM_WORLD, req);
+    });
+  }
+  return out;
 }
 
 void MpiRuntime::barrier() const {

@@ -3,6 +3,7 @@
 // through a Communicator instead.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -51,6 +52,24 @@ class MpiRuntime {
   std::vector<std::string> gather_strings_to_root(const std::string& mine) const;
   void broadcast(std::vector<float>& v, int root) const;  // resizes on non-roots
   void broadcast(std::string& s, int root) const;
+  // Each rank's `wanted` ranges of rank 0's `source` (read on rank 0 only), concatenated in the
+  // order given: a scatter of what each rank asked for, so that no rank holds more than its own
+  // share of a large vector. Collective; a range outside `source` is an error on rank 0.
+  struct Range {
+    std::int64_t offset = 0;
+    std::int64_t count = 0;
+  };
+  std::vector<float> scatter_ranges(const std::vector<float>& source,
+                                    const std::vector<Range>& wanted) const;
+
+  // Every broadcast, gather, scatter and all-reduce above sends in pieces of at most this many
+  // elements (MPI counts are ints; 2^30 keeps a piece of doubles at 8 GiB); a scatter's or
+  // gather's round holds at most kMaxStagingElements of them for all ranks together, which
+  // bounds rank 0's staging buffer. Tests lower it to check that pieces reassemble exactly.
+  static constexpr std::int64_t kMaxPieceElements = std::int64_t{1} << 30;
+  static constexpr std::int64_t kMaxStagingElements = std::int64_t{1} << 26;
+  void set_piece_elements(std::int64_t n);
+  std::int64_t piece_elements() const { return piece_; }
   void barrier() const;
   // Every collective above completes within this many seconds (--timeout) or throws
   // TimeoutError naming the call (default 600 s).
@@ -63,7 +82,16 @@ class MpiRuntime {
   template <typename F>
   void polled(const char* call, F&& start) const;
 
+  // The pieces (mpi_runtime.cpp): element types and a round's elements per rank.
+  template <typename T>
+  void broadcast_pieces(T* data, std::int64_t n, int root) const;
+  template <typename T>
+  std::vector<T> gather_pieces(const T* mine, std::int64_t n,
+                               std::vector<std::int64_t>* counts) const;
+  std::int64_t round_per_rank() const;
+
   double timeout_s_ = 600.0;
+  std::int64_t piece_ = kMaxPieceElements;
   int rank_ = 0;
   int size_ = 1;
   std::string host_;

@@ -39,12 +39,13 @@ Reference run_reference(const RunConfig& config, Compute& compute) {
   return r;
 }
 
-// The reference's values for the elements [first, first + count) of this rank's buffer of group
+using Slice = MpiRuntime::Range;  // (moebench::Range is telemetry's)
+
+// Where the reference holds the elements [first, first + count) of this rank's buffer of group
 // `g`: each parameter found by (layer, kind, expert) in the reference's layout, which holds every
-// layer and expert.
-std::vector<float> expected_range(const RunConfig& config, const Topology& topo, ParamGroup g,
-                                  const std::vector<float>& ref_grads, std::int64_t first,
-                                  std::int64_t count) {
+// layer and expert. Adjacent ranges are merged.
+std::vector<Slice> param_ranges(const RunConfig& config, const Topology& topo, ParamGroup g,
+                                std::int64_t first, std::int64_t count) {
   const ParamLayout local = make_param_layout(config, topo);
   const ParamLayout ref =
       make_param_layout(single_process_reference(config), single_process_topology());
@@ -52,32 +53,37 @@ std::vector<float> expected_range(const RunConfig& config, const Topology& topo,
   for (const ParamInfo& p : ref.infos) {
     if (p.group == g) ref_offset[{p.layer, static_cast<int>(p.kind), p.expert}] = p.offset;
   }
-  std::vector<float> out;
-  out.reserve(static_cast<std::size_t>(count));
+  std::vector<Slice> out;
   for (const ParamInfo& p : local.infos) {
     if (p.group != g) continue;
     const std::int64_t lo = std::max(first, p.offset);
     const std::int64_t hi = std::min(first + count, p.offset + p.numel());
+    if (hi <= lo) continue;
     const std::int64_t base = ref_offset.at({p.layer, static_cast<int>(p.kind), p.expert});
-    for (std::int64_t i = lo; i < hi; ++i) {
-      out.push_back(ref_grads[static_cast<std::size_t>(base + (i - p.offset))]);
+    const Slice r{base + (lo - p.offset), hi - lo};
+    if (!out.empty() && out.back().offset + out.back().count == r.offset) {
+      out.back().count += r.count;
+    } else {
+      out.push_back(r);
     }
   }
   return out;
 }
 
-// The reference's rows of this rank's micro-batches, in the order the rank keeps them: micro-batch
-// mb holds the sequences from step.first_sequence(mb) on, which the reference holds in order.
-std::vector<float> expected_rows(const RunConfig& config, const TrainingStep& step, Mat got,
-                                 const std::vector<float>& ref) {
+// Where the reference holds this rank's rows of its micro-batches, in the order the rank keeps
+// them: micro-batch mb holds the sequences from step.first_sequence(mb) on, which the reference
+// holds in order.
+std::vector<Slice> row_ranges(const RunConfig& config, const TrainingStep& step, Mat got) {
   const std::int64_t h = got.cols;  // hidden, or (--head on) the losses per head
-  const std::int64_t n = step.tokens() * h;
-  std::vector<float> out;
+  std::vector<Slice> out;
   for (int mb = 0; mb < step.microbatches(); ++mb) {
-    const std::int64_t first = step.first_sequence(mb) * config.workload.seq_len * h;
-    out.insert(out.end(), ref.begin() + first, ref.begin() + first + n);
+    out.push_back({step.first_sequence(mb) * config.workload.seq_len * h, step.tokens() * h});
   }
   return out;
+}
+
+double max_abs_on_root(const MpiRuntime& runtime, const std::vector<float>& v) {
+  return runtime.allreduce_max(runtime.rank() == 0 ? max_abs(v) : 0.0);
 }
 }  // namespace
 
@@ -98,11 +104,8 @@ VerificationResult verify_step(const RunConfig& config, const Topology& topo,
   if (!failure.empty()) {
     throw RuntimeError("--verify: the single-process reference on rank 0 failed: " + failure);
   }
-  for (std::vector<float>* v :
-       {&ref.output, &ref.input_grad, &ref.dense_grads, &ref.expert_grads}) {
-    runtime.broadcast(*v, 0);
-  }
-
+  // Each rank receives only the slices it compares (MpiRuntime::scatter_ranges), never the whole
+  // reference: its grads are O(model), more than an MPI count holds and than every rank's memory.
   VerificationResult result;
   result.enabled = true;
   result.reference =
@@ -121,12 +124,16 @@ VerificationResult verify_step(const RunConfig& config, const Topology& topo,
 
   std::vector<TensorCheck> local;
   // The last stage's outputs and the first stage's input gradients, of every micro-batch; other
-  // ranks compare none (the counts are summed over ranks).
+  // ranks compare none (the counts are summed over ranks). Every rank takes part in every
+  // scatter, with nothing to ask for where it compares nothing.
   const auto rows_check = [&](const char* name, bool holds, Mat got,
-                              const std::vector<float>& want) {
-    if (!holds || got.numel() == 0) return TensorCheck{name, 0, 0, 0, 0};
-    return compare(name, download(compute, got), expected_rows(config, step, got, want),
-                   tol.atol_of_max * max_abs(want), tol.rtol);
+                              const std::vector<float>& all) {
+    const bool compares = holds && got.numel() > 0;
+    const std::vector<float> want = runtime.scatter_ranges(
+        all, compares ? row_ranges(config, step, got) : std::vector<Slice>{});
+    const double scale = max_abs_on_root(runtime, all);
+    if (!compares) return TensorCheck{name, 0, 0, 0, 0};
+    return compare(name, download(compute, got), want, tol.atol_of_max * scale, tol.rtol);
   };
   // With --head on the last stage's output is each token's loss per head, and the first stage's
   // input gradient is the embedding's, among the dense gradients.
@@ -143,9 +150,10 @@ VerificationResult verify_step(const RunConfig& config, const Topology& topo,
     std::vector<float> got = download(compute, step.reduced_grads(g));
     got.resize(static_cast<std::size_t>(count));
     const std::vector<float>& all = g == ParamGroup::dense ? ref.dense_grads : ref.expert_grads;
-    local.push_back(compare(g == ParamGroup::dense ? "dense_grads" : "expert_grads", got,
-                            expected_range(config, topo, g, all, first, count),
-                            tol.atol_of_max * max_abs(all), tol.rtol));
+    const std::vector<float> want =
+        runtime.scatter_ranges(all, param_ranges(config, topo, g, first, count));
+    local.push_back(compare(g == ParamGroup::dense ? "dense_grads" : "expert_grads", got, want,
+                            tol.atol_of_max * max_abs_on_root(runtime, all), tol.rtol));
   }
 
   for (const TensorCheck& c : local) {

@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 # The device check: on a machine with one GPU and nothing installed beyond the CUDA toolkit,
 # CMake, ninja and Python, build moebench with the dependencies tests/device/prepare.sh packed
-# (tests/device/.cache/carry/deps.tar.gz), then, the most valuable figures first:
-#   1. cuDNN attention's graphs against cudnn-frontend's validation and the machine's cuDNN,
-#   2. a BF16 --verify run on one GPU (a 2-layer DeepSeek-V3 with 16 experts and 512-token
-#      sequences, tests/device/deepseek-v3-device.json: MLA's 192/128 heads reach cuDNN, every
-#      GEMM dimension a multiple of 128),
-#   3. the performance probe (moebench bench: GEMM roofline, the experts' GEMMs, core attention,
-#      DeepSeek-V3 layer stacks), sized to the time left,
-#   4. the GPU tests (the cuda backend against the cpu backend; the nccl communicator),
-#   5. --verify runs with --comm nccl, --precision fp8 (tensor and blockwise scaling), a 4-rank
-#      run sharing the GPU and a 4-rank interleaved pipeline (pp 2, vp 2, ep 2),
-#   6. the probe in FP8,
+# (tests/device/.cache/carry/deps.tar.gz), then, after two quick checks (`moebench plan` with the
+# GPU runs' flags, cuDNN attention's graphs against cudnn-frontend's validation for this GPU),
+# the steps in order of the value of their figures (tests/device/README.md gives each one's limit):
+#   run_1gpu                 a BF16 --verify run on one GPU (a 2-layer DeepSeek-V3 with 16 experts
+#                            and 512-token sequences, tests/device/deepseek-v3-device.json)
+#   bench                    the performance probe (GEMM roofline, the experts' GEMMs, core
+#                            attention, 1- and 4-layer stacks: the figure against a GPU's peak),
+#                            at its full size when 200 s remain
+#   gpu_tests                the cuda backend against the cpu backend
+#   run_1gpu_fp8_blockwise   --precision fp8 --fp8-recipe blockwise (DeepSeek-V3's, Hopper)
+#   run_1gpu_fp8             --precision fp8, per-tensor scaling
+#   bench_fp8                the probe in FP8
+#   run_4rank                4 ranks sharing the GPU, --comm mpi --ep 4
+#   gpu_comm_tests           the communicators on device memory
+#   run_1gpu_nccl            --comm nccl
+#   run_4rank_pp             4 ranks, an interleaved pipeline (pp 2, vp 2, ep 2)
 # and write what it measured into at most three files in the output folder, whatever happens:
 #   summary.json     the one summary (tests/device/summarize.py; tests/device/README.md reads it)
 #   check.log        every step's command line, output and time
@@ -36,8 +41,9 @@
 #                         orchestration alone, as tests/device/test_check_dry_run.py runs it
 #   CHECK_SH_DEADLINE_S   seconds the whole check may take (default 540)
 #   CHECK_SH_LIMITS       STEP=SECONDS,... overrides of steps' own limits
-#   CHECK_SH_FORCE        hang:STEP,fail:STEP,... a testing aid: the step's command is replaced
-#                         by one that never ends, or one that fails at once
+#   CHECK_SH_FORCE        hang:STEP,fail:STEP,lonelycudnn:STEP,... a testing aid: the step's
+#                         command is replaced by one that never ends, or one that fails at
+#                         once, or run with cuDNN's folder off the loader's path
 #   CHECK_SH_JOBS=N       build jobs (default: all cores)
 #   CHECK_SH_WORK=DIR     build and unpack folder (default /tmp/moebench-device-check)
 #   CHECK_SH_BENCH_ARGS   extra flags for `moebench bench`
@@ -78,16 +84,26 @@ echo "on" >"$cudnn_state"
 
 # Every step this run means to take, in order: the ones it never records are named unfinished.
 if [ -n "$prebuilt" ]; then
-  planned="plan,cudnn_graphs,run_1gpu,bench"
+  planned="plan,cudnn_graphs"
 else
-  planned="unpack,configure,build,provenance,plan,cudnn_graphs,run_1gpu,bench"
+  planned="unpack,configure,build,provenance,plan,cudnn_graphs"
 fi
+gpu_planned="plan,cudnn_graphs,run_1gpu,bench,gpu_tests,run_1gpu_fp8_blockwise,run_1gpu_fp8"
+gpu_planned+=",bench_fp8,run_4rank,gpu_comm_tests,run_1gpu_nccl,run_4rank_pp"
 if [ "$cpu_only" = 1 ]; then
-  planned+=",unit_tests,run_4rank,run_4rank_pp"
+  planned+=",run_1gpu,bench,unit_tests,run_4rank,run_4rank_pp"
 else
-  planned+=",gpu_tests,gpu_comm_tests,run_1gpu_nccl,run_1gpu_fp8,run_1gpu_fp8_blockwise"
-  planned+=",run_4rank,run_4rank_pp,bench_fp8"
+  planned+="${gpu_planned#plan,cudnn_graphs}"
 fi
+# Each step's own limit in seconds: its expected time on the H200 with a margin
+# (tests/device/README.md, "The steps"); CHECK_SH_LIMITS overrides, the deadline clamps.
+declare -A limit_of=(
+  [unpack]=60 [configure]=120 [build]=360 [provenance]=30 [plan]=30 [cudnn_graphs]=60
+  [run_1gpu]=90 [bench]=150 [gpu_tests]=150 [unit_tests]=150 [run_1gpu_fp8_blockwise]=60
+  [run_1gpu_fp8]=60 [bench_fp8]=120 [run_4rank]=90 [gpu_comm_tests]=90 [run_1gpu_nccl]=60
+  [run_4rank_pp]=120
+)
+bench_full_s=200  # the probe runs at its full size when this much of the deadline remains
 stopped=""   # why the check ended early: "deadline", "SIGTERM", "SIGINT"
 step_pid=""  # the running step, for the signal handler
 finished=0
@@ -124,6 +140,15 @@ step() {
   case "$force" in
   *",hang:$name,"*) set -- sleep 100000 ;;
   *",fail:$name,"*) set -- bash -c 'echo "forced to fail (CHECK_SH_FORCE)"; exit 3' ;;
+  *",lonelycudnn:$name,"*)
+    # cuDNN's folder off the loader's path, as from a wheel without RUNPATH: libcudnn.so.9 alone
+    # in a folder of its own, the loader's cache off; the step's binary then finds its own
+    # libraries only through its RUNPATH, and cuDNN's engines not at all.
+    local lonely="$work/lonely-cudnn" cudnn_lib
+    cudnn_lib="$(sed -n 's/^CUDNN_LIBRARY:FILEPATH=//p' "$build/CMakeCache.txt")"
+    mkdir -p "$lonely" && cp "$(readlink -f "$cudnn_lib")" "$lonely/libcudnn.so.9"
+    set -- /lib64/ld-linux-x86-64.so.2 --inhibit-cache --library-path "$lonely" "$@"
+    ;;
   esac
   say "step $name (limit ${limit} s): $*"
   local start rc
@@ -188,6 +213,24 @@ else
   source "$repo/tests/device/check_build.sh"
 fi
 bin="$build/moebench"
+# The wheels' cuDNN and NVRTC library folders on the loader's path: cuDNN loads its graph and
+# engine libraries, and NVRTC its builtins, by name at run time, and a wheel's libcudnn.so.9 has
+# no RUNPATH to find them by (PyTorch's own builds hit "Unable to load any of
+# {libcudnn_graph.so.9 ...}"). Only those two: the toolkit's cuBLAS and runtime stay the ones the
+# build linked. The summary records the folders and which libraries the runs loaded.
+wheel_libs="$(python3 -c 'import glob, os, nvidia
+print(":".join(sorted(d for p in nvidia.__path__ for n in ("cudnn", "cuda_nvrtc")
+                      for d in glob.glob(os.path.join(p, n, "lib")))))' 2>/dev/null)"
+[ -n "$wheel_libs" ] && export LD_LIBRARY_PATH="$wheel_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+echo "$wheel_libs" >"$work/loader_path.txt"
+say "loader path for cuDNN and NVRTC: ${wheel_libs:-none (no nvidia wheels)}"
+
+# The GPU's SM ("9.0" -> 90), for the checks that should judge only the architecture in hand.
+gpu_sm=""
+if [ "$cpu_only" != 1 ]; then
+  gpu_sm="$(timeout 20 nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null |
+    head -n 1 | tr -d ' .')"
+fi
 
 # --- what the runs run ------------------------------------------------------------------------
 common=(--warmup 1 --steps 3 --verify)
@@ -214,7 +257,9 @@ if [ "$cpu_only" = 1 ]; then
   tiny=(--preset deepseek-v3-tiny)
   run_1=("${tiny[@]}")
   run_4=("${tiny[@]}" --ep 4)
-  run_pp=("${tiny[@]}" --pp 2 --vp 2 --ep 2 --global-batch 8)
+  # The GPU pipeline run's own flags, the tiny model's layers in place of the check model's.
+  run_pp=("${tiny[@]}" --seq-len 512 --layers 4 --dense-layers 0 --head off --pp 2 --vp 2 --ep 2
+    --global-batch 8 --optimizer none)
 else
   backend=cuda
 fi
@@ -240,42 +285,68 @@ bench() {  # bench NAME LIMIT FULL_S FLAGS...
     "${size[@]}" ${CHECK_SH_BENCH_ARGS:-}
 }
 
-# --- the steps, the most valuable first -------------------------------------------------------
+# --- the steps, the most valuable first ---------------------------------------------------------
+# The schedule, in the log before anything runs: each step's own limit, and where the deadline
+# would leave it if every earlier step took its whole limit.
+schedule() {  # schedule TITLE STEPS: each step's limit, clamped as the deadline would
+  local at=$(($(date +%s) - t0)) name limit
+  say "$1 (deadline ${deadline_s} s, ${reserve_s} s kept for the summary):"
+  for name in ${2//,/ }; do
+    limit="${limit_of[$name]:-60}"
+    local override="${limits#*,"$name"=}"
+    [ "$override" != "$limits" ] && limit="${override%%,*}"
+    local room=$((deadline_s - reserve_s - at))
+    [ "$room" -lt 0 ] && room=0
+    [ "$limit" -gt "$room" ] 2>/dev/null && limit="$room"
+    say "  $name: limit ${limit} s, from ${at} s"
+    at=$((at + limit))
+  done
+}
+if [ "$cpu_only" = 1 ]; then
+  # What the same check runs on the GPU machine, after its build, in this order.
+  schedule "schedule on the GPU machine, after the build" "$gpu_planned"
+  schedule "schedule of this dry run" "$planned"
+else
+  schedule "schedule" "$planned"
+fi
 [ "$cpu_only" = 1 ] || timeout 20 nvidia-smi >>"$log" 2>&1
-step plan 30 bash "$work/plan.sh"
+step plan "${limit_of[plan]}" bash "$work/plan.sh"
 if [ -x "$build/tests/cudnn_attention_tests" ]; then
-  step cudnn_graphs 60 "$build/tests/cudnn_attention_tests" --no-intro=true
+  # Validated for this GPU's SM only (MOEBENCH_TEST_SM); without a GPU, for sm 90 and sm 100.
+  export MOEBENCH_TEST_SM="$gpu_sm"
+  step cudnn_graphs "${limit_of[cudnn_graphs]}" "$build/tests/cudnn_attention_tests" --no-intro=true
 else
   skip cudnn_graphs "built without cuDNN ($(cat "$cudnn_state"))"
 fi
-run run_1gpu 90 1 "${run_1[@]}"
-bench bench 120 300
+run run_1gpu "${limit_of[run_1gpu]}" 1 "${run_1[@]}"
+bench bench "${limit_of[bench]}" "$bench_full_s"
 if [ "$cpu_only" = 1 ]; then
-  step unit_tests 150 "$build/tests/moebench_tests" --no-intro=true
+  step unit_tests "${limit_of[unit_tests]}" "$build/tests/moebench_tests" --no-intro=true
+  run run_4rank "${limit_of[run_4rank]}" 4 --comm mpi "${run_4[@]}"
 else
-  # The cuda backend against the cpu backend (tests/gpu/cuda_compute_test.cpp), directly; then
-  # the communicator tests on device memory, as ctest registered them (third_party/nccl.cmake).
-  step gpu_tests 150 "$build/tests/gpu/moebench_gpu_tests" --no-intro=true
+  # The cuda backend against the cpu backend (tests/gpu/cuda_compute_test.cpp), directly.
+  step gpu_tests "${limit_of[gpu_tests]}" "$build/tests/gpu/moebench_gpu_tests" --no-intro=true
+  # DeepSeek-V3's blockwise FP8 (cuBLASLt's 1x128 / 128x128 block scaling: Hopper only), then
+  # per-tensor scaling, then the probe with the linear layers' GEMMs in FP8.
+  run run_1gpu_fp8_blockwise "${limit_of[run_1gpu_fp8_blockwise]}" 1 "${run_1[@]}" \
+    --precision fp8 --fp8-recipe blockwise
+  run run_1gpu_fp8 "${limit_of[run_1gpu_fp8]}" 1 "${run_1[@]}" --precision fp8
+  bench bench_fp8 "${limit_of[bench_fp8]}" "$bench_full_s" --precision fp8
+  run run_4rank "${limit_of[run_4rank]}" 4 --comm mpi "${run_4[@]}"
+  # The communicator tests on device memory, as ctest registered them (third_party/nccl.cmake);
+  # each test's own TIMEOUT (tests/gpu/CMakeLists.txt) is below this step's limit.
   if [ -x "$build/tests/gpu/nccl_communicator_test" ] &&
     ctest --test-dir "$build" -N -R '^gpu[.]communicator[.]' | grep -q 'Total Tests: [1-9]'; then
-    step gpu_comm_tests 90 ctest --test-dir "$build" -R '^gpu[.]communicator[.]' \
-      --output-on-failure --timeout 60
+    step gpu_comm_tests "${limit_of[gpu_comm_tests]}" ctest --test-dir "$build" \
+      -R '^gpu[.]communicator[.]' --output-on-failure
   else
     skip gpu_comm_tests "nccl backend not built or its GPU tests not registered"
   fi
   if grep -q '^NCCL_LIBRARY:.*nccl' "$build/CMakeCache.txt" 2>/dev/null; then
-    run run_1gpu_nccl 60 1 "${run_1[@]}" --comm nccl
+    run run_1gpu_nccl "${limit_of[run_1gpu_nccl]}" 1 "${run_1[@]}" --comm nccl
   else
     skip run_1gpu_nccl "nccl backend not built"
   fi
-  run run_1gpu_fp8 60 1 "${run_1[@]}" --precision fp8
-  # DeepSeek-V3's blockwise FP8 (cuBLASLt's 1x128 / 128x128 block scaling: Hopper only).
-  run run_1gpu_fp8_blockwise 60 1 "${run_1[@]}" --precision fp8 --fp8-recipe blockwise
 fi
-run run_4rank 90 4 --comm mpi "${run_4[@]}"
-run run_4rank_pp 90 4 --comm mpi "${run_pp[@]}"
-if [ "$cpu_only" != 1 ]; then
-  # The same probe with the linear layers' GEMMs in FP8: the step against bench.json's BF16 one.
-  bench bench_fp8 120 120 --precision fp8
-fi
+run run_4rank_pp "${limit_of[run_4rank_pp]}" 4 --comm mpi "${run_pp[@]}"
 finish

@@ -32,7 +32,7 @@ CHECK_LOG_MAX_BYTES = 12 << 20
 CHECK_LOG_HEAD_BYTES = 2 << 20
 ARCHIVE_MAX_BYTES = 12 << 20
 # The run reports check.sh writes (results/NAME.json), in the order it runs them.
-RUNS = ("run-1gpu", "run-1gpu-nccl", "run-1gpu-fp8", "run-1gpu-fp8-blockwise", "run-4rank",
+RUNS = ("run-1gpu", "run-1gpu-fp8-blockwise", "run-1gpu-fp8", "run-4rank", "run-1gpu-nccl",
         "run-4rank-pp")
 
 
@@ -175,6 +175,12 @@ def bench_summary(doc):
         "dense_gemm_events_tflops": dense["events_tflops"],
         "dense_gemm_fp8_tflops": (res.get("dense_gemm_fp8") or {}).get("tflops"),
         "dense_gemm_fp8_over_bf16": (res.get("dense_gemm_fp8") or {}).get("fp8_over_dense"),
+        # The GEMM without the quantisation of its operands (bench_report.cpp's split).
+        "dense_gemm_fp8_quantisation_s": (res.get("dense_gemm_fp8") or {}).get("quantisation_s"),
+        "dense_gemm_fp8_gemm_only_tflops":
+            (res.get("dense_gemm_fp8") or {}).get("gemm_only_tflops"),
+        "dense_gemm_fp8_gemm_only_over_bf16":
+            (res.get("dense_gemm_fp8") or {}).get("gemm_only_over_dense"),
         "fp8_gemms": res.get("fp8_gemms"),
         "expert_gemm_tflops": experts["tflops"],
         "expert_gemm_ratio_to_dense": experts["ratio_to_dense"],
@@ -284,11 +290,51 @@ def out_files(out, summary_bytes):
                                      max(files.values()) <= DEVICE_MAX_FILE_BYTES)}
 
 
-def cudnn_state(path):
-    """check.sh's cuDNN state: asked for and built, or off and why."""
+# What the loader says when cuDNN's graph or engine libraries, or NVRTC's builtins, do not
+# resolve (cuDNN's own words, cudnn-frontend's, glibc's).
+LOAD_ERRORS = ("Unable to load", "Invalid handle. Cannot load symbol",
+               "cannot open shared object file", "libnvrtc-builtins")
+
+
+def cudnn_state(path, work, log_path, runs):
+    """check.sh's cuDNN state: asked for and built, or off and why; the folders check.sh put on
+    the loader's path; which cuDNN and NVRTC libraries were loaded (a run report's
+    meta.loaded_libraries, else the cudnn_graphs step's line in check.log); whether the graph and
+    engine libraries resolved; and the loader's complaint where they did not."""
     text = open(path).read().strip() if os.path.isfile(path) else "unknown"
-    return {"built": text == "on", "why_not": None if text == "on" else
-            text.split(":", 1)[-1].strip()}
+    state = {"built": text == "on", "why_not": None if text == "on" else
+             text.split(":", 1)[-1].strip()}
+    loader = os.path.join(work, "loader_path.txt")
+    state["loader_path"] = (open(loader).read().strip() or None) if os.path.isfile(loader) \
+        else None
+    loaded, source = None, None
+    for name, doc in runs:
+        meta = (doc or {}).get("meta", {})
+        libs = meta.get("loaded_libraries")
+        if libs is not None and meta.get("backend") == "cuda":  # the cpu backend loads no cuDNN
+            loaded = [l for l in libs if "/libcudnn" in l or "/libnvrtc" in l]
+            source = "results/%s.json meta.loaded_libraries" % name
+            break
+    load_error = None
+    if os.path.isfile(log_path):
+        with open(log_path, errors="replace") as f:
+            for line in f:
+                if loaded is None and "cudnn libraries loaded:" in line:
+                    listed = line.split("cudnn libraries loaded:", 1)[1].strip()
+                    loaded = [l.strip() for l in listed.split(",") if l.strip()]
+                    source = "check.log (cudnn_graphs)"
+                if load_error is None and any(e in line for e in LOAD_ERRORS):
+                    load_error = line.strip()[:400]
+    state["loaded"] = loaded
+    state["loaded_from"] = source
+    # The graph library loads at the first graph, the engines at the first execution: a GPU run
+    # shows both; the host-only validation (the dry run) only the graph.
+    state["graph_resolved"] = None if loaded is None else any("libcudnn_graph" in l
+                                                              for l in loaded)
+    state["engines_resolved"] = None if loaded is None or not source.startswith("results/") \
+        else any("libcudnn_engines" in l for l in loaded)
+    state["load_error"] = load_error
+    return state
 
 
 def main():
@@ -360,7 +406,9 @@ def main():
         "finished": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "wall_s": args.wall_s,
         "steps": steps,
-        "cudnn": cudnn_state(args.cudnn),
+        "cudnn": cudnn_state(args.cudnn, args.work, log_path,
+                             [(n, load_json(os.path.join(args.results, n + ".json")))
+                              for n in RUNS]),
         "tests": test_counts(log_text),
         "runs": runs,
         "bench": bench,
@@ -396,6 +444,10 @@ def main():
             "  (" + s["reason"] + ")" if "reason" in s else ""))
     if not summary["cudnn"]["built"]:
         print("#   cuDNN: %s" % summary["cudnn"]["why_not"])
+    elif (summary["cudnn"]["engines_resolved"] is False or
+          summary["cudnn"]["graph_resolved"] is False or summary["cudnn"]["load_error"]):
+        print("#   cuDNN's libraries did not all load: %s" % (
+            summary["cudnn"]["load_error"] or summary["cudnn"]["loaded"]))
     for k, v in summary["tests"].items():
         if v:
             print("#   %s: %s" % (k, v))
@@ -444,9 +496,12 @@ def print_bench(name, bench):
                 " = %.1f%% of %s TFLOP/s peak" % (100 * frac, bench["peak_tflops"])
                 if frac is not None else ""))
         if bench.get("dense_gemm_fp8_tflops"):
-            print("#   %s: dense fp8 %.4g TFLOP/s = %.2fx bf16; step speed-up over bf16 %s" % (
-                name, bench["dense_gemm_fp8_tflops"], bench["dense_gemm_fp8_over_bf16"],
-                bench.get("step_speedup_over_bf16")))
+            print("#   %s: dense fp8 %.4g TFLOP/s = %.2fx bf16 (the GEMM alone %s); step speed-up "
+                  "over bf16 %s" % (
+                      name, bench["dense_gemm_fp8_tflops"], bench["dense_gemm_fp8_over_bf16"],
+                      "%.2fx" % bench["dense_gemm_fp8_gemm_only_over_bf16"]
+                      if bench.get("dense_gemm_fp8_gemm_only_over_bf16") else "-",
+                      bench.get("step_speedup_over_bf16")))
     elif bench:
         print("#   %s: %s" % (name, bench["error"]))
 

@@ -135,6 +135,58 @@ def test_hang_and_failure_recorded_and_the_rest_run(ctx):
         no_forced_hang_left()
 
 
+# The GPU check's steps in the order of their figures' value, each with its limit (check.sh's
+# limit_of; tests/device/README.md's table), as the dry run's log must list them.
+GPU_SCHEDULE = [("plan", 30), ("cudnn_graphs", 60), ("run_1gpu", 90), ("bench", 150),
+                ("gpu_tests", 150), ("run_1gpu_fp8_blockwise", 60), ("run_1gpu_fp8", 60),
+                ("bench_fp8", 120), ("run_4rank", 90), ("gpu_comm_tests", 90),
+                ("run_1gpu_nccl", 60), ("run_4rank_pp", 120)]
+
+
+def logged_schedule(log, title):
+    """The (step, limit) lines of the schedule block `title` in check.log."""
+    rows, inside = [], False
+    for line in log.splitlines():
+        if title in line:
+            inside = True
+            continue
+        if inside:
+            if "  " not in line.split("] ", 1)[-1][:3]:
+                break
+            name, rest = line.split("] ", 1)[1].strip().split(": limit ")
+            rows.append((name, int(rest.split(" s")[0])))
+    return rows
+
+
+def test_schedule_and_cudnn_off_the_loader_path(ctx):
+    """The dry run's log lists the GPU check's steps in order with their limits (a deadline long
+    enough that none is clamped); and with cuDNN's folder off the loader's path (the
+    lonelycudnn testing aid: libcudnn.so.9 alone, the loader's cache off, as from a wheel without
+    RUNPATH) the cudnn_graphs step fails and the summary names the loader's complaint, where this
+    build has cuDNN's graph check at all."""
+    has_cudnn = os.path.isfile(os.path.join(os.path.dirname(ctx.binary), "tests",
+                                            "cudnn_attention_tests"))
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, out = start(ctx, tmp, 2000,
+                          force="lonelycudnn:cudnn_graphs" if has_cudnn else "")
+        text = finish(proc, 600)
+        summary = summary_of(out, text)
+        with open(os.path.join(out, "check.log"), errors="replace") as f:
+            log = f.read()
+        got = logged_schedule(log, "schedule on the GPU machine")
+        e2e.check(got == GPU_SCHEDULE, "the GPU schedule in the log: %s" % got)
+        e2e.check(summary["runs"]["run-4rank-pp"]["verification_passed"] is True,
+                  "the pipeline run's flags on the tiny model: %s" % summary["runs"].get(
+                      "run-4rank-pp"))
+        if has_cudnn:
+            e2e.check(step(summary, "cudnn_graphs")["status"] == "failed",
+                      "cudnn_graphs without cuDNN's engines: %s" % step(summary, "cudnn_graphs"))
+            why = summary["cudnn"]["load_error"] or ""
+            e2e.check("Cannot load symbol" in why or "Unable to load" in why,
+                      "the summary does not say why cuDNN failed: %s" % summary["cudnn"])
+        check_files(out, summary)
+
+
 def wait_for(path, needle, timeout):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -191,4 +243,4 @@ def test_deadline_clamps_a_hung_step(ctx):
 
 if __name__ == "__main__":
     e2e.run_main([test_hang_and_failure_recorded_and_the_rest_run, test_term_writes_the_summary,
-                  test_deadline_clamps_a_hung_step])
+                  test_deadline_clamps_a_hung_step, test_schedule_and_cudnn_off_the_loader_path])

@@ -188,7 +188,29 @@ def test_plan_takes_run_flags(ctx):
         e2e.check(r.rc == 2 and expected in r.stderr, "plan %s" % " ".join(bad), r)
 
 
+def test_verify_cost(ctx):
+    """plan --verify says what the reference costs and what a rank receives; for the device
+    check's pipeline run (tests/device/deepseek-v3-device.json, 4 ranks, pp 2) each rank receives
+    a fraction of the reference, whose 2.8 G expert gradients no single MPI message holds."""
+    args = ["--backend", "cuda", "--verify", "--world", "4", "--model-config",
+            os.path.join(ctx.repo, "tests", "device", "deepseek-v3-device.json"), "--seq-len",
+            "512", "--layers", "4", "--dense-layers", "0", "--head", "off", "--pp", "2", "--vp",
+            "2", "--ep", "2", "--global-batch", "8", "--optimizer", "none"]
+    v = plan(ctx, args)["verification"]
+    experts = 4 * 16 * (7168 * 4096 + 2048 * 7168)  # layers x experts x (gate/up + down)
+    e2e.check(v["reference_results_host_bytes"] > 4 * experts,
+              "the reference's results hold every expert gradient in FP32: %r" % v)
+    e2e.check(v["max_rank_received_bytes"] < v["reference_results_host_bytes"] / 2 and
+              v["reference_step_bytes"] > 0 and v["sent_bytes"] >= v["max_rank_received_bytes"],
+              "a rank receives only its slices: %r" % v)
+    r = e2e.run_moebench(ctx, ["plan"] + args, timeout=60)
+    e2e.check(r.rc == 0 and "# --verify: the single-process reference on rank 0 needs" in
+              r.stdout and "each rank receives at most" in r.stdout, "plan's --verify line", r)
+    e2e.check("verification" not in plan(ctx, args[:2] + args[3:]), "no --verify, no cost")
+
+
 TESTS = [
+    test_verify_cost,
     test_gpu_memory,
     test_plan_takes_run_flags,
     test_preset_matches_published_numbers,

@@ -274,8 +274,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "rank %d: error: %s\n", rt.rank(), e.what());
     ++ck.failed;
   }
-  const long long failed = rt.allreduce_sum(static_cast<long long>(ck.failed));
-  const long long passed = rt.allreduce_sum(static_cast<long long>(ck.passed));
-  if (rt.rank() == 0) std::printf("%s: %lld passed, %lld failed\n", mode.c_str(), passed, failed);
-  return failed == 0 ? 0 : 1;
+  return mb::test::summarize(rt, ck, mode);
 }

@@ -9,6 +9,7 @@
 
 #include "harness/comm/communicator.hpp"
 #include "harness/parallel/topology.hpp"
+#include "harness/runtime/mpi_runtime.hpp"
 
 namespace moebench::test {
 
@@ -70,6 +71,18 @@ inline std::vector<int> members(Group g, const Topology& t) {
 // Rows group rank s sends to group rank d (zero for some pairs, asymmetric in s and d).
 inline std::int64_t rows_between(int s, int d) {
   return (2 * s + d) % 3;
+}
+
+// Every rank's checks summed; rank 0 prints "[label: ]N passed, M failed". The exit status: 0 only
+// when no rank failed a check.
+inline int summarize(const MpiRuntime& rt, const Checker& ck, const std::string& label = "") {
+  const long long failed = rt.allreduce_sum(static_cast<long long>(ck.failed));
+  const long long passed = rt.allreduce_sum(static_cast<long long>(ck.passed));
+  if (rt.rank() == 0) {
+    std::printf("%s%lld passed, %lld failed\n", label.empty() ? "" : (label + ": ").c_str(), passed,
+                failed);
+  }
+  return failed == 0 ? 0 : 1;
 }
 
 }  // namespace moebench::test

@@ -1,7 +1,7 @@
 // Exercises every Communicator method of the mpi backend in every group of the parallel grid,
 // blocking and started, collectives and batched point-to-point (tests/mpi/started_collectives.hpp,
-// on cpu-backend tensors), and the MpiRuntime's exchanges, with seeded integer-valued data whose
-// sums are exact in f32, so every check is ==.
+// on cpu-backend tensors), with seeded integer-valued data whose sums are exact in f32, so every
+// check is ==. (The MpiRuntime's own exchanges: mpi_runtime_test.cpp.)
 // Usage: mpirun -n W mpi_communicator_test EP [PP]. Exit 0 only when every rank passed.
 #include <chrono>
 #include <cstdint>
@@ -248,48 +248,6 @@ void test_started_mpi(mb::Communicator& comm, Checker& ck) {
   ck.check(cleared, "failed starts leave no request");
 }
 
-void test_runtime(const mb::MpiRuntime& rt, Checker& ck) {
-  const int w = rt.size();
-  const int r = rt.rank();
-  ck.check(rt.allreduce_max(r) == w - 1, "allreduce_max");
-  ck.check(rt.allreduce_min(r + 1.0) == 1.0, "allreduce_min");
-  ck.check(rt.allreduce_sum(static_cast<double>(r)) == w * (w - 1) / 2.0, "allreduce_sum double");
-  ck.check(rt.allreduce_sum(static_cast<long long>(r) << 33) ==
-               (static_cast<long long>(w) * (w - 1) / 2) << 33,
-           "allreduce_sum long long beyond 32 bits");
-  ck.check(rt.all_true(true), "all_true(true)");
-  ck.check(!rt.all_true(r != w - 1), "all_true with one false");
-  std::vector<double> mine(r % 3, static_cast<double>(r));  // uneven lengths, some empty
-  const auto gathered = rt.gather_to_root(mine);
-  std::vector<double> want;
-  if (r == 0) {
-    for (int s = 0; s < w; ++s) want.insert(want.end(), s % 3, static_cast<double>(s));
-  }
-  ck.check(gathered == want, "gather_to_root");
-  std::vector<float> v;
-  if (r == w - 1) v = {1.5f, 2.5f, -3.0f};
-  rt.broadcast(v, w - 1);
-  ck.check(v == std::vector<float>{1.5f, 2.5f, -3.0f}, "broadcast floats");
-  std::string s = r == 0 ? "moebench" : "x";
-  rt.broadcast(s, 0);
-  ck.check(s == "moebench", "broadcast string");
-  const auto hosts = rt.all_hosts();
-  ck.check(static_cast<int>(hosts.size()) == w && hosts[r] == rt.host(), "all_hosts");
-  // Every rank's own text, each of a different length, in rank order; longer ones cut at 255.
-  const auto texts = rt.all_gather("rank " + std::to_string(r) + std::string(r * 100, '.'));
-  bool texts_ok = static_cast<int>(texts.size()) == w;
-  for (int i = 0; texts_ok && i < w; ++i) {
-    texts_ok = texts[i] == ("rank " + std::to_string(i) + std::string(i * 100, '.')).substr(0, 255);
-  }
-  ck.check(texts_ok, "all_gather");
-  ck.check(!mb::MpiRuntime::library_version().empty(), "library_version");
-  const mb::Topology t = rt.topology(mb::ParallelGrid(w, {}), 0);
-  ck.check(t.nodes >= 1 && t.node < t.nodes && t.local_rank < t.ranks_per_node, "topology nodes");
-  ck.check(rt.allreduce_sum(static_cast<long long>(t.local_rank == 0)) == t.nodes,
-           "one local rank 0 per node");
-  rt.barrier();
-}
-
 // The watchdog: the last rank joins an all-reduce 1.5 s late; with a 0.5 s timeout every other
 // rank's wait ends in TimeoutError naming the call and the group, after the timeout and well
 // before the late rank comes (the bound leaves 1 s for this loaded 2-core machine). The late rank
@@ -328,7 +286,6 @@ int main(int argc, char** argv) {
   mb::MpiRuntime rt(&argc, &argv);
   Checker ck;
   ck.rank = rt.rank();
-  int code = 0;
   try {
     const int ep = argc > 1 ? std::atoi(argv[1]) : 1;
     const int pp = argc > 2 ? std::atoi(argv[2]) : 1;
@@ -354,15 +311,10 @@ int main(int argc, char** argv) {
     for (mb::Group g : mb::kGroups) test_group(*solo, g, self, ck);
     mb::test::test_p2p(*solo, cpu, mb::Group::world, mb::DType::f32, mb::CommLane::pipeline, ck);
     test_construction_errors(ck);
-    test_runtime(rt, ck);
     test_watchdog(rt, topo, ck);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d: error: %s\n", rt.rank(), e.what());
     ++ck.failed;
   }
-  const long long failed = rt.allreduce_sum(static_cast<long long>(ck.failed));
-  const long long passed = rt.allreduce_sum(static_cast<long long>(ck.passed));
-  if (rt.rank() == 0) std::printf("%lld passed, %lld failed\n", passed, failed);
-  code = failed == 0 ? 0 : 1;
-  return code;
+  return mb::test::summarize(rt, ck);
 }

@@ -4,6 +4,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <string>
 #include <vector>
 
 using namespace moebench;
@@ -64,4 +66,21 @@ TEST_CASE("resident_memory reads this process's resident set and its high-water 
   CHECK(after.now_bytes >= before.now_bytes + 32.0 * (1 << 20));
   CHECK(after.peak_bytes >= after.now_bytes);
   CHECK(big[4096] == 1);
+}
+
+TEST_CASE("loaded_libraries names the libraries this process loaded, by prefix") {
+  // doctest's binary links the C library dynamically: libc.so.6 is mapped.
+  const std::vector<std::string> libc = loaded_libraries({"libc."});
+  REQUIRE(!libc.empty());
+  CHECK(libc.front().front() == '/');
+  CHECK(libc.front().find("/libc.so") != std::string::npos);
+  CHECK(loaded_libraries({"libno-such-library-here"}).empty());
+  // Sorted, each once, though a library maps several segments.
+  const std::vector<std::string> some = loaded_libraries({"libc.", "libm.", "libstdc++"});
+  CHECK(std::is_sorted(some.begin(), some.end()));
+  CHECK(std::adjacent_find(some.begin(), some.end()) == some.end());
+}
+
+TEST_CASE("host_memory_available_bytes reads MemAvailable") {
+  CHECK(host_memory_available_bytes() > 0);
 }

@@ -7,12 +7,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <initializer_list>
 #include <sstream>
 #include <utility>
 
 #include "harness/compute/gemm_shape.hpp"
+#include "harness/core/host.hpp"
 #include "workloads/ops/elementwise.hpp"
 #include "workloads/ops/fp8.hpp"
 #include "workloads/ops/random.hpp"
@@ -219,15 +219,7 @@ void CpuCompute::do_download_i32(const Mat& src, std::int32_t* host) {
 }
 
 std::int64_t CpuCompute::memory_available_bytes() const {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string line;
-  while (std::getline(meminfo, line)) {
-    std::istringstream fields(line);
-    std::string key;
-    std::int64_t kib = 0;
-    if (fields >> key >> kib && key == "MemAvailable:") return kib * 1024;  // reported in kB
-  }
-  throw RuntimeError("cpu backend: no MemAvailable in /proc/meminfo");
+  return host_memory_available_bytes();
 }
 
 // Any dtype: zero bits are 0 in f32 and i32 alike.

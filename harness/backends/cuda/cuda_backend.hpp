@@ -7,7 +7,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <map>
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -114,6 +116,12 @@ class GemmEngine {
   std::int64_t lt_calls() const { return lt_calls_; }
   std::int64_t fallback_calls() const { return fallback_calls_; }
   std::size_t workspace_bytes() const { return workspace_bytes_; }
+  // The plans cuBLASLt refused since construction, counted by why ("bf16 CUBLAS_STATUS_NOT_
+  // SUPPORTED x 2, fp8 CUBLAS_STATUS_INVALID_VALUE x 1"; "none"): a BF16 plan then runs through
+  // cublasGemmEx, an FP8 one through the caller's BF16 path. Any status counts as a refusal, not
+  // only NOT_SUPPORTED: a cuBLAS older than the code may answer INVALID_VALUE for a block-scaled
+  // descriptor it does not take.
+  std::string refusals() const;
 
   struct Plan;
   // The FP8 plan of C[m x n] = A_q B_q^T from K-major E4M3 copies (fp8.cu says why that layout),
@@ -168,6 +176,7 @@ class GemmEngine {
   std::int64_t algo_reuses_ = 0;
   std::int64_t lt_calls_ = 0;
   std::int64_t fallback_calls_ = 0;
+  std::map<std::string, std::int64_t> refusals_;  // "fp8 CUBLAS_STATUS_..." -> plans
 };
 
 // Codes a kernel writes into the backend's error word when it meets a bad index (it skips that

@@ -414,7 +414,8 @@ std::string CudaCompute::gemm_path() const {
       std::to_string(gemm_->heuristic_queries()) + " heuristic queries, " +
       std::to_string(gemm_->algo_reuses()) + " shapes reused their class's algorithm; " +
       std::to_string(gemm_->lt_calls()) + " calls, " + std::to_string(gemm_->fallback_calls()) +
-      " by cublasGemmEx where cublasLt had no algorithm" +
+      " by cublasGemmEx where cublasLt had no algorithm; plans cublasLt refused: " +
+      gemm_->refusals() +
       (grouped_impl_ == GroupedGemmImpl::grouped
            ? "; " + std::to_string(grouped_loop_problems_) +
                  " problems of --grouped-gemm grouped calls ran here, one GEMM each: cuBLAS's "

@@ -106,7 +106,21 @@ const GemmEngine::Plan& GemmEngine::plan(const Key& key) {
   }
   Plan& p = plans_[key];
   try {
-    describe(key, p);
+    try {
+      describe(key, p);
+    } catch (const RuntimeError& e) {
+      // An FP8 descriptor this cuBLAS does not take (a scale mode it lacks): the caller's BF16
+      // path, named and counted. A BF16 descriptor that fails is the run's end.
+      if (!key.fp8) throw;
+      destroy(p);
+      p.use_fallback = true;
+      const std::string what = e.what();
+      const auto at = what.find("CUBLAS_STATUS_");
+      ++refusals_["fp8 " + (at == std::string::npos
+                                ? std::string("descriptor")
+                                : what.substr(at, what.find_first_of(" (", at) - at))];
+      return p;
+    }
     Key class_key = key;
     class_key.m = gemm_size_class(key.m);
     class_key.k = gemm_size_class(key.k);
@@ -183,13 +197,24 @@ void GemmEngine::choose(const Key& key, Plan& p) {
   ++heuristic_queries_;
   const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt_, p.desc, p.a, p.b, p.c, p.c, pref.p,
                                                           1, &result, &returned);
-  if (s == CUBLAS_STATUS_NOT_SUPPORTED || (s == CUBLAS_STATUS_SUCCESS && returned == 0)) {
-    p.use_fallback = true;  // an odd shape or alignment no cuBLASLt kernel takes
+  // Any status but success, or no algorithm (an odd shape or alignment no cuBLASLt kernel takes,
+  // or a descriptor this cuBLAS refuses): the fallback, with why counted.
+  const cublasStatus_t why = s != CUBLAS_STATUS_SUCCESS ? s : result.state;
+  if (why != CUBLAS_STATUS_SUCCESS || returned == 0) {
+    p.use_fallback = true;
+    ++refusals_[std::string(key.fp8 ? "fp8 " : "bf16 ") +
+                (why != CUBLAS_STATUS_SUCCESS ? cublasGetStatusName(why) : "no algorithm")];
     return;
   }
-  CUBLAS_CHECK(s);
-  CUBLAS_CHECK(result.state);
   p.algo = result.algo;
+}
+
+std::string GemmEngine::refusals() const {
+  std::string out;
+  for (const auto& [why, plans] : refusals_) {
+    out += (out.empty() ? "" : ", ") + why + " x " + std::to_string(plans);
+  }
+  return out.empty() ? "none" : out;
 }
 
 void GemmEngine::run(bool trans_a, bool trans_b, float alpha, const Mat& a, const Mat& b,
