@@ -237,6 +237,37 @@ void check_linkcheck_options(const CliOptions& o) {
   }
 }
 
+// Integers in decimal only, and no sign where the value is unsigned: CLI11 would read "0x10" as
+// 16 and wrap "-1" into 2^64 - 1. File names never empty: `--out ""` would quietly write nothing.
+void strict_values(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    const std::string type = opt->get_type_name();
+    const bool is_unsigned = type.rfind("UINT", 0) == 0;
+    if (is_unsigned || type.rfind("INT", 0) == 0) {
+      opt->check(CLI::Validator(
+          [is_unsigned](std::string& v) -> std::string {
+            const std::size_t digits = !is_unsigned && !v.empty() && v[0] == '-' ? 1 : 0;
+            const bool ok =
+                v.size() > digits && v.find_first_not_of("0123456789", digits) == std::string::npos;
+            return ok ? ""
+                      : "'" + v + "' is not a " + (is_unsigned ? "non-negative " : "") +
+                            "decimal integer";
+          },
+          "", "decimal"));
+    }
+    for (const char* file_flag : {"--out", "--step-log", "--markdown", "--plot"}) {
+      if (opt->check_lname(std::string(file_flag).substr(2))) {
+        opt->check(CLI::Validator(
+            [](std::string& v) -> std::string {
+              return v.empty() ? "an empty file name; give a path" : "";
+            },
+            "", "file name"));
+      }
+    }
+  }
+  for (CLI::App* sub : app.get_subcommands({})) strict_values(*sub);
+}
+
 }  // namespace
 
 CliOptions parse_command_line(int argc, const char* const* argv) {
@@ -294,8 +325,8 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   add_run_flags(run, "");
   run->add_option("--out", o.out, "write the JSON run report here (atomically)");
   run->add_option("--step-log", o.step_log,
-                  "append each finished step as a JSON line here, flushed (default OUT.steps.jsonl "
-                  "beside --out)");
+                  "write each finished step as a JSON line here, at once; the file starts afresh "
+                  "and must be a step log or new (default OUT.steps.jsonl beside --out)");
 
   CLI::App* plan = app.add_subcommand("plan", "accounting and per-rank memory, without running");
   add_workload_flags(plan, o.workload, named);
@@ -447,6 +478,7 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   validate->add_option("files", o.files, "run report or linkcheck files")->required();
   app.add_subcommand("version", "print the version");
 
+  strict_values(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

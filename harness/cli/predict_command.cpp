@@ -213,9 +213,7 @@ void print_table(const SystemSpec& system, const EfficiencySet& eff,
   std::printf(kRow, "gpus", "gbs", "step(s)", "TFLOP/s/GPU", "tok/s/GPU", "bubble", "weak-eff",
               "mem(GiB)", "fits");
   const auto num = [](const char* f, double v) {
-    char t[32];
-    std::snprintf(t, sizeof t, f, v);
-    return std::string(t);
+    return strprintf(f, finite_figure(v, "a predicted figure"));
   };
   for (std::size_t i = 0; i < points.size(); ++i) {
     const Point& p = points[i];
@@ -363,6 +361,8 @@ int predict_command(const CliOptions& o) {
   } else {
     j["calibration"] = nullptr;
   }
+  // Every number a figure (nlohmann writes NaN and infinity as null, which the schema refuses).
+  check_finite_numbers(j, "predict's JSON");
   if (o.json) {
     std::cout << j.dump(2) << "\n";
   } else {

@@ -92,6 +92,17 @@ CalibrationRun calibrate(const std::string& path, const SystemSpec& system,
                      system.name + "; give --system " +
                      (backend == "cpu" ? std::string("cpu") : "the system it ran on"));
   }
+  // Only a clean, whole run measures the system: `report` refuses the others without a flag, and
+  // a prediction calibrated on a fault it injected would carry the fault into every point.
+  if (const std::string state = doc["status"]["state"].get<std::string>(); state != "completed") {
+    throw UsageError(flag + "the run was " + state +
+                     ", not completed; calibrate with a run that finished every step");
+  }
+  if (const auto inject = doc["config"].find("inject"); inject != doc["config"].end()) {
+    throw UsageError(flag + "the run injected a fault (--inject " +
+                     (inject->is_string() ? inject->get<std::string>() : inject->dump()) +
+                     "), so its times are not the system's; calibrate with a run without --inject");
+  }
   if (!doc["results"].contains("step_breakdown")) {
     throw UsageError(flag +
                      "the report has no step_breakdown (no timed step); give a run with "

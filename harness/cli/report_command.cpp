@@ -20,6 +20,7 @@
 #include "harness/cli/plot.hpp"
 #include "harness/cli/prediction.hpp"
 #include "harness/core/error.hpp"
+#include "harness/core/human.hpp"
 #include "harness/core/regular_file.hpp"
 #include "harness/core/version.hpp"
 #include "harness/output/atomic_file.hpp"
@@ -118,15 +119,14 @@ std::string predicted_text(const ReportOptions& r, const std::vector<PredictedRu
       "# predicted on " + r.system +
       (r.calibrate.empty() ? " (its efficiencies)" : " (calibrated from " + r.calibrate + ")") +
       ", each run's own configuration:\n";
-  char line[256];
-  std::snprintf(line, sizeof line, "# %7s %12s %12s %14s %14s %8s\n", "gpus", "step(ms)",
-                "predicted", "TFLOP/s/GPU", "predicted", "m/p");
-  out += line;
+  out += strprintf("# %7s %12s %12s %14s %14s %8s\n", "gpus", "step(ms)", "predicted",
+                   "TFLOP/s/GPU", "predicted", "m/p");
   for (const PredictedRun& p : runs) {
-    std::snprintf(line, sizeof line, "# %7d %12.3f %12.3f %14.4g %14.4g %8.2f\n", p.gpus,
-                  p.measured_step_s * 1e3, p.predicted_step_s * 1e3, p.measured_tflops_per_gpu,
-                  p.predicted_tflops_per_gpu, p.measured_step_s / p.predicted_step_s);
-    out += line;
+    out += strprintf("# %7d %12.3f %12.3f %14.4g %14.4g %8.2f\n", p.gpus, p.measured_step_s * 1e3,
+                     finite_figure(p.predicted_step_s * 1e3, "a predicted step time"),
+                     p.measured_tflops_per_gpu,
+                     finite_figure(p.predicted_tflops_per_gpu, "a predicted TFLOP/s"),
+                     finite_figure(p.measured_step_s / p.predicted_step_s, "measured/predicted"));
   }
   return out;
 }

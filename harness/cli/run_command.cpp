@@ -23,6 +23,7 @@
 #include "harness/backends/registry/registry.hpp"
 #include "harness/cli/commands.hpp"
 #include "harness/cli/prediction.hpp"
+#include "harness/cli/run_outputs.hpp"
 #include "harness/comm/communicator.hpp"
 #include "harness/core/clock.hpp"
 #include "harness/core/host.hpp"
@@ -57,13 +58,8 @@ struct Setup {
   std::optional<SystemSpec> system;
   std::optional<CalibrationRun> calibration;
   MemoryEstimate memory;  // set once --fp8-weight-copies is resolved (resolve_weight_copies)
+  std::shared_ptr<OutputLock> out_lock;  // rank 0: --out is this run's alone while it runs
 };
-
-// --step-log, or OUT.steps.jsonl beside --out; none without either.
-std::string step_log_path(const CliOptions& o) {
-  if (!o.step_log.empty()) return o.step_log;
-  return o.out.empty() ? std::string() : o.out + ".steps.jsonl";
-}
 
 Setup prepare(const CliOptions& o, MpiRuntime& rt) {
   Setup s;
@@ -90,10 +86,7 @@ Setup prepare(const CliOptions& o, MpiRuntime& rt) {
   ExpectedInputs expected = expected_inputs(o, s.config);
   s.system = std::move(expected.system);
   s.calibration = std::move(expected.calibration);
-  if (rt.rank() == 0 && !o.out.empty()) ensure_writable_destination(o.out);
-  if (rt.rank() == 0 && !step_log_path(o).empty()) {
-    ensure_writable_destination(step_log_path(o), "--step-log");
-  }
+  if (rt.rank() == 0) s.out_lock = check_destinations(o);
   return s;
 }
 
@@ -564,7 +557,8 @@ class FailureReport {
     r.health = find_stragglers({}, health_thresholds(o_, c));
     r.health.note = "the run failed: only rank 0's own figures were kept, nothing to compare";
     try {
-      write_file_atomically(o_.out, make_run_report(r).dump(2) + "\n");
+      // Where --out cannot take it, a fallback does (write_report says where).
+      if (write_report(o_, make_run_report(r).dump(2) + "\n")) return;
       if (n == 0) {
         std::cerr << "moebench: no timed step finished before the " << state_noun(state)
                   << "; the report " << o_.out << " says so (status " << state << ", 0 steps)\n";
@@ -626,56 +620,14 @@ double failure_grace_s(double timeout_s) {
   return std::min(5.0, timeout_s);
 }
 
-// Rank 0's step log: one JSON line per finished step, flushed at once, so that a run that dies
-// keeps what it measured (the slowest rank's step time, and the rates it gives).
-class StepLog {
- public:
-  // Opened never through a link and never blocking on a FIFO planted since the destination was
-  // checked (open_regular_for_writing).
-  StepLog(const std::string& path, const RunConfig& c, double flops_per_step)
-      : c_(c), flops_per_step_(flops_per_step) {
-    if (!path.empty()) file_.reset(open_regular_for_writing(path, "--step-log"));
-  }
-  // The step's rates (per GPU, from the slowest rank's time), for the log and the console.
-  StepProgress progress(const char* kind, int index, int of, int overall, int total,
-                        double step_time_s) const {
-    const double world = c_.layout.world;
-    return {kind,
-            index,
-            of,
-            overall,
-            total,
-            step_time_s,
-            flops_per_step_ / world / step_time_s / 1e12,
-            static_cast<double>(tokens_per_step(c_)) / world / step_time_s};
-  }
-  void add(const StepProgress& p) {
-    if (!file_) return;
-    nlohmann::json j{{"step", p.overall},
-                     {"kind", p.kind},
-                     {"index", p.index},
-                     {"step_time_s", p.step_time_s},
-                     {"tflops_per_gpu", p.tflops_per_gpu},
-                     {"tokens_per_s_per_gpu", p.tokens_per_s_per_gpu},
-                     {"time", iso_time_utc()}};  // when the step ended (UTC)
-    const std::string line = j.dump() + "\n";
-    std::fwrite(line.data(), 1, line.size(), file_.get());
-    std::fflush(file_.get());
-  }
-
- private:
-  const RunConfig& c_;
-  double flops_per_step_;
-  struct Close {
-    void operator()(std::FILE* f) const { std::fclose(f); }
-  };
-  std::unique_ptr<std::FILE, Close> file_;
-};
-
 }  // namespace
 
 int run_command(const CliOptions& o, MpiRuntime& rt) {
   const std::string start = iso_time_utc();
+  // From the start: a signal during the set-up (stdout piped into `head`, which has exited) stops
+  // the run after its first step with the interrupted report, rather than killing it silently.
+  clear_stop_signal();
+  install_stop_handlers();
   Setup s;
   agree(rt, usage_problem([&] { s = prepare(o, rt); }));
 
@@ -736,8 +688,6 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
         }));
   Progress progress;
   FailureReport failure(o, record, s.topo, progress, step.grad_buckets());
-  clear_stop_signal();
-  install_stop_handlers();
   // A signal while a wait stays blocked: the report the watcher wrote gets what rank 0 was
   // waiting for (the launcher may be ending the job because a peer died; the ranks cannot tell
   // that from Ctrl-C or scancel). Either way the step will still end and the full report replace
@@ -883,6 +833,7 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
     record.signal = signal_name(stop);
   }
 
+  bool elsewhere = false;  // the report went to a fallback: --out could not take it
   if (rt.rank() == 0) {
     // The expected times on the system given, or on the one the GPUs name.
     std::optional<SystemSpec> system = s.system;
@@ -897,10 +848,12 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
     }
     if (!o.quiet) std::cout << format_run_table(record) << format_health(record) << std::flush;
     if (!o.out.empty()) {
-      write_file_atomically(o.out, make_run_report(record).dump(2) + "\n");
-      if (!o.quiet) std::cout << "# report: " << o.out << "\n" << std::flush;
+      elsewhere = write_report(o, make_run_report(record).dump(2) + "\n");
+      if (!o.quiet && !elsewhere) std::cout << "# report: " << o.out << "\n" << std::flush;
     }
   }
+  // Every rank ends with the same code: rank 0 alone wrote the report.
+  elsewhere = rt.allreduce_max(elsewhere ? 1.0 : 0.0) > 0;
   if (stop != 0) {
     if (rt.rank() == 0) {
       std::cerr << "moebench: interrupted by " << signal_name(stop) << " after " << samples.size()
@@ -939,7 +892,7 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
     }
     return static_cast<int>(ExitCode::health);
   }
-  return 0;
+  return elsewhere ? static_cast<int>(ExitCode::report_elsewhere) : 0;
 }
 
 }  // namespace moebench

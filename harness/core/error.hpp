@@ -19,9 +19,13 @@ enum class ExitCode : int {
   // A collective or transfer did not complete within --timeout: a peer stopped, hung or died.
   // Every rank that waited says what it waited for, and the job ends.
   timeout = 6,
-  // SIGTERM or SIGINT (Slurm's time limit, a cancel, Ctrl-C): every rank stopped after the same
-  // step and the report says "interrupted", with the steps that finished.
+  // SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGUSR1 or SIGUSR2 (Slurm's time limit or --signal, a
+  // cancel, Ctrl-C, a closed terminal or pipe): every rank stopped after the same step and the
+  // report says "interrupted", with the steps that finished.
   interrupted = 7,
+  // The run's report could not be written to --out (a full disk, a removed directory): it was
+  // written to a fallback place, which stderr names, and nothing measured was lost.
+  report_elsewhere = 8,
 };
 
 class Error : public std::runtime_error {

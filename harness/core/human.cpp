@@ -1,7 +1,11 @@
 #include "harness/core/human.hpp"
 
+#include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <ctime>
+
+#include "harness/core/error.hpp"
 
 namespace moebench {
 
@@ -37,6 +41,27 @@ std::string join(const std::vector<std::string>& items, std::string_view sep) {
     out += item;
   }
   return out;
+}
+
+std::string strprintf(const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  va_list again;
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, format, args);
+  va_end(args);
+  std::string out(n > 0 ? static_cast<std::size_t>(n) : 0, '\0');
+  if (n > 0) std::vsnprintf(out.data(), out.size() + 1, format, again);
+  va_end(again);
+  return out;
+}
+
+double finite_figure(double v, std::string_view what) {
+  if (!std::isfinite(v)) {
+    throw RuntimeError(std::string(what) + " came out as " + (std::isnan(v) ? "NaN" : "infinite") +
+                       ", not a figure; an input figure is out of any real system's range");
+  }
+  return v;
 }
 
 }  // namespace moebench

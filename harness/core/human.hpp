@@ -19,6 +19,12 @@ std::string common_divisors(std::int64_t limit, std::initializer_list<std::int64
 // The current time as ISO 8601 in UTC, e.g. "2026-11-30T18:21:48Z".
 std::string iso_time_utc();
 
+// printf-style text of any length (no fixed buffer to cut a number or glue a row to the next).
+std::string strprintf(const char* format, ...) __attribute__((format(printf, 1, 2)));
+// `v` itself, or RuntimeError naming `what` when it is infinite or NaN: where a figure is
+// formatted for a person or a file, so that none that is not a number reaches either.
+double finite_figure(double v, std::string_view what);
+
 // The items one after another with `sep` between them ("" for none).
 std::string join(const std::vector<std::string>& items, std::string_view sep);
 

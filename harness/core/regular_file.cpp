@@ -23,7 +23,8 @@ const char* kind_of(mode_t mode) {
 
 }  // namespace
 
-std::string read_regular_file(const std::string& path, const std::string& hint) {
+std::string read_regular_file(const std::string& path, const std::string& hint,
+                              long long max_bytes) {
   const auto refuse = [&](const std::string& why) -> UsageError {
     return UsageError(path + ": " + why + "; " + hint);
   };
@@ -38,6 +39,12 @@ std::string read_regular_file(const std::string& path, const std::string& hint) 
     ::close(fd);
     throw refuse(std::string("is ") + kind_of(mode) + ", not a regular file");
   }
+  const auto too_large = [&](long long size) {
+    ::close(fd);
+    return refuse("holds " + std::to_string(size) + " bytes, more than the " +
+                  std::to_string(max_bytes) + " such a file can need");
+  };
+  if (st.st_size > max_bytes) throw too_large(st.st_size);
   std::string bytes;
   char buf[1 << 16];
   for (;;) {
@@ -50,6 +57,10 @@ std::string read_regular_file(const std::string& path, const std::string& hint) 
     }
     if (n == 0) break;
     bytes.append(buf, static_cast<std::size_t>(n));
+    // A file that grows while read (or a /proc file whose size says 0) is bounded too.
+    if (static_cast<long long>(bytes.size()) > max_bytes) {
+      throw too_large(static_cast<long long>(bytes.size()));
+    }
   }
   ::close(fd);
   return bytes;

@@ -26,8 +26,7 @@ Clock::time_point g_seen_at;
 }  // namespace
 
 void install_stop_handlers() {
-  std::signal(SIGTERM, on_stop_signal);
-  std::signal(SIGINT, on_stop_signal);
+  for (const int sig : kStopSignals) std::signal(sig, on_stop_signal);
 }
 
 int stop_signal() {
@@ -41,7 +40,22 @@ void clear_stop_signal() {
 }
 
 std::string signal_name(int sig) {
-  return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "signal " + std::to_string(sig);
+  switch (sig) {
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGINT:
+      return "SIGINT";
+    case SIGHUP:
+      return "SIGHUP";
+    case SIGPIPE:
+      return "SIGPIPE";
+    case SIGUSR1:
+      return "SIGUSR1";
+    case SIGUSR2:
+      return "SIGUSR2";
+    default:
+      return "signal " + std::to_string(sig);
+  }
 }
 
 void set_stopped_wait_hook(StoppedWaitHook h) {

@@ -1,4 +1,4 @@
-// A stop asked for by a signal (SIGTERM or SIGINT: Slurm's time limit, scancel, Ctrl-C), and what
+// A stop asked for by a signal (kStopSignals: Slurm's time limit, scancel, Ctrl-C, ...), and what
 // a wait that is blocked when one arrives does about it.
 //
 // A healthy job stops after the step in flight: the ranks agree on the signal after each step.
@@ -9,18 +9,25 @@
 // kStoppedWaitGiveUp the wait gives up (exit 7).
 #pragma once
 
+#include <csignal>
 #include <functional>
 #include <string>
 
 namespace moebench {
 
-// SIGTERM and SIGINT set the pending stop signal (the handler only stores it).
+// The signals that stop a run after the step in flight, with the interrupted report: TERM (Slurm's
+// time limit, scancel, a launcher), INT (Ctrl-C), HUP (a closed terminal or ssh session), PIPE
+// (stdout piped into `head` or `grep -m1` that has exited: the write fails, the run stops
+// cleanly instead of dying silently), USR1 and USR2 (`sbatch --signal`, a batch system's warning
+// before its limit).
+inline constexpr int kStopSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGUSR1, SIGUSR2};
+// Each of kStopSignals sets the pending stop signal (the handler only stores it).
 void install_stop_handlers();
 // The pending stop signal, 0 for none.
 int stop_signal();
 // Forgets a pending signal and re-arms the hook (for tests, and at the start of a run).
 void clear_stop_signal();
-// "SIGTERM", "SIGINT" or "signal N".
+// "SIGTERM", "SIGINT", "SIGHUP", "SIGPIPE", "SIGUSR1", "SIGUSR2" or "signal N".
 std::string signal_name(int sig);
 
 // What a blocked wait does when a stop signal is pending: called with what it waits for.

@@ -115,6 +115,33 @@ void write_file_atomically(const std::string& path, const std::string& content) 
   if (std::rename(tmp.c_str(), path.c_str()) != 0) fail(path, tmp, "rename", errno);
 }
 
+WrittenFile write_file_or_elsewhere(const std::string& path, const std::string& content,
+                                    const std::vector<std::string>& fallback_dirs) {
+  try {
+    write_file_atomically(path, content);
+    return {path, ""};
+  } catch (const RuntimeError& e) {
+    const std::string failure = e.what();
+    std::string name = path.substr(path.find_last_of('/') + 1);
+    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0) {
+      name.resize(name.size() - 5);
+    }
+    name += "-rescued-" + std::to_string(::getpid()) + ".json";
+    std::string tried;
+    for (const std::string& dir : fallback_dirs) {
+      if (dir.empty()) continue;
+      const std::string there = (dir.back() == '/' ? dir : dir + "/") + name;
+      try {
+        write_file_atomically(there, content);
+        return {there, failure};
+      } catch (const RuntimeError& again) {
+        tried += "; " + std::string(again.what());
+      }
+    }
+    throw RuntimeError(failure + tried);
+  }
+}
+
 std::string write_temporary_file(const std::string& near, const std::string& content) {
   std::string tmp;
   const int fd = create_exclusive(near, near + ".", tmp);
@@ -122,7 +149,7 @@ std::string write_temporary_file(const std::string& near, const std::string& con
   return tmp;
 }
 
-int ensure_writable_destination(const std::string& path, const std::string& flag) {
+int ensure_writable_destination(const std::string& path, const std::string& flag, bool in_place) {
   const std::string where = flag + " " + path + ": ";
   if (path.empty() || path.back() == '/') {
     throw UsageError(where + "expected a file name, not a directory");
@@ -159,7 +186,33 @@ int ensure_writable_destination(const std::string& path, const std::string& flag
                        " a report needs");
     }
   }
-  return remove_stale_temporaries(path);
+  const int removed = remove_stale_temporaries(path);
+  // The temporary name is the destination's with ".tmp.HOST.PID.XXXXXX" after it, longer than the
+  // name itself (by the host name's length): created and removed here, so that a name the file
+  // system refuses (too long, a character it lacks) fails now, not after the steps.
+  if (in_place) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      ::close(fd);
+      ::unlink(path.c_str());
+    } else if (errno != EEXIST) {
+      throw UsageError(where + "cannot be created (" + std::strerror(errno) + ")");
+    }
+    return removed;
+  }
+  std::string tmp = temporary_prefix(path) + std::to_string(::getpid()) + ".XXXXXX";
+  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    const std::string name = tmp.substr(tmp.find_last_of('/') + 1);
+    throw UsageError(where + "cannot create the temporary file the report is first written to (" +
+                     std::strerror(err) +
+                     "; its name is the file's and \".tmp.HOST.PID.XXXXXX\", " +
+                     std::to_string(name.size()) + " characters); use a shorter name");
+  }
+  ::close(fd);
+  ::unlink(tmp.c_str());
+  return removed;
 }
 
 }  // namespace moebench

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace moebench {
 
@@ -15,6 +16,18 @@ namespace moebench {
 // path and cause.
 void write_file_atomically(const std::string& path, const std::string& content);
 
+// Where a report went: `path` as asked, or a fallback and why the path was not written.
+struct WrittenFile {
+  std::string path;
+  std::string failure;  // "" when written where asked
+};
+// Writes `content` to `path` as write_file_atomically does; where that fails (a full disk, a
+// directory removed since the check), to the first of `fallback_dirs` that takes it, as
+// "<stem>-rescued-<pid>.json" there, so that a run's measurements are never lost to their
+// destination. RuntimeError naming every place tried when none takes it.
+WrittenFile write_file_or_elsewhere(const std::string& path, const std::string& content,
+                                    const std::vector<std::string>& fallback_dirs);
+
 // A private temporary copy of `content` beside `near` ("<near>.XXXXXX", created as above), for a
 // helper that reads a file by name (the plots); returns its path, which the caller removes.
 std::string write_temporary_file(const std::string& near, const std::string& content);
@@ -26,7 +39,11 @@ std::string write_temporary_file(const std::string& near, const std::string& con
 // symlink is refused rather than followed or replaced); or when the directory's file system has
 // less than kMinFreeBytes free. Removes this host's temporary files of `path` whose process is
 // gone (a writer killed mid-write), and returns how many.
-int ensure_writable_destination(const std::string& path, const std::string& flag = "--out");
+// `in_place`: the file is written where it is (a step log), not through a temporary name: the
+// name itself is probed (created and removed where it does not exist yet) instead of the
+// temporary's.
+int ensure_writable_destination(const std::string& path, const std::string& flag = "--out",
+                                bool in_place = false);
 
 // The free space a destination needs: a report of a 1,024-GPU run is about 120 kB.
 constexpr long long kMinFreeBytes = 4LL << 20;

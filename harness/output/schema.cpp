@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -143,6 +144,30 @@ nlohmann::json load_schema(const std::string& file_name) {
   } catch (const nlohmann::json::parse_error& e) {
     throw RuntimeError("schema " + path + " is not valid JSON: " + e.what());
   }
+}
+
+namespace {
+void check_finite_at(const nlohmann::ordered_json& j, const std::string& at,
+                     const std::string& what) {
+  if (j.is_number_float()) {
+    const double v = j.get<double>();
+    if (!std::isfinite(v)) {
+      throw RuntimeError(what + ": " + (at.empty() ? "/" : at) + " is " +
+                         (std::isnan(v) ? "NaN" : "infinite") +
+                         ", not a figure; an input figure is out of any real system's range");
+    }
+  } else if (j.is_object()) {
+    for (const auto& [key, value] : j.items()) check_finite_at(value, at + "/" + key, what);
+  } else if (j.is_array()) {
+    for (std::size_t i = 0; i < j.size(); ++i) {
+      check_finite_at(j[i], at + "/" + std::to_string(i), what);
+    }
+  }
+}
+}  // namespace
+
+void check_finite_numbers(const nlohmann::ordered_json& doc, const std::string& what) {
+  check_finite_at(doc, "", what);
 }
 
 }  // namespace moebench

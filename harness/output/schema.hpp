@@ -39,4 +39,9 @@ std::string find_schema(const std::string& file_name);
 // find_schema + parse. RuntimeError when the file cannot be read or is not JSON.
 nlohmann::json load_schema(const std::string& file_name);
 
+// RuntimeError naming the first number in `doc` that is infinite or NaN ("what: points/0/
+// prediction/step_s is infinite"): nlohmann writes those as null, which a schema that asks for a
+// number then refuses, so a document moebench writes is checked before it is written.
+void check_finite_numbers(const nlohmann::ordered_json& doc, const std::string& what);
+
 }  // namespace moebench

@@ -25,8 +25,14 @@ class Expander {
   }
 
  private:
+  // The text quoted whole where it is short, else its first characters: the line stays one line
+  // a person reads, whatever was given.
   [[noreturn]] void fail(const std::string& what) const {
-    throw UsageError("--pipeline-layout \"" + text_ + "\": " + what + " at position " +
+    const std::string shown =
+        text_.size() <= kQuoted
+            ? text_
+            : text_.substr(0, kQuoted) + "... (" + std::to_string(text_.size()) + " characters)";
+    throw UsageError("--pipeline-layout \"" + shown + "\": " + what + " at position " +
                      std::to_string(pos_ + 1) + "; " + kSyntax);
   }
   void skip() {
@@ -58,10 +64,13 @@ class Expander {
       const char ch = text_[pos_];
       std::string unit;
       if (ch == '(') {
+        // A bounded depth: the parser recurses once a level, and the stack is not unbounded.
+        if (++depth_ > kMaxDepth) fail("more than " + std::to_string(kMaxDepth) + " nested '('");
         ++pos_;
         unit = sequence();
         if (pos_ >= text_.size()) fail("'(' without ')'");
         ++pos_;
+        --depth_;
       } else if (ch == 'E' || ch == 't' || ch == 'm' || ch == 'L' || ch == '|') {
         unit = std::string(1, ch);
         ++pos_;
@@ -69,13 +78,20 @@ class Expander {
         fail(std::string("unknown symbol '") + ch + "'");
       }
       const int n = count();
+      // Checked before the copies are made: ((t*1000)*1000)*1000 is refused, not allocated.
+      if (out.size() + unit.size() * static_cast<std::size_t>(n) > kMaxExpansion) {
+        fail("an expansion longer than 10^6 symbols");
+      }
       for (int i = 0; i < n; ++i) out += unit;
-      if (out.size() > 1000000) fail("an expansion longer than 10^6 symbols");
     }
   }
 
+  static constexpr std::size_t kQuoted = 60;
+  static constexpr int kMaxDepth = 64;
+  static constexpr std::size_t kMaxExpansion = 1000000;
   const std::string& text_;
   std::size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 std::string repeat_text(char c, int n) {

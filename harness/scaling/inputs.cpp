@@ -166,6 +166,18 @@ std::string mixable_field_path(const std::string& name) {
 }
 
 namespace {
+// Whether the file at `path` is a run report: one of the outputs, found in an input folder, may be
+// a previous scaling report (skipped, and replaced by the new one) but never a run it would
+// overwrite.
+bool is_run_report(const std::string& path) {
+  try {
+    const json doc = json::parse(read_regular_file(path, "a run report"));
+    return doc.is_object() && doc.value("kind", std::string()) == kRunReportKind;
+  } catch (const std::exception&) {
+    return false;  // not a readable JSON document: not a run this report would read
+  }
+}
+
 std::vector<InputFile> expand_inputs_unchecked(const std::vector<std::string>& args,
                                                const std::vector<std::string>& skip) {
   if (args.empty())
@@ -186,6 +198,11 @@ std::vector<InputFile> expand_inputs_unchecked(const std::vector<std::string>& a
       for (const auto& entry : fs::directory_iterator(arg, ec)) {
         if (entry.path().extension() != ".json" || !entry.is_regular_file()) continue;
         std::string key = canonical_path(entry.path().string());
+        if (skipped.contains(key) && is_run_report(entry.path().string())) {
+          throw UsageError(entry.path().string() +
+                           ": is a run report in an input folder and an output of this report, "
+                           "which would overwrite it; write the report to another file");
+        }
         if (!skipped.contains(key)) files.emplace_back(entry.path().string(), std::move(key));
       }
       if (ec) throw UsageError(arg + ": cannot list the directory: " + ec.message());

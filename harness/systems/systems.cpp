@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <sstream>
 
 #include "harness/core/error.hpp"
 #include "harness/core/human.hpp"
@@ -74,13 +75,50 @@ const std::vector<SystemSpec>& builtin_systems() {
   return all;
 }
 
+std::string implausible_figure(const SystemSpec& s) {
+  struct Range {
+    const char* name;
+    const Figure* figure;
+    double low, high;
+    const char* unit;
+  };
+  // A GPU's dense peak is 1 to 100,000 TFLOP/s; the cpu system's from 1 GFLOP/s. Bandwidths are
+  // bytes/s: 450 GB/s is 4.5e11, and "450" is a unit mistake, not a slow link.
+  const double peak_low = s.generation == "cpu" ? 1e9 : 1e12;
+  const Range ranges[] = {
+      {"peak_dense_flops.bf16", &s.peak_bf16, peak_low, 1e17, "FLOP/s"},
+      {"peak_dense_flops.fp8", &s.peak_fp8, peak_low, 1e17, "FLOP/s"},
+      {"peak_dense_flops.mxfp8", &s.peak_mxfp8, peak_low, 1e17, "FLOP/s"},
+      {"peak_dense_flops.fp32", &s.peak_fp32, 1e9, 1e17, "FLOP/s"},
+      {"memory_bytes", &s.memory_bytes, 1e9, 1e14, "bytes"},
+      {"memory_bandwidth_bytes_per_s", &s.memory_bandwidth, 1e9, 1e15, "bytes/s"},
+      {"nvlink_bandwidth_bytes_per_s", &s.nvlink_bandwidth, 1e9, 1e14, "bytes/s"},
+      {"scale_out_bandwidth_bytes_per_s", &s.scale_out_bandwidth, 1e8, 1e14, "bytes/s"},
+      {"host_link_bandwidth_bytes_per_s", &s.host_link_bandwidth, 1e8, 1e14, "bytes/s"},
+      {"nvlink_latency_s", &s.nvlink_latency, 1e-9, 1e-2, "s"},
+      {"scale_out_latency_s", &s.scale_out_latency, 1e-9, 1e-1, "s"},
+  };
+  for (const Range& r : ranges) {
+    if (!r.figure->value) continue;
+    const double v = *r.figure->value;
+    if (!(v >= r.low && v <= r.high)) {  // NaN too
+      std::ostringstream os;
+      os << r.name << " is " << v << " " << r.unit << ", outside what any such system has ("
+         << r.low << " to " << r.high << " " << r.unit << "); figures are in SI units (" << r.unit
+         << ", not " << (r.unit == std::string("FLOP/s") ? "TFLOP/s" : "GB/s") << ")";
+      return os.str();
+    }
+  }
+  return "";
+}
+
 SystemSpec load_system_file(const std::string& path) {
   const std::string hint =
       "give a system description (reports/system.schema.json; `moebench systems --json` prints "
       "the built-in ones to start from)";
   std::string text;
   try {
-    text = read_regular_file(path, hint);
+    text = read_regular_file(path, hint, kMaxSmallInputBytes);
   } catch (const UsageError& e) {
     throw UsageError("--system " + std::string(e.what()));
   }
@@ -94,6 +132,9 @@ SystemSpec load_system_file(const std::string& path) {
         hint);
   }
   SystemSpec s = system_from_json(doc);
+  if (const std::string why = implausible_figure(s); !why.empty()) {
+    throw UsageError("--system " + path + ": " + why);
+  }
   for (const SystemSpec& b : builtin_systems()) {
     if (b.name == s.name) {
       throw UsageError("--system " + path + ": its name '" + s.name +

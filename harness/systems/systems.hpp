@@ -50,6 +50,12 @@ SystemSpec system_from_json(const nlohmann::json& doc);
 // The built-in systems, in name order (parsed once; the tests check them against the schema).
 const std::vector<SystemSpec>& builtin_systems();
 
+// Why a figure cannot be a real system's ("" when every one is in range): a GPU's dense peak of 1
+// to 100,000 TFLOP/s (the cpu system's from 1 GFLOP/s), bandwidths in bytes/s, latencies in
+// seconds. Catches unit mistakes (989 for TFLOP/s, 450 for GB/s) and figures that would print as
+// inf or NaN.
+std::string implausible_figure(const SystemSpec& s);
+
 // A user's file: read as a regular file, parsed, checked against reports/system.schema.json;
 // UsageError "--system PATH: <what is wrong>; <what would be right>" otherwise, one line.
 SystemSpec load_system_file(const std::string& path);

@@ -64,8 +64,48 @@ carried="$repo/tests/device/.cache/carry/deps.tar.gz"
 deadline_s="${CHECK_SH_DEADLINE_S:-540}"
 force=",${CHECK_SH_FORCE:-},"
 limits=",${CHECK_SH_LIMITS:-},"
-mkdir -p "$out" "$work"
-out="$(cd "$out" && pwd)"
+# The output and work folders must be folders this check can make or use: anything else is refused
+# in one line before a file is touched (a regular file given as $OUT once made `out` empty and the
+# cleanup below remove files at /).
+refuse() {  # refuse MESSAGE: one line, exit 2, nothing touched
+  echo "check.sh: $1" >&2
+  exit 2
+}
+for what in out work; do
+  dir="${!what}"
+  [ -n "$dir" ] || refuse "the $what folder is empty; give a folder"
+  [ -e "$dir" ] && [ ! -d "$dir" ] && refuse "$dir ($what) exists and is not a folder; give a folder"
+  mkdir -p "$dir" 2>/dev/null || refuse "cannot create the $what folder $dir"
+  abs="$(cd "$dir" 2>/dev/null && pwd)" || refuse "cannot enter the $what folder $dir"
+  [ "$abs" != / ] || refuse "the $what folder is /; give a folder of its own"
+  printf -v "$what" '%s' "$abs"
+done
+# Numbers from the environment: whole seconds only, or the check refuses with a summary saying why
+# (arithmetic on "abc" or "1e3" once skipped the deadline, and "plan=5m" broke every summary).
+bad_input=""
+case "$deadline_s" in
+'' | *[!0-9]*) bad_input="CHECK_SH_DEADLINE_S=$deadline_s is not a whole number of seconds" ;;
+*) [ "$deadline_s" -ge 30 ] && [ "$deadline_s" -le 86400 ] ||
+  bad_input="CHECK_SH_DEADLINE_S=$deadline_s: give 30 to 86400 seconds" ;;
+esac
+for item in ${CHECK_SH_LIMITS:+${CHECK_SH_LIMITS//,/ }}; do
+  name="${item%%=*}" value="${item#*=}"
+  if [ "$item" = "$name" ] || [ -z "$name" ]; then
+    bad_input="CHECK_SH_LIMITS: '$item' is not STEP=SECONDS"
+    break
+  fi
+  case "$value" in
+  '' | *[!0-9]*)
+    bad_input="CHECK_SH_LIMITS: $name=$value is not a whole number of seconds"
+    break
+    ;;
+  esac
+  if [ "$value" -lt 1 ]; then
+    bad_input="CHECK_SH_LIMITS: $name=$value: a step needs at least 1 s"
+    break
+  fi
+done
+[ -n "$bad_input" ] && deadline_s=540 limits=",,"  # what the summary's own arithmetic needs
 results="$work/results"  # the reports, archived into $out/results.tar.gz by summarize.py
 build="$work/build"
 log="$out/check.log"
@@ -199,6 +239,14 @@ trap 'on_signal SIGTERM 143' TERM
 trap 'on_signal SIGINT 130' INT
 # Any other way out (a bug here, set -u) still leaves a summary.
 trap '[ "$finished" = 1 ] || { stopped="${stopped:-exit}"; write_summary 1 >>"$log" 2>&1; }' EXIT
+if [ -n "$bad_input" ]; then
+  say "refused: $bad_input"
+  stopped="bad input: $bad_input"
+  finished=1
+  write_summary 1 >>"$log" 2>&1
+  echo "check.sh: $bad_input" >&2
+  exit 2
+fi
 
 # --- the build: carried dependencies, configure, build (or a prebuilt folder) -----------------
 if [ -n "$prebuilt" ]; then

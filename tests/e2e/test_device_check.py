@@ -187,6 +187,53 @@ def test_schedule_and_cudnn_off_the_loader_path(ctx):
         check_files(out, summary)
 
 
+def test_refuses_what_it_cannot_use(ctx):
+    """An $OUT that is a regular file is refused in one line before anything is touched: every
+    `rm` the check would run is traced by an `rm` of the test's own, first on PATH, which records
+    its arguments and removes nothing. Malformed limits and deadlines are refused with a summary
+    saying why, and exit 2."""
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = os.path.join(tmp, "rm.trace")
+        fake = os.path.join(tmp, "bin")
+        os.mkdir(fake)
+        with open(os.path.join(fake, "rm"), "w") as f:
+            f.write('#!/bin/sh\nprintf "%%s\\n" "$*" >>%s\n' % trace)
+        os.chmod(os.path.join(fake, "rm"), 0o755)
+        out_file = os.path.join(tmp, "out-is-a-file")
+        with open(out_file, "w") as f:
+            f.write("keep me\n")
+        env = e2e.mpi_env()
+        env.update(CHECK_SH_CPU_ONLY="1", CHECK_SH_PREBUILT=os.path.dirname(ctx.binary),
+                   CHECK_SH_WORK=os.path.join(tmp, "work"),
+                   PATH=fake + os.pathsep + env.get("PATH", ""))
+        r = subprocess.run(["bash", check_sh(ctx), out_file], env=env, capture_output=True,
+                           text=True, timeout=60)
+        e2e.check(r.returncode == 2, "exit %s for a file as $OUT:\n%s" % (r.returncode, r.stderr))
+        lines = [l for l in r.stderr.splitlines() if l.strip()]
+        e2e.check(len(lines) == 1 and "is not a folder" in lines[0], "one line: %r" % lines)
+        e2e.check(not os.path.exists(trace), "it removed something: %s" % (
+            open(trace).read() if os.path.exists(trace) else ""))
+        e2e.check(open(out_file).read() == "keep me\n", "the file given as $OUT was changed")
+        e2e.check(sorted(os.listdir(tmp)) == ["bin", "out-is-a-file"],
+                  "it made something beside the file: %s" % os.listdir(tmp))
+        for name, value, needle in (("CHECK_SH_LIMITS", "plan=5m", "plan=5m"),
+                                    ("CHECK_SH_LIMITS", "abc", "'abc' is not STEP=SECONDS"),
+                                    ("CHECK_SH_LIMITS", "plan=0", "at least 1 s"),
+                                    ("CHECK_SH_DEADLINE_S", "abc", "whole number"),
+                                    ("CHECK_SH_DEADLINE_S", "1e3", "whole number")):
+            out = os.path.join(tmp, "out-%s-%s" % (name, value))
+            bad = dict(env, **{name: value})
+            bad["PATH"] = e2e.mpi_env().get("PATH", "")
+            r = subprocess.run(["bash", check_sh(ctx), out], env=bad, capture_output=True,
+                               text=True, timeout=120)
+            e2e.check(r.returncode == 2 and needle in r.stderr,
+                      "%s=%s: exit %s, %s" % (name, value, r.returncode, r.stderr[-500:]))
+            summary = summary_of(out, r.stdout + r.stderr)
+            e2e.check((summary["stopped_by"] or "").startswith("bad input") and
+                      needle in summary["stopped_by"] and not summary["passed"],
+                      "%s=%s: the summary: %s" % (name, value, summary["stopped_by"]))
+
+
 def wait_for(path, needle, timeout):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -243,4 +290,5 @@ def test_deadline_clamps_a_hung_step(ctx):
 
 if __name__ == "__main__":
     e2e.run_main([test_hang_and_failure_recorded_and_the_rest_run, test_term_writes_the_summary,
-                  test_deadline_clamps_a_hung_step, test_schedule_and_cudnn_off_the_loader_path])
+                  test_deadline_clamps_a_hung_step, test_schedule_and_cudnn_off_the_loader_path,
+                  test_refuses_what_it_cannot_use])

@@ -239,6 +239,16 @@ def test_calibration_reproduces_its_run(ctx):
         r = e2e.run_moebench(ctx, ["predict", "--recipe", "gb300-mxfp8-256", "--calibrate", run],
                              timeout=60)
         check_one_line_usage(r, "a cpu run calibrating gb300")
+        # A run with an injected fault measured the fault, not the system: refused, naming it.
+        slow = os.path.join(tmp, "slow.json")
+        r = e2e.run_moebench(ctx, ["run", "--quiet", "--warmup", "1", "--steps", "2", "--out",
+                                   slow, "--inject", "slow:rank=0,factor=3"] + flags, np=2,
+                             timeout=120)
+        e2e.check(r.rc == 0, "the run with a slowed rank", r)
+        r = e2e.run_moebench(ctx, ["predict", "--system", "cpu", "--gpus", "2", "--calibrate",
+                                   slow] + flags, timeout=60)
+        check_one_line_usage(r, "a run with an injected fault calibrating")
+        e2e.check("injected a fault (--inject slow:rank=0" in r.stderr, "names the fault", r)
 
 
 def test_report_predicts_each_run(ctx):

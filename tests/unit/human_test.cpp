@@ -2,7 +2,11 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <regex>
+#include <string>
+
+#include "harness/core/error.hpp"
 
 using namespace moebench;
 
@@ -21,6 +25,18 @@ TEST_CASE("common_divisors lists the sizes that divide every number, for usage e
   CHECK(common_divisors(8, {8, 12}) == "1, 2, 4");
   CHECK(common_divisors(1, {1}) == "1");
   CHECK(common_divisors(0, {4}).empty());
+}
+
+TEST_CASE("strprintf formats text of any length; finite_figure lets only numbers through") {
+  CHECK(strprintf("%7s|%.3f", "gpus", 1.5) == "   gpus|1.500");
+  const std::string wide = strprintf("%400.1f", 2.0);
+  CHECK(wide.size() == 400);
+  CHECK(wide.substr(397) == "2.0");
+  CHECK(finite_figure(3.5, "x") == 3.5);
+  CHECK_THROWS_WITH_AS(finite_figure(HUGE_VAL, "the step"),
+                       doctest::Contains("the step came out as infinite"), RuntimeError);
+  CHECK_THROWS_WITH_AS(finite_figure(std::nan(""), "a ratio"), doctest::Contains("NaN"),
+                       RuntimeError);
 }
 
 TEST_CASE("join puts the separator between items only") {

@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include <string>
+
 #include "harness/core/error.hpp"
 
 using namespace moebench;
@@ -75,6 +77,22 @@ TEST_CASE("bad layouts name the rule") {
                        UsageError);
   CHECK_THROWS_WITH_AS(parse_pipeline_layout("Et*|tL", 2), doctest::Contains("without a count"),
                        UsageError);
+}
+
+TEST_CASE("a hostile layout is refused before it costs a deep stack or a large allocation") {
+  const std::string nested = std::string(50000, '(') + "t" + std::string(50000, ')');
+  CHECK_THROWS_WITH_AS(parse_pipeline_layout(nested, 1), doctest::Contains("nested '('"),
+                       UsageError);
+  try {
+    parse_pipeline_layout(nested, 1);
+  } catch (const UsageError& e) {
+    CHECK(std::string(e.what()).size() < 600);  // the text quoted in part, on one line
+  }
+  CHECK_THROWS_WITH_AS(parse_pipeline_layout("((t*1000)*1000)*1000", 1),
+                       doctest::Contains("longer than 10^6"), UsageError);
+  // 64 levels are fine.
+  const std::string deep = std::string(64, '(') + "t" + std::string(64, ')');
+  CHECK(parse_pipeline_layout(deep, 1).decoder_layers() == 1);
 }
 
 TEST_CASE("nothing follows the loss") {

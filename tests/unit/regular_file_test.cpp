@@ -57,6 +57,18 @@ TEST_CASE("read_regular_file: a FIFO, a device, a directory or nothing is refuse
         (dir.path / "none").string() + ": does not exist; h");
 }
 
+TEST_CASE("read_regular_file: a file larger than its bound is refused without being read") {
+  TempDir dir;
+  const std::string path = (dir.path / "big").string();
+  {
+    std::ofstream f(path);
+    f << std::string(2000, 'x');
+  }
+  CHECK(read_regular_file(path, "hint", 2000).size() == 2000);
+  CHECK_THROWS_WITH_AS(read_regular_file(path, "hint", 1999),
+                       doctest::Contains("holds 2000 bytes, more than the 1999"), UsageError);
+}
+
 TEST_CASE("open_regular_for_writing: creates or truncates a file, refuses links and FIFOs") {
   TempDir dir;
   const fs::path file = dir.path / "steps.jsonl";

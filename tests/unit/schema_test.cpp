@@ -2,6 +2,9 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "harness/core/error.hpp"
 
 using namespace moebench;
@@ -63,4 +66,15 @@ TEST_CASE("schema: a constraint that fails without a message still yields an err
       nlohmann::json::parse(R"({"type": "object", "propertyNames": {"maxLength": 1}})");
   CHECK(schema_errors(nlohmann::json::parse(R"({"a": 1})"), schema).empty());
   CHECK(schema_errors(nlohmann::json::parse(R"({"long": 1})"), schema).size() == 1);
+}
+
+TEST_CASE("schema: a document with an infinite or NaN number is refused, naming where") {
+  nlohmann::ordered_json doc = {{"points", {{{"step_s", 1.5}}, {{"step_s", 2.0}}}}};
+  CHECK_NOTHROW(check_finite_numbers(doc, "predict"));
+  doc["points"][1]["step_s"] = std::numeric_limits<double>::infinity();
+  CHECK_THROWS_WITH_AS(check_finite_numbers(doc, "predict"),
+                       doctest::Contains("predict: /points/1/step_s is infinite"), RuntimeError);
+  doc["points"][1]["step_s"] = std::nan("");
+  CHECK_THROWS_WITH_AS(check_finite_numbers(doc, "predict"), doctest::Contains("NaN"),
+                       RuntimeError);
 }

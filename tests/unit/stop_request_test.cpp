@@ -22,11 +22,19 @@ TEST_CASE("stop request: a signal is stored, and named") {
   CHECK(stop_signal() == SIGINT);
   CHECK(signal_name(SIGTERM) == "SIGTERM");
   CHECK(signal_name(SIGINT) == "SIGINT");
-  CHECK(signal_name(SIGUSR1) == "signal " + std::to_string(SIGUSR1));
+  // What a batch system or a shell sends stops a run as TERM does.
+  for (const int sig : {SIGHUP, SIGPIPE, SIGUSR1, SIGUSR2}) {
+    std::raise(sig);
+    CHECK(stop_signal() == sig);
+  }
+  CHECK(signal_name(SIGHUP) == "SIGHUP");
+  CHECK(signal_name(SIGPIPE) == "SIGPIPE");
+  CHECK(signal_name(SIGUSR1) == "SIGUSR1");
+  CHECK(signal_name(SIGUSR2) == "SIGUSR2");
+  CHECK(signal_name(SIGWINCH) == "signal " + std::to_string(SIGWINCH));
   clear_stop_signal();
   CHECK(stop_signal() == 0);
-  std::signal(SIGTERM, SIG_DFL);
-  std::signal(SIGINT, SIG_DFL);
+  for (const int sig : kStopSignals) std::signal(sig, SIG_DFL);
 }
 
 TEST_CASE("stop request: a blocked wait runs the hook once, after the grace") {

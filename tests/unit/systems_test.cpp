@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <string>
@@ -91,6 +92,23 @@ TEST_CASE("systems: the figures the recipes are judged against, in SI units") {
   CHECK(cpu.peak_fp32.value.has_value());
   CHECK_THROWS_WITH_AS(find_system("gb300"), doctest::Contains("valid: b200-hgx, b300-hgx, cpu"),
                        UsageError);
+}
+
+TEST_CASE("systems: figures out of any real system's range are named, in SI units") {
+  for (const SystemSpec& s : builtin_systems()) {
+    CHECK_MESSAGE(implausible_figure(s).empty(), s.name << ": " << implausible_figure(s));
+  }
+  SystemSpec h100 = find_system("h100-hgx");
+  h100.peak_bf16.value = 989;  // TFLOP/s written as FLOP/s
+  CHECK(implausible_figure(h100).find("peak_dense_flops.bf16 is 989 FLOP/s") != std::string::npos);
+  h100 = find_system("h100-hgx");
+  h100.nvlink_bandwidth.value = 450;  // GB/s written as bytes/s
+  CHECK(implausible_figure(h100).find("not GB/s") != std::string::npos);
+  h100 = find_system("h100-hgx");
+  h100.peak_fp8.value = std::nan("");
+  CHECK(implausible_figure(h100).find("peak_dense_flops.fp8") != std::string::npos);
+  SystemSpec cpu = find_system("cpu");
+  CHECK(implausible_figure(cpu).empty());  // 89.5 GFLOP/s: a CPU's, below a GPU's bound
 }
 
 TEST_CASE("systems: the table has a row per system with its per-GPU figures") {
