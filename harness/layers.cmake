@@ -7,7 +7,7 @@
 # links to exactly the source folders it may use (<build>/layers/<module>/), so including a
 # header of a module it does not depend on fails with "No such file or directory".
 # tests/layers/check_layers.py checks the same from the include graph of every source file,
-# including code behind #if that this build does not compile (README.md, "Architecture").
+# including code behind #if that this build does not compile (docs/architecture.md).
 
 set(MOEBENCH_LAYERS core ops interfaces backends model driver)
 set(MOEBENCH_LAYER_VIEWS ${CMAKE_BINARY_DIR}/layers)
@@ -161,18 +161,19 @@ target_compile_definitions(
                        MOEBENCH_BUILD_TYPE="${CMAKE_BUILD_TYPE}"
                        MOEBENCH_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 
-# ---- ops: arithmetic written once for both backends (element-wise, routing, FP8, random) -------
-moebench_module(ops LAYER ops DIRS workloads/ops DEPS core)
+# ---- ops: arithmetic written once for both backends (harness/math: element-wise, routing, FP8,
+# random), below the interfaces; and the routing plans -------------------------------------------
+moebench_module(math LAYER ops DIRS harness/math DEPS core)
 moebench_module(routing LAYER ops DIRS workloads/routing DEPS core)
 
 # ---- interfaces: the parallel grid, the compute and communication interfaces ---------------------
 moebench_module(parallel LAYER interfaces DIRS harness/parallel DEPS core
                 LIBS nlohmann_json::nlohmann_json)
-moebench_module(compute LAYER interfaces DIRS harness/compute DEPS core ops)
+moebench_module(compute LAYER interfaces DIRS harness/compute DEPS core math)
 moebench_module(comm LAYER interfaces DIRS harness/comm DEPS core parallel)
 
 # ---- backends: cpu, cuda, mpi, nccl, staged, local, fault, and the registry that picks one ------
-moebench_module(cpu LAYER backends DIRS harness/backends/cpu DEPS compute ops
+moebench_module(cpu LAYER backends DIRS harness/backends/cpu DEPS compute math
                 LIBS ${BLAS_LIBRARIES})
 target_include_directories(mb_cpu PRIVATE ${CBLAS_INCLUDE_DIR})
 target_compile_definitions(mb_cpu
@@ -210,7 +211,7 @@ else()
   moebench_module(cudnn LAYER backends DIRS harness/backends/cudnn DEPS compute
                   BUILD MOEBENCH_BUILD_CUDNN_MODULE EXCLUDE "cudnn_attention[.]cpp$")
 endif()
-moebench_module(cuda LAYER backends DIRS harness/backends/cuda DEPS compute ops cudnn CUDA
+moebench_module(cuda LAYER backends DIRS harness/backends/cuda DEPS compute math cudnn CUDA
                 BUILD MOEBENCH_HAVE_CUDA LIBS CUDA::cudart CUDA::cublasLt CUDA::cublas)
 if(MOEBENCH_HAVE_CUDA)
   # One shared CUDA runtime for the whole process (the host code links CUDA::cudart too).
@@ -268,7 +269,7 @@ set(MOEBENCH_RECIPES_CPP ${CMAKE_BINARY_DIR}/generated/recipes_data.cpp)
 file(CONFIGURE OUTPUT ${MOEBENCH_RECIPES_CPP} CONTENT
      "// Generated from workloads/config/recipes.json by harness/layers.cmake.\nnamespace moebench {\nextern const char* const kRecipesJson = R\"moebench(@MOEBENCH_RECIPES_JSON@)moebench\";\n}\n"
      @ONLY)
-moebench_module(config LAYER model DIRS workloads/config DEPS ops compute comm fault parallel
+moebench_module(config LAYER model DIRS workloads/config DEPS math compute comm fault parallel
                 SOURCES ${MOEBENCH_RECIPES_CPP} LIBS nlohmann_json::nlohmann_json)
 moebench_module(accounting LAYER model DIRS workloads/accounting DEPS config measure)
 moebench_module(params LAYER model DIRS workloads/params DEPS config compute)

@@ -71,6 +71,10 @@ int main(int argc, char** argv) {
   CliOptions options;
   try {
     options = parse_command_line(argc, argv);
+    // The docs' check (tests/e2e/test_readme.py): every documented command line parses.
+    if (const char* only = std::getenv("MOEBENCH_PARSE_ONLY"); only != nullptr && *only == '1') {
+      return 0;
+    }
     switch (options.command) {
       case Command::help:
         if (first_rank_by_environment()) std::cout << options.help_text;

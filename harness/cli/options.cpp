@@ -6,12 +6,15 @@
 #include <CLI/CLI.hpp>
 
 #include "harness/backends/registry/registry.hpp"
+#include "harness/cli/option_checks.hpp"
 #include "harness/compute/backend_kind.hpp"
 #include "harness/core/error.hpp"
 #include "harness/core/human.hpp"
 #include "workloads/config/recipes.hpp"
 
 namespace moebench {
+
+using namespace option_checks;
 
 namespace {
 
@@ -165,49 +168,6 @@ void add_workload_flags(CLI::App* app, WorkloadFlags& w, NamedFlags& n) {
                   "bucket per layer)");
 }
 
-bool on_off(const std::string& flag, const std::string& v) {
-  if (v == "on") return true;
-  if (v == "off") return false;
-  throw UsageError(flag + " " + v + ": expected on or off");
-}
-
-// --grad-bucket-mb in bytes; up to 1 TiB, far above any layer's gradients.
-std::int64_t grad_bucket_bytes(double mib) {
-  if (!(mib >= 0 && mib <= 1048576)) {
-    std::ostringstream text;
-    text << mib;
-    throw UsageError("--grad-bucket-mb " + text.str() +
-                     ": expected a size in MiB from 0 (one bucket per layer) to 1048576");
-  }
-  return static_cast<std::int64_t>(mib * 1048576.0);
-}
-
-std::string number_text(double v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
-}
-
-// --timeout, as run and linkcheck take it.
-void check_timeout(double timeout_s) {
-  if (!(timeout_s > 0 && timeout_s <= kMaxTimeoutS)) {
-    throw UsageError("--timeout " + number_text(timeout_s) +
-                     ": must be a number of seconds in (0, 1e6]");
-  }
-}
-
-// --health-mad and --health-min-slowdown, as run and linkcheck take them.
-void check_health_flags(double mad_k, const std::optional<double>& min_slowdown) {
-  if (!(mad_k >= 0 && mad_k <= 1e6)) {
-    throw UsageError("--health-mad " + number_text(mad_k) +
-                     ": must be a number of robust standard deviations in [0, 1e6] (default 6)");
-  }
-  if (min_slowdown && !(*min_slowdown >= 0 && *min_slowdown <= 1e6)) {
-    throw UsageError("--health-min-slowdown " + number_text(*min_slowdown) +
-                     ": must be a fraction in [0, 1e6] (0.1: 10% slower than the median)");
-  }
-}
-
 // The linkcheck flags that need no world size; UsageError naming what is valid.
 void check_linkcheck_options(const CliOptions& o) {
   const LinkcheckOptions& l = o.linkcheck;
@@ -294,7 +254,9 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
                    "check one step against a single-process reference of the global batch" + note);
     app_->add_option(
         "--timeout", o.timeout_s,
-        "seconds a collective may take before the run is aborted (nccl; default 600)" + note);
+        "seconds any wait for a peer may take, every collective and transfer (mpi and nccl; "
+        "default 600)" +
+            note);
     app_->add_flag("--quiet", o.quiet, "no table and no line per step on stdout" + note);
     app_->add_option("--inject", inject,
                      "testing aid: corrupt:rank=R[,phase=dispatch|combine|grad_reduce|pp][,step=S] "
@@ -405,9 +367,12 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   NamedFlags link_named;
   linkcheck->add_option("--backend", link_named.backend, "compute backend: cpu (default) or cuda");
   linkcheck->add_option("--comm", link_named.comm, "mpi (default) or nccl");
-  linkcheck->add_option("--level", l.level,
-                        "rank: every pair of ranks (default); node: every pair of nodes, rank by "
-                        "rank, then every pair within each node (minutes at 1,024 GPUs)");
+  linkcheck->add_option(
+      "--level", l.level,
+      "rank: every pair of ranks (default; world - 1 rounds); node: every pair of "
+      "nodes, rank by rank, then every pair within each node (nodes - 1 + ranks "
+      "per node - 1 rounds); the run prints the rounds and their time at 1,024 "
+      "ranks");
   linkcheck->add_option(
       "--large-bytes", l.large_bytes,
       "the bandwidth message (default 64 MiB on a GPU, 4 MiB on the cpu backend)");
@@ -478,6 +443,15 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   validate->add_option("files", o.files, "run report or linkcheck files")->required();
   app.add_subcommand("version", "print the version");
 
+  // `moebench --help` by job, so that a first-time reader sees where to start.
+  const std::pair<const char*, std::vector<const char*>> groups[] = {
+      {"Measure (mpirun or srun, one rank a GPU)", {"run", "bench", "linkcheck"}},
+      {"Judge (files in, verdicts out)", {"report", "validate"}},
+      {"Predict (before buying or queueing)", {"predict", "plan"}},
+      {"Inspect", {"presets", "recipes", "phases", "systems", "version"}}};
+  for (const auto& [group, names] : groups) {
+    for (const char* name : names) app.get_subcommand(name)->group(group);
+  }
   strict_values(app);
   try {
     app.parse(argc, argv);
@@ -580,169 +554,6 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
     }
   }
   return o;
-}
-
-RunConfig resolve_run_config(const CliOptions& o, int world) {
-  const WorkloadFlags& w = o.workload;
-  const auto given = [&](const char* flag) {
-    return std::find(w.given.begin(), w.given.end(), flag) != w.given.end();
-  };
-  const Recipe* rec = w.recipe.empty() ? nullptr : &recipe(w.recipe);
-  RunConfig c;
-  if (!w.preset.empty()) {
-    c.model = preset(w.preset);
-  } else if (!w.model_config.empty()) {
-    c.model = load_model_config(w.model_config, &c.warnings);
-  } else {
-    c.model = preset(rec->model);
-  }
-  validate(c.model, c.model.name);
-  std::int64_t seq = 4096;
-  for (const PresetInfo& p : preset_list()) {
-    if (p.name == w.preset) seq = p.default_seq_len;
-  }
-  c.workload.seq_len = w.seq_len.value_or(seq);
-  c.workload.micro_batch = w.micro_batch;
-  c.workload.global_batch = w.global_batch.value_or(0);
-  // A recipe on another model (the tiny preset) runs the model's own sequence and a few
-  // micro-batches a rank, unless --keep-batch: the row's 4096 tokens and 32 micro-batches a rank
-  // would make a step of a small model on a few cores take an hour.
-  const bool recipe_batch = rec && (c.model.name == rec->model || w.keep_batch);
-  std::vector<std::string> scaled;  // what of the recipe this run scales to the model
-  if (rec && !given("--seq-len")) {
-    if (recipe_batch) {
-      c.workload.seq_len = rec->seq_len;
-    } else if (c.workload.seq_len != rec->seq_len) {
-      scaled.push_back("seq " + std::to_string(c.workload.seq_len) + " (the model's), not " +
-                       std::to_string(rec->seq_len));
-    }
-  }
-  if (rec && !given("--micro-batch")) c.workload.micro_batch = rec->micro_batch;
-  if (rec && !given("--global-batch") && recipe_batch) {
-    // Weak scaling, as NVIDIA's statement runs it: the global batch grows with the GPU count.
-    c.workload.global_batch = rec->global_batch * world / rec->gpus;
-    if (c.workload.global_batch * rec->gpus != rec->global_batch * world) {
-      throw UsageError("--recipe " + rec->name + " at " + std::to_string(world) +
-                       " ranks: its global batch of " + std::to_string(rec->global_batch) +
-                       " sequences at " + std::to_string(rec->gpus) +
-                       " GPUs does not scale to a whole number; give --global-batch");
-    }
-  }
-  c.workload.layers = w.layers.value_or(c.model.num_hidden_layers);
-  if (c.workload.layers >= 1 && c.workload.layers <= c.model.num_hidden_layers) {
-    c.workload.dense_layers =
-        w.dense_layers.value_or(default_dense_layers(c.model, c.workload.layers));
-  } else {
-    c.workload.dense_layers = w.dense_layers.value_or(0);
-  }
-  c.workload.attention = on_off("--attention", w.attention);
-  c.workload.routing = parse_routing(rec && !given("--routing") ? rec->routing : w.routing);
-  c.workload.recompute =
-      rec && !given("--recompute") ? recompute_of(*rec) : parse_recompute(w.recompute);
-  c.layout.world = world;
-  c.layout.ep = rec && !given("--ep") ? rec->ep : w.ep;
-  c.layout.pp = rec && !given("--pp") ? rec->pp : w.pp;
-  c.layout.pipeline_layout = w.pipeline_layout;
-  // --pipeline-layout, parsed once: it sets vp, the ends and the MTP count where flags do not.
-  const std::optional<PipelineLayout> given_layout =
-      !w.pipeline_layout.empty() && c.layout.pp >= 1
-          ? std::optional<PipelineLayout>(parse_pipeline_layout(w.pipeline_layout, c.layout.pp))
-          : std::nullopt;
-  // --vp, else the recipe's, else the stage count of --pipeline-layout, else 1.
-  if (w.vp) {
-    c.layout.vp = *w.vp;
-  } else if (rec) {
-    c.layout.vp = rec->vp;
-  } else if (given_layout) {
-    c.layout.vp = given_layout->vp;
-  }
-  if (rec && !given("--pipeline-layout") && !given("--pp") && !w.vp) {
-    // The recipe's layout, its layers spread over its stages when the model is smaller, and
-    // fewer stages when some would hold no layer.
-    const ScaledPipeline sp =
-        scaled_pipeline(*rec, static_cast<int>(c.workload.layers), world, c.layout.ep);
-    c.layout.pp = sp.pp;
-    c.layout.vp = sp.vp;
-    c.layout.pipeline_layout = sp.layout;
-    if (!sp.note.empty()) c.warnings.push_back(sp.note);
-  } else if (rec && !given("--pipeline-layout") && c.layout.pp == rec->pp &&
-             c.layout.vp == rec->vp) {
-    c.layout.pipeline_layout = scaled_layout(*rec, static_cast<int>(c.workload.layers));
-  }
-  if (rec && !given("--global-batch") && !recipe_batch) {
-    // 2 x pp micro-batches a rank: the pipeline fills (and interleaving needs a multiple of pp).
-    const std::int64_t per_rank = 2 * c.layout.pp;
-    const std::int64_t dp = c.layout.pp >= 1 && world % c.layout.pp == 0 ? world / c.layout.pp : 1;
-    c.workload.global_batch = per_rank * c.workload.micro_batch * dp;
-    scaled.push_back(std::to_string(per_rank) + " micro-batches a rank (global batch " +
-                     std::to_string(c.workload.global_batch) + "), not the recipe's " +
-                     std::to_string(rec->global_batch / std::max(1, rec->gpus / rec->pp) /
-                                    std::max<std::int64_t>(1, rec->micro_batch)));
-  }
-  if (!scaled.empty()) {
-    c.warnings.push_back("--recipe " + rec->name + " on " + c.model.name + ", not " + rec->model +
-                         ": " + join(scaled, ", ") + "; --keep-batch keeps the recipe's");
-  }
-  // The model's ends: as --head says; else as the given layout places E and L; else on.
-  if (!w.head.empty()) {
-    c.workload.head = on_off("--head", w.head);
-  } else {
-    c.workload.head = !given_layout || given_layout->has_embedding() || given_layout->has_loss();
-  }
-  if (w.mtp) {
-    c.workload.mtp = *w.mtp;
-  } else if (given_layout) {
-    c.workload.mtp = given_layout->mtp_layers();
-  } else {
-    c.workload.mtp = c.workload.head ? c.model.num_nextn_predict_layers : 0;
-  }
-  if (rec && !given("--pipeline-layout") && !c.layout.pipeline_layout.empty()) {
-    // The recipe's layout without what --head off or --mtp 0 does not run.
-    const bool head = c.workload.head, mtp = c.workload.mtp > 0;
-    std::erase_if(c.layout.pipeline_layout, [&](char ch) {
-      return (!head && (ch == 'E' || ch == 'L')) || (!mtp && ch == 'm');
-    });
-  }
-  if (rec) {
-    c.recipe = rec->name;
-    for (const std::string& f : w.given) c.recipe_overrides.push_back(f);
-  }
-  c.layout.ranks_per_node = w.ranks_per_node;
-  c.layout.nvlink_domain_size = w.nvlink_domain_size;
-  const std::string grad_reduce = rec && !given("--grad-reduce") ? rec->grad_reduce : w.grad_reduce;
-  c.grad_reduce =
-      grad_reduce == "reduce-scatter" ? GradReduce::reduce_scatter : GradReduce::allreduce;
-  c.optimizer = w.optimizer == "none" ? Optimizer::none : Optimizer::adamw;
-  c.optimizer_state_dtype = parse_optimizer_state_dtype(rec && !given("--optimizer-state-dtype")
-                                                            ? rec->optimizer_state_dtype
-                                                            : w.optimizer_state_dtype);
-  c.adamw = w.adamw;
-  c.seed = w.seed;
-  c.warmup = o.warmup;
-  c.steps = o.steps;
-  c.verify = o.verify;
-  c.backend = w.backend;
-  c.comm = w.comm;
-  c.blas_threads = w.blas_threads;
-  c.comm_barrier = on_off("--comm-barrier", w.comm_barrier);
-  c.overlap = on_off("--overlap", w.overlap);
-  c.grad_bucket_bytes = grad_bucket_bytes(w.grad_bucket_mb);
-  c.inject = o.inject;
-  validate(c);
-  check_comm_backend(c.comm, c.backend);
-  // The one resolution: the flag, else the recipe's, else the backend's own.
-  std::optional<Precision> precision = w.precision;
-  if (!precision && rec) precision = run_precision(*rec);
-  c.precision = resolve_precision(c.backend, precision);
-  c.fp8_recipe = resolve_fp8_recipe(w.fp8_recipe, c.precision);
-  c.fp8_weight_copies = parse_fp8_weight_copies(w.fp8_weight_copies);
-  c.fp8_saved_inputs = on_off("--fp8-saved-inputs", w.fp8_saved_inputs);
-  c.grouped_gemm = parse_grouped_gemm_impl(w.grouped_gemm);
-  c.attention_impl = parse_attention_impl(w.attention_impl);
-  check_timeout(o.timeout_s);
-  c.comm_timeout_s = o.timeout_s;
-  check_health_flags(o.health_mad, o.health_min_slowdown);
-  return c;
 }
 
 }  // namespace moebench

@@ -261,7 +261,7 @@ void print_table(const SystemSpec& system, const EfficiencySet& eff,
   }
   std::printf(
       "# efficiencies and their sources: `moebench predict --json` (efficiencies); "
-      "the model: README.md, \"Predicting a system\"\n");
+      "the model: docs/predicting.md\n");
   if (!explain) return;
   for (const Point& p : {points.front(), points.back()}) {
     const Prediction& q = p.prediction;
@@ -315,7 +315,7 @@ void print_table(const SystemSpec& system, const EfficiencySet& eff,
       } else if (what == "optimizer_states") {
         std::printf(
             "#     optimizer_states: priced at nothing, as the Megatron-LM commit that published "
-            "the row never called its offloader (README.md, \"Predicting a system\")\n");
+            "the row never called its offloader (docs/predicting.md)\n");
       } else {
         std::printf("#     %s: priced at nothing\n", what.c_str());
       }

@@ -7,8 +7,8 @@
 #include <cstdint>
 
 #include "harness/core/tensor.hpp"
-#include "workloads/ops/hd.hpp"
-#include "workloads/ops/mla.hpp"
+#include "harness/math/hd.hpp"
+#include "harness/math/mla.hpp"
 
 namespace moebench {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "workloads/ops/route.hpp"
+#include "harness/math/route.hpp"
 
 namespace moebench {
 

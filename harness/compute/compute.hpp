@@ -1,6 +1,6 @@
 // The compute interface: every piece of arithmetic the training step runs, on memory the backend
 // owns. `cpu` implements it with CBLAS and plain loops over the shared element-wise functions in
-// workloads/ops; `cuda` with cuBLASLt and kernels calling those same functions.
+// harness/math; `cuda` with cuBLASLt and kernels calling those same functions.
 //
 // Conventions: matrices are row-major `Mat` views; float arguments are FP32; every op is
 // asynchronous with respect to the host on backends that can be, and ordered on one stream;
@@ -27,7 +27,7 @@
 #include "harness/compute/fp8_recipe.hpp"
 #include "harness/compute/gemm_shape.hpp"
 #include "harness/core/tensor.hpp"
-#include "workloads/ops/params.hpp"
+#include "harness/math/params.hpp"
 
 namespace moebench {
 
@@ -135,7 +135,7 @@ class Compute {
   // y = alpha * x + beta * y; beta == 0 does not read y (the BLAS convention).
   void axpby(float alpha, Mat x, float beta, Mat y);
   // Deterministic pseudo-random fill: element i gets scale * u(seed, stream, i), u uniform in
-  // [-1, 1) (workloads/ops/random.hpp), so any backend and any rank produce the same values.
+  // [-1, 1) (harness/math/random.hpp), so any backend and any rank produce the same values.
   void fill_random(Mat x, std::uint64_t seed, std::uint64_t stream, float scale);
   void fill(Mat x, float value);
 
@@ -230,7 +230,7 @@ class Compute {
   // Router: from logits (tokens x experts) and the selection bias (1 x experts, FP32, or empty),
   // the sigmoid scores (saved, FP32), the chosen experts (tokens x top_k, i32) and their combine
   // weights (tokens x top_k, FP32). first_token is the global index of row 0 (balanced and zipf
-  // routing are functions of it). See workloads/ops/route.hpp.
+  // routing are functions of it). See harness/math/route.hpp.
   void router_forward(const RouterParams& p, Mat logits, Mat bias, std::int64_t first_token,
                       Mat scores, Mat indices, Mat weights);
   // dlogits (overwritten, FP32) from the combine weights' gradient.

@@ -1,6 +1,6 @@
 // --fp8-recipe: how --precision fp8 scales the linear GEMMs' E4M3 inputs, parsed once here. The
 // tile geometry of each recipe is the one place that knows which operand of a linear GEMM is a
-// weight (see operand_tile); the arithmetic itself is workloads/ops/fp8.hpp.
+// weight (see operand_tile); the arithmetic itself is harness/math/fp8.hpp.
 #pragma once
 
 #include <cstddef>
@@ -10,7 +10,7 @@
 
 #include "harness/compute/backend_kind.hpp"
 
-#include "workloads/ops/fp8.hpp"
+#include "harness/math/fp8.hpp"
 
 namespace moebench {
 

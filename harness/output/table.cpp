@@ -144,8 +144,21 @@ std::string format_run_table(const RunRecord& r) {
                      res.tokens_per_s_per_gpu);
   // A communication phase's time(ms) is what the compute stream waited for it (exposed); busy(ms)
   // the collectives' own duration.
-  out += sprintf_str("# compute %.3f ms, not computing %.3f ms (step - compute)\n",
-                     res.compute_time_s * 1e3, res.exposed_communication_s * 1e3);
+  // The compute of the rank and step the table's time(ms) column shows, so that it adds up with
+  // the rest of that step (the max(ms) column's figures come from different ranks and do not).
+  const StepBreakdown& b = res.breakdown;
+  if (b.rank >= 0) {
+    double compute = 0;
+    for (const PhaseDef& p : kPhases) {
+      if (p.kind == PhaseKind::compute) compute += b.phase_time_s[static_cast<std::size_t>(p.phase)];
+    }
+    out += sprintf_str(
+        "# compute %.3f ms, not computing %.3f ms: rank %d's median step, as time(ms)\n",
+        compute * 1e3, std::max(0.0, b.step_time_s - compute) * 1e3, b.rank);
+  } else {
+    out += sprintf_str("# compute %.3f ms, not computing %.3f ms (step - compute, from max(ms))\n",
+                       res.compute_time_s * 1e3, res.exposed_communication_s * 1e3);
+  }
   out += sprintf_str(
       "# communication: busy %.3f ms, exposed %.3f ms, hidden %.3f ms (%.0f%% overlapped); "
       "overlap %s, gradient buckets %d dense + %d expert\n",

@@ -13,7 +13,7 @@
 #include "harness/backends/cpu/cpu_compute.hpp"
 #include "harness/backends/cuda/device_mat.cuh"
 #include "harness/compute/attention_operands.hpp"
-#include "workloads/ops/random.hpp"
+#include "harness/math/random.hpp"
 
 namespace moebench::cuda::host_attention {
 

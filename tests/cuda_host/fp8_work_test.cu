@@ -1,6 +1,6 @@
 // The FP8 quantise kernels' work (harness/backends/cuda/fp8_work.cuh) run on the CPU, over
 // emulated grids, blocks and teams exactly as fp8.cu's kernels call it, against a plain loop over
-// the elements that calls the same shared arithmetic (workloads/ops/fp8.hpp): every byte of the
+// the elements that calls the same shared arithmetic (harness/math/fp8.hpp): every byte of the
 // E4M3 copies (K-major, K padded with zeros) and of the scale buffers (each tile's descale at the
 // offset cuBLASLt reads, padding entries as the backend fills them), with canaries after both.
 //
@@ -20,9 +20,9 @@
 
 #include "harness/backends/cuda/device_mat.cuh"
 #include "harness/backends/cuda/fp8_work.cuh"
+#include "harness/math/fp8.hpp"
 #include "tests/cuda_host/emulated_grid.hpp"
 #include "tests/cuda_host/host_mat.hpp"
-#include "workloads/ops/fp8.hpp"
 
 namespace moebench::cuda {
 namespace {

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "harness/backends/cuda/device_mat.cuh"
-#include "workloads/ops/random.hpp"
+#include "harness/math/random.hpp"
 
 namespace moebench::cuda {
 

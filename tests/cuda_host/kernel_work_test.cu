@@ -26,10 +26,10 @@
 #include "harness/backends/cuda/device_mat.cuh"
 #include "harness/backends/cuda/kernel_work.cuh"
 #include "harness/backends/cuda/row_work.cuh"
+#include "harness/math/elementwise.hpp"
+#include "harness/math/random.hpp"
 #include "tests/cuda_host/emulated_grid.hpp"
 #include "tests/cuda_host/host_mat.hpp"
-#include "workloads/ops/elementwise.hpp"
-#include "workloads/ops/random.hpp"
 
 namespace moebench::cuda {
 namespace {

@@ -23,9 +23,9 @@
 
 #include "harness/backends/cuda/device_mat.cuh"
 #include "harness/backends/cuda/row_work.cuh"
+#include "harness/math/elementwise.hpp"
 #include "tests/cuda_host/emulated_grid.hpp"
 #include "tests/cuda_host/host_mat.hpp"
-#include "workloads/ops/elementwise.hpp"
 
 namespace moebench::cuda {
 namespace {

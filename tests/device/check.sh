@@ -143,6 +143,8 @@ declare -A limit_of=(
   [run_1gpu_fp8]=60 [bench_fp8]=120 [run_4rank]=90 [gpu_comm_tests]=90 [run_1gpu_nccl]=60
   [run_4rank_pp]=120
 )
+# 16 cores build in 2-3 minutes; a dry run on 2 cores takes about 4.
+[ "$cpu_only" = 1 ] && limit_of[build]=600
 bench_full_s=200  # the probe runs at its full size when this much of the deadline remains
 stopped=""   # why the check ended early: "deadline", "SIGTERM", "SIGINT"
 step_pid=""  # the running step, for the signal handler
@@ -248,6 +250,29 @@ if [ -n "$bad_input" ]; then
   exit 2
 fi
 
+# The schedule, in the log before anything runs: each step's own limit, and where the deadline
+# would leave it if every earlier step took its whole limit.
+schedule() {  # schedule TITLE STEPS: each step's limit, clamped as the deadline would
+  local at=$(($(date +%s) - t0)) name limit
+  say "$1 (deadline ${deadline_s} s, ${reserve_s} s kept for the summary):"
+  for name in ${2//,/ }; do
+    limit="${limit_of[$name]:-60}"
+    local override="${limits#*,"$name"=}"
+    [ "$override" != "$limits" ] && limit="${override%%,*}"
+    local room=$((deadline_s - reserve_s - at))
+    [ "$room" -lt 0 ] && room=0
+    [ "$limit" -gt "$room" ] 2>/dev/null && limit="$room"
+    say "  $name: limit ${limit} s, from ${at} s"
+    at=$((at + limit))
+  done
+}
+if [ "$cpu_only" = 1 ]; then
+  # What the same check runs on the GPU machine, after its build, in this order.
+  schedule "schedule on the GPU machine, after the build" "$gpu_planned"
+  schedule "schedule of this dry run" "$planned"
+else
+  schedule "schedule" "$planned"
+fi
 # --- the build: carried dependencies, configure, build (or a prebuilt folder) -----------------
 if [ -n "$prebuilt" ]; then
   build="$(cd "$prebuilt" && pwd)"
@@ -334,29 +359,6 @@ bench() {  # bench NAME LIMIT FULL_S FLAGS...
 }
 
 # --- the steps, the most valuable first ---------------------------------------------------------
-# The schedule, in the log before anything runs: each step's own limit, and where the deadline
-# would leave it if every earlier step took its whole limit.
-schedule() {  # schedule TITLE STEPS: each step's limit, clamped as the deadline would
-  local at=$(($(date +%s) - t0)) name limit
-  say "$1 (deadline ${deadline_s} s, ${reserve_s} s kept for the summary):"
-  for name in ${2//,/ }; do
-    limit="${limit_of[$name]:-60}"
-    local override="${limits#*,"$name"=}"
-    [ "$override" != "$limits" ] && limit="${override%%,*}"
-    local room=$((deadline_s - reserve_s - at))
-    [ "$room" -lt 0 ] && room=0
-    [ "$limit" -gt "$room" ] 2>/dev/null && limit="$room"
-    say "  $name: limit ${limit} s, from ${at} s"
-    at=$((at + limit))
-  done
-}
-if [ "$cpu_only" = 1 ]; then
-  # What the same check runs on the GPU machine, after its build, in this order.
-  schedule "schedule on the GPU machine, after the build" "$gpu_planned"
-  schedule "schedule of this dry run" "$planned"
-else
-  schedule "schedule" "$planned"
-fi
 [ "$cpu_only" = 1 ] || timeout 20 nvidia-smi >>"$log" 2>&1
 step plan "${limit_of[plan]}" bash "$work/plan.sh"
 if [ -x "$build/tests/cudnn_attention_tests" ]; then

@@ -14,7 +14,7 @@ if [ ! -f "$carried" ]; then
   finish
 fi
 rm -rf "$work/deps"
-step unpack 60 tar -xzf "$carried" -C "$work" || finish
+step unpack "${limit_of[unpack]}" tar -xzf "$carried" -C "$work" || finish
 deps="$work/deps"
 ompi="$deps/openmpi"
 export PATH="$ompi/bin:$PATH"
@@ -58,7 +58,7 @@ extra_cmake_args=(${CHECK_SH_CMAKE_ARGS:-})
 configure() {
   local name="$1"
   shift
-  step "$name" 120 cmake "${cmake_args[@]}" "$@" "${extra_cmake_args[@]}"
+  step "$name" "${limit_of[configure]}" cmake "${cmake_args[@]}" "$@" "${extra_cmake_args[@]}"
 }
 # The targets this configuration can build (the nccl test and cuDNN's graph test where their
 # parts were found), then the build, keeping going past a failed object so that moebench still
@@ -69,10 +69,7 @@ build_all() {
     want+=(nccl_communicator_test)
   grep -q '^build tests/cudnn_attention_tests:' "$build/build.ninja" 2>/dev/null &&
     want+=(cudnn_attention_tests)
-  # 16 cores: 2-3 minutes expected; a dry run on 2 cores takes about 4.5.
-  local limit=360
-  [ "$cpu_only" = 1 ] && limit=600
-  step "$name" "$limit" cmake --build "$build" -j "$jobs" --target "${want[@]}" -- -k 0
+  step "$name" "${limit_of[build]}" cmake --build "$build" -j "$jobs" --target "${want[@]}" -- -k 0
 }
 without_cudnn() {  # without_cudnn WHY: configure and build again with -DMOEBENCH_CUDNN=OFF
   echo "off: $1 (check.log has the errors); configured and built again without cuDNN" \
@@ -102,4 +99,4 @@ if ! build_all build && [ "$(cat "$cudnn_state")" = on ] && [ ! -f "$build/libmb
 fi
 [ -x "$build/moebench" ] || finish
 # Nothing from the system's MPI, BLAS or header-only packages may have slipped in.
-step provenance 30 bash "$repo/tests/device/provenance.sh" "$build" "$deps"
+step provenance "${limit_of[provenance]}" bash "$repo/tests/device/provenance.sh" "$build" "$deps"

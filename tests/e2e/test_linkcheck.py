@@ -17,7 +17,7 @@ import moebench_e2e as e2e
 HEALTH = 5
 # 20x the host backend's 10x threshold: the measured slowdown is F times the link's fastest transfer
 # over its class's figure, which a busy machine lowers (CI measured links slowed 20x and 50x under
-# 10x; README.md, "Links: `moebench linkcheck`", gives the figures)
+# 10x; docs/acceptance.md, "Links", gives the figures)
 FACTOR = 200
 PLACEMENT = ["--ranks-per-node", 2, "--nvlink-domain-size", 4]
 

@@ -101,15 +101,15 @@ def test_every_recipe_beside_its_published_figure(ctx):
 
 
 def test_readme_lists_this_builds_ratios(ctx):
-    # README.md, "Predicting a system": one row per recipe with the predicted and published
+    # docs/predicting.md: one row per recipe with the predicted and published
     # TFLOP/s and their ratio, as this build predicts them (to the README's rounding).
-    with open(os.path.join(ctx.repo, "README.md")) as f:
+    with open(os.path.join(ctx.repo, "docs", "predicting.md")) as f:
         rows = re.findall(r"^\| `([\w-]+)` \| ([\w-]+) \| (\d+) \| (\d+) \| ([0-9.]+) \|",
                           f.read(), re.M)
     r = e2e.run_moebench(ctx, ["recipes", "--json"], timeout=30)
     names = [rec["name"] for rec in json.loads(r.stdout)]
     e2e.check(sorted(row[0] for row in rows) == sorted(names),
-              "the README lists every recipe once: %r" % [row[0] for row in rows])
+              "docs/predicting.md lists every recipe once: %r" % [row[0] for row in rows])
     for name, system, predicted, published, ratio in rows:
         r = e2e.run_moebench(ctx, ["predict", "--recipe", name, "--json"], timeout=60)
         doc = json.loads(r.stdout)

@@ -31,6 +31,9 @@ SYSTEM_INCLUDE = re.compile(r'^\s*#\s*include\s+<([^>]+)>')
 # External headers and the library a module must link (LIBS in harness/layers.cmake, its own or a
 # dependency's) for the compiler to find them where nothing is installed system-wide (the device
 # machine builds against carried copies: tests/device/check.sh).
+# The interfaces and the backends sit below the model: whatever they share with it (element-wise,
+# routing and FP8 arithmetic) lives in harness/math, and no file of theirs includes workloads/.
+NO_WORKLOADS_IN = ("harness/compute/", "harness/backends/")
 EXTERNAL = [("nlohmann/", "nlohmann_json"), ("CLI/", "CLI11"), ("mpi.h", "MPI::"),
             ("openssl/", "OpenSSL::")]
 
@@ -145,6 +148,11 @@ def check_tree(repo, manifest):
             edges += 1
             to = module_of(manifest, target)
             where = "%s:%d" % (rel, number)
+            if rel.startswith(NO_WORKLOADS_IN) and target.startswith("workloads/"):
+                problems.append('%s: includes "%s": harness/compute and harness/backends may not '
+                                "include workloads/ (shared arithmetic lives in harness/math)" %
+                                (where, target))
+                continue
             if to is None:
                 problems.append('%s: includes "%s", which is in no module' % (where, target))
             elif to not in allowed[module]:
@@ -167,26 +175,30 @@ def self_test():
         "layers": ["core", "ops", "model"],
         "modules": [
             {"name": "core", "layer": "core", "dirs": ["harness/core"], "deps": []},
-            {"name": "ops", "layer": "ops", "dirs": ["workloads/ops"], "deps": ["core"]},
+            {"name": "ops", "layer": "ops", "dirs": ["harness/math"], "deps": ["core"]},
             {"name": "side", "layer": "ops", "dirs": ["workloads/side"], "deps": ["core"]},
             {"name": "model", "layer": "model", "dirs": ["workloads/model"], "deps": ["ops"],
              "libs": []},
             {"name": "json", "layer": "model", "dirs": ["workloads/json"], "deps": ["core"],
              "libs": ["nlohmann_json::nlohmann_json"]},
+            # A backend allowed to depend on side by its layer and its deps: only the folder rule
+            # keeps it from including workloads/.
+            {"name": "backend", "layer": "model", "dirs": ["harness/backends/cpu"],
+             "deps": ["side", "ops"]},
         ],
     }
     clean = {
         "harness/core/error.hpp": "#pragma once\n",
-        "workloads/ops/add.hpp": '#include "harness/core/error.hpp"\n',
+        "harness/math/add.hpp": '#include "harness/core/error.hpp"\n',
         "workloads/side/side.hpp": '#include "harness/core/error.hpp"\n',
-        "workloads/model/step.cpp": '#include "workloads/ops/add.hpp"\n'
+        "workloads/model/step.cpp": '#include "harness/math/add.hpp"\n'
                                     '#include "harness/core/error.hpp"\n#include <vector>\n',
         "workloads/json/j.cpp": '#include <nlohmann/json.hpp>\n',
     }
     planted = {
         # up: ops includes model; sideways: ops includes side, of its own layer
-        "workloads/ops/sub.hpp": '#include "workloads/side/side.hpp"\n',
-        "workloads/ops/add.hpp": '#include "harness/core/error.hpp"\n'
+        "harness/math/sub.hpp": '#include "workloads/side/side.hpp"\n',
+        "harness/math/add.hpp": '#include "harness/core/error.hpp"\n'
                                  '#include "workloads/model/step.hpp"\n',
         "workloads/model/step.hpp": "#pragma once\n",
         # undeclared: model does not depend on side; behind #if, which must not hide it
@@ -196,6 +208,9 @@ def self_test():
         "harness/stray/stray.cpp": '#include "harness/core/error.hpp"\n',
         # an external header the module does not link
         "workloads/model/m.hpp": '#include <nlohmann/json.hpp>\n',
+        # a backend including workloads/, though its module may depend on that module
+        "harness/backends/cpu/b.cpp": '#include "harness/math/add.hpp"\n'
+                                      '#include "workloads/side/side.hpp"\n',
     }
     failures = []
 
@@ -215,11 +230,12 @@ def self_test():
         failures.append("a clean tree was refused: %s" % got)
     got = run({**clean, **planted})
     expect = [
-        ("workloads/ops/add.hpp:2", "up from layer ops to layer model"),
+        ("harness/math/add.hpp:2", "up from layer ops to layer model"),
         ("workloads/model/step.cpp:2", "undeclared: module model does not depend on side"),
         ("harness/stray/stray.cpp", "in no module"),
-        ("workloads/ops/sub.hpp:1", "sideways: module ops does not depend on side"),
+        ("harness/math/sub.hpp:1", "sideways: module ops does not depend on side"),
         ("workloads/model/m.hpp:1", "links no nlohmann_json"),
+        ("harness/backends/cpu/b.cpp:2", "may not include workloads/"),
     ]
     for where, what in expect:
         if not any(p.startswith(where) and what in p for p in got):

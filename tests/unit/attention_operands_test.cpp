@@ -11,7 +11,7 @@
 
 #include "harness/backends/cpu/cpu_compute.hpp"
 #include "harness/core/error.hpp"
-#include "workloads/ops/random.hpp"
+#include "harness/math/random.hpp"
 
 namespace moebench {
 namespace {

@@ -1,14 +1,14 @@
 // The shared element-wise arithmetic, checked directly (the cpu backend's loops are checked in
 // cpu_compute_test.cpp). Backward functions are compared with central finite differences of
 // L = sum(dy * f(x)), accumulated in double.
-#include "workloads/ops/elementwise.hpp"
+#include "harness/math/elementwise.hpp"
 
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <vector>
 
-#include "workloads/ops/random.hpp"
+#include "harness/math/random.hpp"
 
 namespace moebench {
 namespace {

@@ -1,6 +1,6 @@
 // E4M3 rounding and the per-tensor scale rule against hand-computed values and against the
 // format's own table of values (decoded from the bit patterns, independently of e4m3_round).
-#include "workloads/ops/fp8.hpp"
+#include "harness/math/fp8.hpp"
 
 #include <doctest/doctest.h>
 
@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "workloads/ops/random.hpp"
+#include "harness/math/random.hpp"
 
 namespace moebench {
 namespace {

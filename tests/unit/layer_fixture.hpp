@@ -18,10 +18,10 @@
 #include "harness/backends/registry/registry.hpp"
 #include "harness/comm/communicator.hpp"
 #include "harness/compute/compute.hpp"
+#include "harness/math/random.hpp"
 #include "harness/measure/phase_timer.hpp"
 #include "harness/runtime/mpi_runtime.hpp"
 #include "workloads/layers/layer_context.hpp"
-#include "workloads/ops/random.hpp"
 #include "workloads/params/parameters.hpp"
 
 namespace moebench::layer_test {

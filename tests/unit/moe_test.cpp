@@ -8,8 +8,8 @@
 
 #include <doctest/doctest.h>
 
+#include "harness/math/route.hpp"
 #include "tests/unit/layer_fixture.hpp"
-#include "workloads/ops/route.hpp"
 
 namespace moebench {
 namespace {

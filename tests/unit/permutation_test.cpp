@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "harness/core/error.hpp"
-#include "workloads/ops/random.hpp"
+#include "harness/math/random.hpp"
 
 namespace moebench {
 namespace {

@@ -1,4 +1,4 @@
-#include "workloads/ops/route.hpp"
+#include "harness/math/route.hpp"
 
 #include <doctest/doctest.h>
 
@@ -8,7 +8,7 @@
 #include <set>
 #include <vector>
 
-#include "workloads/ops/random.hpp"
+#include "harness/math/random.hpp"
 
 namespace moebench {
 namespace {

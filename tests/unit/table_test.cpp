@@ -43,7 +43,18 @@ TEST_CASE("table: header, one row per phase and the summary, in friendly units")
   CHECK_FALSE(has(t, "   other"));
   CHECK(has(t, "step time: median 102.000 ms, p95 103.800 ms over 3 steps"));
   CHECK(has(t, "TFLOP/s/GPU: 1.500   tokens/s/GPU: 40157"));  // 16384 / (0.102 s x 4)
-  CHECK(has(t, "# compute 80.000 ms, not computing 22.000 ms (step - compute)"));
+  // No breakdown: the phases' slowest ranks, said so.
+  CHECK(has(t, "# compute 80.000 ms, not computing 22.000 ms (step - compute, from max(ms))"));
+  // With one: that rank's own step, whose compute and the rest add up to it.
+  RunRecord with = testing::sample_run_record();
+  StepBreakdown& b = with.results.breakdown;
+  b.rank = 1;
+  b.step_time_s = 0.1;
+  b.phase_time_s[static_cast<std::size_t>(Phase::attention)] = 0.03;
+  b.phase_time_s[static_cast<std::size_t>(Phase::experts)] = 0.04;
+  b.phase_time_s[static_cast<std::size_t>(Phase::dispatch)] = 0.01;  // communication
+  CHECK(has(format_run_table(with),
+            "# compute 70.000 ms, not computing 30.000 ms: rank 1's median step, as time(ms)"));
   CHECK(has(t,
             "# communication: busy 60.000 ms, exposed 30.000 ms, hidden 30.000 ms (50% "
             "overlapped); overlap on, gradient buckets 3 dense + 2 expert"));

@@ -14,7 +14,7 @@
 #include "harness/core/error.hpp"
 #include "harness/core/json_excerpt.hpp"
 #include "harness/core/regular_file.hpp"
-#include "workloads/ops/route.hpp"
+#include "harness/math/route.hpp"
 
 namespace moebench {
 namespace {

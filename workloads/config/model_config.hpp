@@ -23,7 +23,7 @@ struct ModelConfig {
   std::int64_t n_group = 1;
   std::int64_t topk_group = 1;
   double routed_scaling_factor = 1.0;
-  // The router's own arithmetic (workloads/ops/route.hpp), DeepSeek-V3's unless the config says:
+  // The router's own arithmetic (harness/math/route.hpp), DeepSeek-V3's unless the config says:
   // scoring_func sigmoid|softmax, topk_method noaux_tc|greedy|group_limited_greedy, and whether
   // the chosen scores are normalised to sum 1 (norm_topk_prob).
   std::string scoring_func = "sigmoid";

@@ -1,9 +1,9 @@
 #include "workloads/layers/moe.hpp"
 
 #include "harness/core/clock.hpp"
+#include "harness/math/route.hpp"
 #include "harness/measure/stats.hpp"
 #include "workloads/accounting/accounting.hpp"
-#include "workloads/ops/route.hpp"
 
 namespace moebench {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "workloads/ops/random.hpp"
+#include "harness/math/random.hpp"
 
 namespace moebench {
 

@@ -1,7 +1,7 @@
 #include "workloads/step/token_ids.hpp"
 
 #include "harness/core/error.hpp"
-#include "workloads/ops/random.hpp"
+#include "harness/math/random.hpp"
 
 namespace moebench {
 

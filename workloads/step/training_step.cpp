@@ -3,14 +3,14 @@
 #include <algorithm>
 
 #include "harness/core/clock.hpp"
+#include "harness/math/random.hpp"
 #include "harness/measure/stats.hpp"
-#include "workloads/ops/random.hpp"
 #include "workloads/step/token_ids.hpp"
 
 namespace moebench {
 
 namespace {
-// Streams of the synthetic data, apart from every weight's stream (workloads/ops/random.hpp).
+// Streams of the synthetic data, apart from every weight's stream (harness/math/random.hpp).
 std::uint64_t input_stream(std::uint64_t sequence) {
   return mix64((1ULL << 62) + 2 * sequence);
 }

@@ -32,7 +32,7 @@ class CpuCompute : public Compute {
   std::int64_t memory_available_bytes() const override;
 
   // --precision fp8, emulated: each operand is quantised to E4M3 values (held in FP32) with the
-  // recipe's scales (per tensor, or per tile: workloads/ops/fp8.hpp), multiplied in FP32 by the
+  // recipe's scales (per tensor, or per tile: harness/math/fp8.hpp), multiplied in FP32 by the
   // BLAS and descaled. The numerics of an FP8 GEMM with FP32 accumulation, not its speed. All
   // three recipes run here.
   void set_linear_precision(LinearPrecision p) override { linear_precision_ = p; }

@@ -4,7 +4,7 @@
 //
 // Per GEMM, all on the stream and without a host synchronisation:
 //   1. amax of each operand, reduced on the device into scratch;
-//   2. descale = amax / 448 (fp8_descale(fp8_scale(amax)), workloads/ops/fp8.hpp) beside it;
+//   2. descale = amax / 448 (fp8_descale(fp8_scale(amax)), harness/math/fp8.hpp) beside it;
 //   3. a quantised copy of each operand: x * scale rounded by the shared e4m3_round (the value
 //      is then an E4M3 value, so the conversion to __nv_fp8_e4m3 is exact), written K-major;
 //   4. one cuBLASLt FP8 matmul reading the descales through A/B_SCALE_POINTER.
@@ -22,7 +22,7 @@
 // --fp8-recipe blockwise and mxfp8 (fp8_recipe.hpp) quantise tile by tile instead: one block of
 // quantize_region_kernel per region of whole tiles reads it once, along X's stored dimension,
 // into shared memory, computes each tile's amax there, writes the same K-major copy and each
-// tile's scale where cuBLASLt reads it (workloads/ops/fp8.hpp: VEC128_32F and
+// tile's scale where cuBLASLt reads it (harness/math/fp8.hpp: VEC128_32F and
 // BLK128x128_32F on Hopper, VEC32_UE8M0's 128 x 4 tiled layout on Blackwell). Their M and N must
 // be multiples of 4 (the scale layouts' requirement); other shapes run BF16, as fallbacks.
 //
@@ -41,7 +41,7 @@
 #include "harness/backends/cuda/device_mat.cuh"
 #include "harness/backends/cuda/fp8_work.cuh"
 #include "harness/compute/gemm_shape.hpp"
-#include "workloads/ops/fp8.hpp"
+#include "harness/math/fp8.hpp"
 
 #include <cstring>
 

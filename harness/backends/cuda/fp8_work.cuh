@@ -2,7 +2,7 @@
 // fp8.cu's kernels wrap them, and tests/cuda_host runs them on the CPU over emulated grids and
 // teams, so the copies' K-major layout, the transposed reads, the zero padding of K and where
 // each tile's scale lands in cuBLASLt's layouts are checked without a GPU. The arithmetic is
-// workloads/ops/fp8.hpp's, shared with the cpu backend's emulation; the scale offsets too.
+// harness/math/fp8.hpp's, shared with the cpu backend's emulation; the scale offsets too.
 #pragma once
 
 #include <cuda_fp8.h>
@@ -11,7 +11,7 @@
 #include <cstdint>
 
 #include "harness/backends/cuda/device_mat.cuh"
-#include "workloads/ops/fp8.hpp"
+#include "harness/math/fp8.hpp"
 
 namespace moebench::cuda {
 
@@ -79,7 +79,7 @@ MB_CUDA_HD void quantize_transpose_store(const GridPos& t, std::int64_t bx, std:
 
 // ---- Per tile (--fp8-recipe blockwise and mxfp8) -----------------------------------------------
 
-// Where a tile's scale goes (cuBLASLt's layouts, workloads/ops/fp8.hpp).
+// Where a tile's scale goes (cuBLASLt's layouts, harness/math/fp8.hpp).
 enum ScaleLayout : int { kVec128 = 0, kBlk128 = 1, kMx = 2 };
 
 // One block quantises a region of op(X) in GEMM coordinates (rows = `outer`, columns = K): whole

@@ -3,7 +3,7 @@
 // are one-line wrappers, and tests/cuda_host runs these same functions for every thread of an
 // emulated grid on the CPU, checking their indexing, 16-byte paths and tails without a GPU.
 //
-// Each element goes through the shared arithmetic of workloads/ops (the cpu backend's); only the
+// Each element goes through the shared arithmetic of harness/math (the cpu backend's); only the
 // split over threads is here. Rows go along the grid's y, columns along x; no per-element
 // division. With `vec` (every view passed vec_rows_ok and the columns allow it), a thread moves
 // kVec elements with 16-byte accesses. Dense operands come in as one row (as_one_row), so the
@@ -12,8 +12,8 @@
 
 #include "harness/backends/cuda/device_mat.cuh"
 #include "harness/compute/attention_operands.hpp"
-#include "workloads/ops/elementwise.hpp"
-#include "workloads/ops/random.hpp"
+#include "harness/math/elementwise.hpp"
+#include "harness/math/random.hpp"
 
 namespace moebench::cuda {
 

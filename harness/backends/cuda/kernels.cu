@@ -1,5 +1,5 @@
 // Element-wise kernels of the cuda backend: initialisation, conversion, axpby, RMSNorm, rope,
-// SwiGLU and AdamW. Each element calls the same function from workloads/ops/elementwise.hpp that
+// SwiGLU and AdamW. Each element calls the same function from harness/math/elementwise.hpp that
 // the cpu backend's loops call. The grid-stride kernels are one-line wrappers around the
 // per-thread work in kernel_work.cuh (rows on the grid's y, columns along x, no per-element
 // division; 16-byte accesses where every view allows them), RMSNorm's rows around row_work.cuh's.
@@ -9,7 +9,7 @@
 #include "harness/backends/cuda/device_mat.cuh"
 #include "harness/backends/cuda/kernel_work.cuh"
 #include "harness/backends/cuda/row_work.cuh"
-#include "workloads/ops/elementwise.hpp"
+#include "harness/math/elementwise.hpp"
 
 namespace moebench::cuda {
 

@@ -1,7 +1,7 @@
 // The cross-entropy of the output head, fused with its gradient: one block per row of logits
 // (a grid-stride loop over rows) running row_work.cuh's cross_entropy_grad_row: three passes over
 // the row (max, sum of exp, the gradient in place), 16 bytes at a time where the logits allow, each
-// element through the same functions the cpu backend's loop calls (workloads/ops/elementwise.hpp).
+// element through the same functions the cpu backend's loop calls (harness/math/elementwise.hpp).
 // FP32 arithmetic on BF16 or FP32 logits.
 #include <algorithm>
 

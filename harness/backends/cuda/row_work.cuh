@@ -12,7 +12,7 @@
 // multiple of kVec), a member takes kVec columns at a time with 16-byte accesses, and the
 // columns past the last whole chunk one by one (for_each_cell's split of a row).
 //
-// Each element goes through the shared arithmetic of workloads/ops (the cpu backend's); only
+// Each element goes through the shared arithmetic of harness/math (the cpu backend's); only
 // the order of the FP32 sums differs from the cpu backend's loops.
 #pragma once
 
@@ -20,7 +20,7 @@
 
 #include "harness/backends/cuda/device_mat.cuh"
 #include "harness/backends/cuda/kernel_work.cuh"
-#include "workloads/ops/elementwise.hpp"
+#include "harness/math/elementwise.hpp"
 
 namespace moebench::cuda {
 

@@ -12,7 +12,7 @@
 #include "harness/backends/cuda/device_mat.cuh"
 #include "harness/backends/cuda/kernel_work.cuh"
 #include "harness/backends/cuda/row_work.cuh"
-#include "workloads/ops/route.hpp"
+#include "harness/math/route.hpp"
 
 namespace moebench::cuda {
 

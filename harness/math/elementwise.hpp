@@ -10,8 +10,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "workloads/ops/hd.hpp"
-#include "workloads/ops/params.hpp"
+#include "harness/math/hd.hpp"
+#include "harness/math/params.hpp"
 
 namespace moebench {
 

@@ -16,7 +16,7 @@
 
 #include <cstdint>
 
-#include "workloads/ops/random.hpp"
+#include "harness/math/random.hpp"
 
 namespace moebench {
 

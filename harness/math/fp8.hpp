@@ -18,7 +18,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "workloads/ops/hd.hpp"
+#include "harness/math/hd.hpp"
 
 namespace moebench {
 

@@ -27,8 +27,8 @@
 
 #include <cstdint>
 
-#include "workloads/ops/hd.hpp"
-#include "workloads/ops/params.hpp"
+#include "harness/math/hd.hpp"
+#include "harness/math/params.hpp"
 
 namespace moebench {
 
@@ -62,4 +62,4 @@ MB_HD void route_token_backward(const RouterParams& p, const float* scores, cons
 
 }  // namespace moebench
 
-#include "workloads/ops/route_impl.hpp"
+#include "harness/math/route_impl.hpp"

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "workloads/ops/hd.hpp"
+#include "harness/math/hd.hpp"
 
 namespace moebench {
 
