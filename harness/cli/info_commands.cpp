@@ -52,7 +52,8 @@ nlohmann::ordered_json plan_json(const RunConfig& c) {
   j["config"]["workload"] = to_json(c.workload, c.layout);
   j["parallel"] = to_json(c.layout);
   const double tokens = static_cast<double>(tokens_per_step(c));
-  j["accounting"]["full_model"] = to_json(account_full_model(c.model, c.workload.seq_len, tokens));
+  j["accounting"]["full_model"] =
+      to_json(account_full_model(c.model, c.workload.seq_len, tokens, c.workload.recompute));
   j["accounting"]["instantiated"] = to_json(account_instantiated(c));
   const CollectiveBytes b = collective_bytes(c, 2);
   j["accounting"]["collective_bytes_bf16"] = to_json(b);
@@ -109,7 +110,8 @@ nlohmann::ordered_json plan_json(const RunConfig& c) {
 // `j` is plan_json(c), whose recipe figures the text repeats.
 void print_plan(const RunConfig& c, const nlohmann::ordered_json& j, std::ostream& os) {
   const double tokens = static_cast<double>(tokens_per_step(c));
-  const StackAccounting full = account_full_model(c.model, c.workload.seq_len, tokens);
+  const StackAccounting full =
+      account_full_model(c.model, c.workload.seq_len, tokens, c.workload.recompute);
   const StackAccounting inst = account_instantiated(c);
   os << "# model " << c.model.name << ", seq " << c.workload.seq_len << ", micro-batch "
      << c.workload.micro_batch << ", world " << c.layout.world << ", ep " << c.layout.ep

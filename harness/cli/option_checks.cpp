@@ -47,4 +47,51 @@ void check_health_flags(double mad_k, const std::optional<double>& min_slowdown)
   }
 }
 
+void check_trainer_features(int tp, bool sequence_parallel,
+                            const std::string& recompute_granularity,
+                            const std::string& pipeline_schedule, bool fsdp,
+                            const std::string& optimizer) {
+  // What follows every refusal: the step and the model are one; a feature neither has is refused
+  // rather than priced as moebench's own step under another name.
+  const std::string tail =
+      ": moebench's step does not run it and predict does not price it (docs/predicting.md, "
+      "\"What the model refuses\")";
+  if (tp < 1) throw UsageError("--tp " + std::to_string(tp) + ": must be >= 1");
+  if (tp > 1) {
+    throw UsageError("--tp " + std::to_string(tp) + ": tensor parallelism" + tail +
+                     "; give --tp 1");
+  }
+  if (sequence_parallel) {
+    throw UsageError("--sequence-parallel: sequence parallelism (with tensor parallelism)" + tail);
+  }
+  if (recompute_granularity == "full") {
+    throw UsageError("--recompute-granularity full: full-layer recompute" + tail +
+                     "; give --recompute MODULES (selective)");
+  }
+  if (recompute_granularity != "selective") {
+    throw UsageError("--recompute-granularity " + recompute_granularity +
+                     ": expected selective (--recompute's modules) or full");
+  }
+  if (pipeline_schedule == "dualpipe") {
+    throw UsageError("--pipeline-schedule dualpipe: DeepSeek's DualPipe schedule" + tail +
+                     "; give --pipeline-schedule 1f1b (interleaved with --vp > 1)");
+  }
+  if (pipeline_schedule != "1f1b") {
+    throw UsageError("--pipeline-schedule " + pipeline_schedule +
+                     ": expected 1f1b (interleaved with --vp > 1) or dualpipe");
+  }
+  if (fsdp) {
+    throw UsageError(
+        "--use-megatron-fsdp/--use-torch-fsdp2: fully sharded data parallelism "
+        "(FSDP, ZeRO-3)" +
+        tail + "; give --grad-reduce reduce-scatter (ZeRO-1) or allreduce");
+  }
+  if (optimizer == "muon") {
+    throw UsageError("--optimizer muon: the Muon optimizer" + tail + "; give adamw or none");
+  }
+  if (optimizer != "adamw" && optimizer != "none") {
+    throw UsageError("--optimizer " + optimizer + ": expected adamw or none (muon is refused)");
+  }
+}
+
 }  // namespace moebench::option_checks

@@ -19,4 +19,12 @@ void check_timeout(double timeout_s);
 // --health-mad and --health-min-slowdown, as run and linkcheck take them.
 void check_health_flags(double mad_k, const std::optional<double>& min_slowdown);
 
+// The trainer features moebench neither runs nor prices (tensor and sequence parallelism, FSDP,
+// full-layer recompute, DualPipe, Muon): UsageError naming the first one given, with what to give
+// instead. `optimizer` is --optimizer as typed.
+void check_trainer_features(int tp, bool sequence_parallel,
+                            const std::string& recompute_granularity,
+                            const std::string& pipeline_schedule, bool fsdp,
+                            const std::string& optimizer);
+
 }  // namespace moebench::option_checks

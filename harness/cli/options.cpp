@@ -116,7 +116,9 @@ void add_workload_flags(CLI::App* app, WorkloadFlags& w, NamedFlags& n) {
                   "emulate NVLink domains of K consecutive ranks (default 0: NVML's fabric "
                   "cliques on multi-node NVLink systems, else the nodes)");
   app->add_option("--grad-reduce", w.grad_reduce, "allreduce|reduce-scatter (ZeRO-1)");
-  app->add_option("--optimizer", w.optimizer, "adamw|none (default adamw)");
+  app->add_option("--optimizer", w.optimizer,
+                  "adamw|none (default adamw); muon is taken and refused, as the model does not "
+                  "price it");
   app->add_option("--optimizer-state-dtype", w.optimizer_state_dtype,
                   "AdamW's moments: fp32 (default) or bf16 (Megatron's precision-aware optimizer; "
                   "on the cuda backend, which stores BF16; the cpu backend keeps FP32), master "
@@ -154,6 +156,19 @@ void add_workload_flags(CLI::App* app, WorkloadFlags& w, NamedFlags& n) {
                   "weight gradients as their FP8 copies (one byte an element and the tiles' "
                   "scales), as Transformer Engine keeps them (default on), or in the storage "
                   "precision (off); the gradients are the same either way");
+  // Megatron's names for what some public rows' trainers ran; taken so that a row's command line
+  // can be given as it ran, and refused naming the feature (check_trainer_features).
+  const std::string refused = "refused: moebench's step does not run it, predict does not price it";
+  app->add_option("--tp,--tensor-model-parallel-size", w.tp,
+                  "tensor-parallel size (default 1; above 1 " + refused + ")");
+  app->add_flag("--sequence-parallel", w.sequence_parallel,
+                "sequence parallelism (" + refused + ")");
+  app->add_option("--recompute-granularity", w.recompute_granularity,
+                  "selective (default: --recompute's modules); full is " + refused);
+  app->add_option("--pipeline-schedule", w.pipeline_schedule,
+                  "1f1b (default; interleaved with --vp > 1); dualpipe is " + refused);
+  app->add_flag("--use-megatron-fsdp,--use-torch-fsdp2", w.fsdp,
+                "fully sharded data parallelism (" + refused + ")");
   app->add_option("--blas-threads", w.blas_threads, "BLAS threads per rank (default 1)");
   app->add_option("--comm-barrier", w.comm_barrier,
                   "on|off: collectives start after a barrier of their group, the wait timed as "
@@ -417,6 +432,10 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
                    "GPU counts to predict, comma-separated (default: the recipe's, 4x and 32x "
                    "it; without a recipe 1)")
       ->delimiter(',');
+  predict->add_option("--global-batch-per-gpu", o.global_batch_per_gpu,
+                      "sequences a step per GPU at every GPU count (weak scaling: the global batch "
+                      "grows with the GPUs), in place of --global-batch (one batch at every "
+                      "count: strong scaling)");
   predict->add_flag("--json", o.json, "print JSON (reports/predict.schema.json) instead of text");
   predict->add_option("--out", o.out, "also write the JSON here (atomically)");
   predict->add_option("--plot", o.plot,
@@ -427,6 +446,11 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
                       "scaled by what it measured against the model, in place of the efficiencies");
   predict->add_flag("--explain", o.explain,
                     "print the largest terms of the step: what the step is bound by");
+  predict->add_option("--cuda-graphs", o.cuda_graphs,
+                      "with --recipe: none|partial|full_iteration, what the trainer captures in "
+                      "CUDA graphs in place of the recipe's (its host's gaps priced accordingly)");
+  predict->add_option("--fp8-attention", o.fp8_attention,
+                      "with --recipe: on|off, core attention in FP8 in place of the recipe's");
   predict->add_option("--ep-comm-overlap", o.ep_comm_overlap,
                       "with --recipe: on|off, the trainer's all-to-all overlap in place of the "
                       "recipe's (`moebench recipes --json`: ep_comm_overlap), to see what it is "
@@ -502,6 +526,10 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
     check_linkcheck_options(o);
   }
   if (o.command == Command::run || o.command == Command::plan || o.command == Command::predict) {
+    // A feature the model does not price is named first, whatever else is missing.
+    check_trainer_features(o.workload.tp, o.workload.sequence_parallel,
+                           o.workload.recompute_granularity, o.workload.pipeline_schedule,
+                           o.workload.fsdp, o.workload.optimizer);
     o.workload.backend = parse_compute_backend(named.backend);
     o.workload.comm = parse_comm_backend(named.comm);
     o.workload.precision = optional_precision(named.precision);
@@ -510,6 +538,7 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
     for (const std::string& f : recipe_flags()) {
       if (sub->count(f) > 0) o.workload.given.push_back(f);
     }
+    o.workload.backend_given = sub->count("--backend") > 0;
     if (!o.workload.preset.empty() && !o.workload.model_config.empty()) {
       throw UsageError(
           "give one of --preset NAME (deepseek-v3, deepseek-v3-tiny) or --model-config FILE, not "
@@ -531,16 +560,40 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
       throw UsageError("--grad-reduce " + o.workload.grad_reduce +
                        ": expected allreduce or reduce-scatter");
     }
-    if (o.workload.optimizer != "adamw" && o.workload.optimizer != "none") {
-      throw UsageError("--optimizer " + o.workload.optimizer + ": expected adamw or none");
-    }
     if (!o.workload.recipe.empty()) recipe(o.workload.recipe);  // a bad name fails here
+    if (!o.cuda_graphs.empty() && o.cuda_graphs != "none" && o.cuda_graphs != "partial" &&
+        o.cuda_graphs != "full_iteration") {
+      throw UsageError("--cuda-graphs " + o.cuda_graphs +
+                       ": expected none, partial (attention, router, preprocessing) or "
+                       "full_iteration");
+    }
+    if (!o.fp8_attention.empty()) on_off("--fp8-attention", o.fp8_attention);
+    for (const auto& [flag, value] :
+         {std::pair<const char*, const std::string*>{"--cuda-graphs", &o.cuda_graphs},
+          {"--fp8-attention", &o.fp8_attention}}) {
+      if (!value->empty() && o.workload.recipe.empty()) {
+        throw UsageError(std::string(flag) + " " + *value +
+                         ": sets a recipe's trainer; give --recipe NAME (moebench's own step has "
+                         "no CUDA graphs and computes attention in the run's precision)");
+      }
+    }
     if (!o.ep_comm_overlap.empty()) {
       on_off("--ep-comm-overlap", o.ep_comm_overlap);
       if (o.workload.recipe.empty()) {
         throw UsageError("--ep-comm-overlap " + o.ep_comm_overlap +
                          ": sets a recipe's trainer; give --recipe NAME (moebench's own step "
                          "overlaps its exchanges with --overlap)");
+      }
+    }
+    if (o.global_batch_per_gpu) {
+      if (*o.global_batch_per_gpu < 1) {
+        throw UsageError("--global-batch-per-gpu " + std::to_string(*o.global_batch_per_gpu) +
+                         ": must be >= 1 sequences");
+      }
+      if (o.workload.global_batch) {
+        throw UsageError(
+            "--global-batch-per-gpu with --global-batch: give one (per GPU: weak scaling; "
+            "job-wide: strong)");
       }
     }
     if (o.world && *o.world < 1) {

@@ -68,6 +68,15 @@ struct WorkloadFlags {
   bool keep_batch = false;     // --keep-batch: the recipe's batch on another model too
   // The flags given on the command line that a recipe also sets (they override it).
   std::vector<std::string> given;
+  bool backend_given = false;  // --backend on the command line (predict: a GPU system implies cuda)
+  // Trainer features of public rows that moebench's step does not run and `predict` does not
+  // price, under Megatron's names so that a row's settings can be given as it ran: refused in one
+  // line naming the feature (option_checks::check_trainer_features), never priced as another step.
+  int tp = 1;                                       // --tp (--tensor-model-parallel-size)
+  bool sequence_parallel = false;                   // --sequence-parallel
+  std::string recompute_granularity = "selective";  // --recompute-granularity selective|full
+  std::string pipeline_schedule = "1f1b";           // --pipeline-schedule 1f1b|dualpipe
+  bool fsdp = false;                                // --use-megatron-fsdp, --use-torch-fsdp2
 };
 
 // The flags a recipe sets, in the order the report lists overrides.
@@ -162,8 +171,11 @@ struct CliOptions {
   bool explain = false;                       // predict --explain
   std::string calibrate;                      // predict --calibrate RUN.json
   std::string ep_comm_overlap;                // predict --ep-comm-overlap on|off (recipe's)
-  std::string plot;                           // predict --plot PNG
-  std::string help_text;                      // for Command::help
+  std::string cuda_graphs;    // predict --cuda-graphs none|partial|full_iteration (recipe's)
+  std::string fp8_attention;  // predict --fp8-attention on|off (recipe's)
+  std::optional<std::int64_t> global_batch_per_gpu;  // predict: weak scaling without a recipe
+  std::string plot;                                  // predict --plot PNG
+  std::string help_text;                             // for Command::help
   std::vector<std::string> argv;
   ReportOptions report;
   BenchOptions bench;

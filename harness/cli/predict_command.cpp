@@ -28,19 +28,90 @@ namespace moebench {
 
 namespace {
 
+// One activation policy's estimate at a point: the largest pipeline rank's, with the CUDA
+// context's reserve on a GPU, against the system's GPU memory.
+struct MemoryView {
+  double max_rank_bytes = 0;
+  int pp_rank = 0;
+  bool fits = true;  // true where the system gives no GPU memory
+};
+
 struct Point {
   int gpus = 0;
   RunConfig config;
   Prediction prediction;
-  double memory_bytes = 0;  // the largest rank's estimate, with the context reserve on a GPU
-  bool fits = true;
+  MemoryView own;      // moebench's own step (run_policy), as `run` would allocate it
+  MemoryView trainer;  // as Megatron-Core with Transformer Engine keeps it, the row's settings
+  // For moebench's step where it does not fit: the memory flags that would make it fit, or none
+  // found (to_fit empty, best_bytes the smallest estimate tried).
+  std::vector<std::string> to_fit;
+  double best_bytes = 0;
 };
 
 // The recipe's trainer, with --ep-comm-overlap in place of its all-to-all overlap where given.
 TrainerRules rules_for(const CliOptions& o, const RunConfig& c) {
   TrainerRules t = trainer_rules(c);
   if (!o.ep_comm_overlap.empty()) t.ep_overlap = o.ep_comm_overlap == "on";
+  if (!o.cuda_graphs.empty()) t.host_gaps = host_gaps_of(o.cuda_graphs);
+  if (!o.fp8_attention.empty()) {
+    t.fp8_attention = o.fp8_attention == "on" && c.precision == Precision::fp8;
+  }
   return t;
+}
+
+MemoryView memory_view(const RunConfig& c, const SystemSpec& system, const ActivationPolicy& p) {
+  MemoryView v;
+  const std::size_t storage = static_cast<std::size_t>(hardware_for(system, c).storage_bytes);
+  for (const StageMemory& s : estimate_stage_memory(c, storage, p)) {
+    if (s.memory.total() > v.max_rank_bytes) {
+      v.max_rank_bytes = s.memory.total();
+      v.pp_rank = s.pp_rank;
+    }
+  }
+  if (system.generation != "cpu") v.max_rank_bytes += kGpuContextReserveBytes;
+  if (system.memory_bytes.value) v.fits = v.max_rank_bytes <= *system.memory_bytes.value;
+  return v;
+}
+
+// The memory flags that make moebench's step fit the GPU, tried cumulatively from the cheapest in
+// time: nothing recomputed first (FP8 weights quantised at each GEMM, the experts' inputs kept in
+// FP8, Adam's moments in BF16), then modules recomputed from the norms up, the GEMMs last.
+void find_fit(const RunConfig& c, const SystemSpec& system, Point& pt) {
+  RunConfig t = c;
+  std::vector<std::string> flags;
+  pt.best_bytes = pt.own.max_rank_bytes;
+  const auto tried = [&](const std::string& flag) {
+    flags.push_back(flag);
+    const MemoryView v = memory_view(t, system, run_policy(t));
+    pt.best_bytes = std::min(pt.best_bytes, v.max_rank_bytes);
+    if (v.fits) pt.to_fit = flags;
+    return v.fits;
+  };
+  if (t.precision == Precision::fp8) {
+    if (t.fp8_weight_copies != Fp8WeightCopies::per_gemm) {
+      t.fp8_weight_copies = Fp8WeightCopies::per_gemm;
+      if (tried("--fp8-weight-copies per-gemm")) return;
+    }
+    if (!t.fp8_saved_inputs) {
+      t.fp8_saved_inputs = true;
+      if (tried("--fp8-saved-inputs on")) return;
+    }
+  }
+  if (t.optimizer == Optimizer::adamw && t.optimizer_state_dtype != OptimizerStateDtype::bf16) {
+    t.optimizer_state_dtype = OptimizerStateDtype::bf16;
+    if (tried("--optimizer-state-dtype bf16")) return;
+  }
+  Recompute& r = t.workload.recompute;
+  for (bool Recompute::*m : {&Recompute::layernorm, &Recompute::moe_act, &Recompute::mla_up_proj,
+                             &Recompute::shared_experts, &Recompute::mlp, &Recompute::core_attn}) {
+    if (r.*m) continue;
+    r.*m = true;
+    flags.erase(
+        std::remove_if(flags.begin(), flags.end(),
+                       [](const std::string& f) { return f.rfind("--recompute ", 0) == 0; }),
+        flags.end());
+    if (tried("--recompute " + join(recompute_names(r), ","))) return;
+  }
 }
 
 Point predict_point(const CliOptions& o, int gpus, const SystemSpec& system,
@@ -51,23 +122,18 @@ Point predict_point(const CliOptions& o, int gpus, const SystemSpec& system,
   const RunConfig& c = pt.config;
   const Hardware hw = hardware_for(system, c);
   pt.prediction = predict_step(c, hw, eff.values, rules_for(o, c), calibration);
-  // Memory: a recipe as Megatron with Transformer Engine runs it, else moebench's own step.
-  const ActivationPolicy policy = c.recipe ? transformer_engine_policy(c) : run_policy(c);
-  for (const StageMemory& s :
-       estimate_stage_memory(c, static_cast<std::size_t>(hw.storage_bytes), policy)) {
-    pt.memory_bytes = std::max(pt.memory_bytes, s.memory.total());
+  // Memory beside the price, never instead of it: moebench's step as `run` would allocate it, and
+  // the row's trainer as Transformer Engine keeps it (only `run` and `plan --gpu-memory` refuse).
+  // --fp8-weight-copies auto resolved as `run` resolves it on this GPU (kept where they fit).
+  RunConfig own = c;
+  if (system.memory_bytes.value && system.generation != "cpu") {
+    own.fp8_weight_copies =
+        resolve_fp8_weight_copies(c, static_cast<std::size_t>(hw.storage_bytes),
+                                  *system.memory_bytes.value - kGpuContextReserveBytes);
   }
-  const bool gpu = system.generation != "cpu";
-  if (gpu) pt.memory_bytes += kGpuContextReserveBytes;
-  if (system.memory_bytes.value) pt.fits = pt.memory_bytes <= *system.memory_bytes.value;
-  if (!pt.fits && !(c.recipe && !recipe(*c.recipe).offload.empty())) {
-    throw UsageError("at " + std::to_string(gpus) + " GPUs the largest rank needs an estimated " +
-                     format_gib(pt.memory_bytes) + (gpu ? " (with the CUDA context)" : "") +
-                     " but a GPU of " + system.name + " has " +
-                     format_gib(*system.memory_bytes.value) +
-                     "; use a larger --ep or --pp, fewer --layers, or a smaller --seq-len or "
-                     "--micro-batch");
-  }
+  pt.own = memory_view(own, system, run_policy(own));
+  pt.trainer = memory_view(c, system, transformer_engine_policy(c));
+  if (!pt.own.fits) find_fit(own, system, pt);
   return pt;
 }
 
@@ -107,6 +173,47 @@ nlohmann::ordered_json scaling_entry(const Point& first, const Point& to) {
   return e;
 }
 
+// How the global batch goes with the GPU count: the same per GPU at every point (weak scaling),
+// the same job-wide (strong), neither, or one point.
+std::string scaling_mode(const std::vector<Point>& points) {
+  if (points.size() < 2) return "single";
+  bool weak = true, strong = true;
+  const Point& a = points.front();
+  for (const Point& p : points) {
+    weak = weak && global_batch(p.config) * a.gpus == global_batch(a.config) * p.gpus;
+    strong = strong && global_batch(p.config) == global_batch(a.config);
+  }
+  return weak ? "weak" : strong ? "strong" : "mixed";
+}
+
+// A point's memory statement: each policy's largest rank and whether it fits; for moebench's
+// step what would make it fit. max_rank_bytes and fits: the trainer's for a recipe, else
+// moebench's step (as before there were both).
+nlohmann::ordered_json memory_json(const Point& p, const SystemSpec& system) {
+  const auto view = [](const MemoryView& v) {
+    return nlohmann::ordered_json{
+        {"max_rank_bytes", v.max_rank_bytes}, {"pp_rank", v.pp_rank}, {"fits", v.fits}};
+  };
+  const MemoryView& main = p.config.recipe ? p.trainer : p.own;
+  nlohmann::ordered_json m;
+  m["max_rank_bytes"] = main.max_rank_bytes;
+  m["gpu_memory_bytes"] = system.memory_bytes.value ? nlohmann::json(*system.memory_bytes.value)
+                                                    : nlohmann::json(nullptr);
+  m["fits"] = main.fits;
+  m["context_reserve_bytes"] = system.generation != "cpu" ? kGpuContextReserveBytes : 0.0;
+  m["moebench_step"] = view(p.own);
+  if (!p.own.fits) {
+    m["moebench_step"]["to_fit"] = p.to_fit.empty() ? nlohmann::ordered_json(nullptr)
+                                                    : nlohmann::ordered_json(join(p.to_fit, " "));
+    m["moebench_step"]["best_bytes"] = p.best_bytes;
+  }
+  m["trainer"] = view(p.trainer);
+  m["trainer"]["as"] =
+      "Megatron-Core with Transformer Engine (FP8 copies of GEMM inputs, k and v "
+      "kept apart, FP8 primary weights), the row's recompute and optimizer state";
+  return m;
+}
+
 nlohmann::ordered_json predict_json(const CliOptions& o, const SystemSpec& system,
                                     const EfficiencySet& eff, const std::vector<Point>& points) {
   const TrainerRules rules = rules_for(o, points.front().config);
@@ -123,7 +230,9 @@ nlohmann::ordered_json predict_json(const CliOptions& o, const SystemSpec& syste
       {"ep_comm_overlap", rules.ep_overlap},
       {"fp8_attention", rules.fp8_attention},
       {"cuda_graphs",
-       c0.recipe ? nlohmann::json(recipe(*c0.recipe).cuda_graphs) : nlohmann::json(nullptr)},
+       c0.recipe
+           ? nlohmann::json(o.cuda_graphs.empty() ? recipe(*c0.recipe).cuda_graphs : o.cuda_graphs)
+           : nlohmann::json(nullptr)},
       {"host_overhead", host_overhead(eff.values, rules.host_gaps)},
       {"ep_comm_sms", rules.ep_comm_sms},
       {"grad_reduce_bytes", rules.grad_reduce_bytes > 0 ? rules.grad_reduce_bytes
@@ -143,6 +252,7 @@ nlohmann::ordered_json predict_json(const CliOptions& o, const SystemSpec& syste
                    {"grad_reduce", to_string(c0.grad_reduce)},
                    {"overlap", c0.overlap}};
   const double base = points.front().prediction.tflops_per_gpu;
+  j["scaling_mode"] = scaling_mode(points);
   nlohmann::ordered_json arr = nlohmann::ordered_json::array();
   for (const Point& p : points) {
     nlohmann::ordered_json e;
@@ -150,12 +260,8 @@ nlohmann::ordered_json predict_json(const CliOptions& o, const SystemSpec& syste
     e["global_batch"] = global_batch(p.config);
     e["microbatches"] = microbatches(p.config);
     e["prediction"] = nlohmann::ordered_json(to_json(p.prediction));
-    e["weak_scaling_efficiency"] = base > 0 ? p.prediction.tflops_per_gpu / base : 0.0;
-    e["memory"] = {
-        {"max_rank_bytes", p.memory_bytes},
-        {"gpu_memory_bytes", system.memory_bytes.value ? nlohmann::json(*system.memory_bytes.value)
-                                                       : nlohmann::json(nullptr)},
-        {"fits", p.fits}};
+    e["per_gpu_efficiency"] = base > 0 ? p.prediction.tflops_per_gpu / base : 0.0;
+    e["memory"] = memory_json(p, system);
     arr.push_back(e);
   }
   j["points"] = arr;
@@ -196,6 +302,40 @@ nlohmann::ordered_json predict_json(const CliOptions& o, const SystemSpec& syste
   return j;
 }
 
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// What the memory columns say where a rank does not fit: never a refusal, a statement per point.
+void print_memory_notes(const SystemSpec& system, const std::vector<Point>& points) {
+  const std::string gpu = system.memory_bytes.value
+                              ? strprintf("%.1f GiB", *system.memory_bytes.value / kGiB)
+                              : std::string("?");
+  for (const Point& p : points) {
+    if (!p.own.fits) {
+      if (!p.to_fit.empty()) {
+        std::printf(
+            "# at %d GPUs moebench's step needs %.1f GiB of a %s GPU on pipeline rank %d; "
+            "it fits with %s\n",
+            p.gpus, p.own.max_rank_bytes / kGiB, gpu.c_str(), p.own.pp_rank,
+            join(p.to_fit, " ").c_str());
+      } else {
+        std::printf(
+            "# at %d GPUs moebench's step needs %.1f GiB of a %s GPU on pipeline rank %d, "
+            "%.1f GiB at best with every memory flag; a larger --ep or --pp, or a smaller "
+            "--micro-batch or --seq-len, would fit it\n",
+            p.gpus, p.own.max_rank_bytes / kGiB, gpu.c_str(), p.own.pp_rank, p.best_bytes / kGiB);
+      }
+    }
+    if (!p.trainer.fits) {
+      const bool offload = p.config.recipe && !recipe(*p.config.recipe).offload.empty();
+      std::printf(
+          "# at %d GPUs the trainer's estimate (Transformer Engine) is %.1f GiB on pipeline "
+          "rank %d, over the GPU's %s%s\n",
+          p.gpus, p.trainer.max_rank_bytes / kGiB, p.trainer.pp_rank, gpu.c_str(),
+          offload ? " without the recipe's offload, which the memory model does not count" : "");
+    }
+  }
+}
+
 void print_table(const SystemSpec& system, const EfficiencySet& eff,
                  const std::vector<Point>& points, const nlohmann::ordered_json& j, bool explain) {
   const RunConfig& c0 = points.front().config;
@@ -209,9 +349,22 @@ void print_table(const SystemSpec& system, const EfficiencySet& eff,
     std::printf("# the trainer's all-to-all overlap %s (--ep-comm-overlap), not as the row ran\n",
                 overlap ? "on" : "off");
   }
-  constexpr const char* kRow = "%7s %7s %9s %12s %10s %7s %9s %9s %5s\n";
-  std::printf(kRow, "gpus", "gbs", "step(s)", "TFLOP/s/GPU", "tok/s/GPU", "bubble", "weak-eff",
-              "mem(GiB)", "fits");
+  if (c0.recipe && j["trainer"]["cuda_graphs"] != recipe(*c0.recipe).cuda_graphs) {
+    std::printf("# the trainer's CUDA graphs %s (--cuda-graphs), not as the row ran\n",
+                j["trainer"]["cuda_graphs"].get<std::string>().c_str());
+  }
+  const bool fp8_attention = j["trainer"]["fp8_attention"].get<bool>();
+  if (c0.recipe &&
+      fp8_attention != (recipe(*c0.recipe).fp8_attention && c0.precision == Precision::fp8)) {
+    std::printf("# the trainer's core attention in %s (--fp8-attention), not as the row ran\n",
+                fp8_attention ? "FP8" : "BF16");
+  }
+  // Memory: moebench's step as `run` allocates it, and the row's trainer (Transformer Engine).
+  constexpr const char* kRow = "%7s %7s %9s %12s %10s %7s %11s %9s %5s %9s %5s\n";
+  const std::string mode = j["scaling_mode"].get<std::string>();
+  std::printf(kRow, "gpus", "gbs", "step(s)", "TFLOP/s/GPU", "tok/s/GPU", "bubble",
+              mode == "weak" || mode == "strong" ? (mode + "-eff").c_str() : "per-GPU-eff",
+              "own(GiB)", "fits", "TE(GiB)", "fits");
   const auto num = [](const char* f, double v) {
     return strprintf(f, finite_figure(v, "a predicted figure"));
   };
@@ -223,8 +376,9 @@ void print_table(const SystemSpec& system, const EfficiencySet& eff,
         num("%.3f", q.step_s).c_str(),
         num(q.tflops_per_gpu >= 10 ? "%.1f" : "%.3g", q.tflops_per_gpu).c_str(),
         num("%.0f", q.tokens_per_s_per_gpu).c_str(), num("%.1f%%", 100 * q.bubble_fraction).c_str(),
-        num("%.1f%%", 100 * j["points"][i]["weak_scaling_efficiency"].get<double>()).c_str(),
-        num("%.1f", p.memory_bytes / (1024.0 * 1024.0 * 1024.0)).c_str(), p.fits ? "yes" : "no");
+        num("%.1f%%", 100 * j["points"][i]["per_gpu_efficiency"].get<double>()).c_str(),
+        num("%.1f", p.own.max_rank_bytes / kGiB).c_str(), p.own.fits ? "yes" : "no",
+        num("%.1f", p.trainer.max_rank_bytes / kGiB).c_str(), p.trainer.fits ? "yes" : "no");
   }
   if (!j["published"].is_null()) {
     const auto& pub = j["published"];
@@ -238,14 +392,7 @@ void print_table(const SystemSpec& system, const EfficiencySet& eff,
                   pub["source"].get<std::string>().c_str());
     }
   }
-  for (const Point& p : points) {
-    if (!p.fits) {
-      std::printf(
-          "# at %d GPUs the largest rank does not fit without the recipe's offload "
-          "(moebench's memory model has no offload)\n",
-          p.gpus);
-    }
-  }
+  print_memory_notes(system, points);
   for (const auto& e : j["scaling"]) {
     if (e["limited_by"].is_null()) {
       std::printf("# from %d to %d GPUs: %.1f%% per-GPU efficiency; no phase grows\n",

@@ -14,8 +14,27 @@ namespace moebench {
 
 // The run configuration predicted at `gpus`: the workload flags resolved as `run` resolves them,
 // in the precision the row (or the system) computes in rather than the cpu backend's.
-RunConfig predict_config(const CliOptions& o, int gpus, const SystemSpec& system) {
-  RunConfig c = resolve_run_config(o, gpus);
+RunConfig predict_config(const CliOptions& given, int gpus, const SystemSpec& system) {
+  CliOptions o = given;
+  // A GPU system prices a GPU's step: its backend and precisions, unless --backend says otherwise.
+  if (!o.workload.backend_given && system.generation != "cpu") {
+    o.workload.backend = ComputeBackend::cuda;
+  }
+  RunConfig c;
+  if (o.global_batch_per_gpu) {
+    // Weak scaling at this count: the global batch the flag gives, in place of a recipe's too.
+    o.workload.global_batch = *o.global_batch_per_gpu * gpus;
+    o.workload.given.push_back("--global-batch");
+    try {
+      c = resolve_run_config(o, gpus);
+    } catch (const UsageError& e) {
+      throw UsageError("--global-batch-per-gpu " + std::to_string(*o.global_batch_per_gpu) +
+                       " (a global batch of " + std::to_string(*o.workload.global_batch) + " at " +
+                       std::to_string(gpus) + " GPUs): " + e.what());
+    }
+  } else {
+    c = resolve_run_config(o, gpus);
+  }
   const Recipe* rec = c.recipe ? &recipe(*c.recipe) : nullptr;
   if (!o.workload.precision) {
     if (rec) {
@@ -30,9 +49,15 @@ RunConfig predict_config(const CliOptions& o, int gpus, const SystemSpec& system
   return c;
 }
 
+HostGaps host_gaps_of(const std::string& cuda_graphs) {
+  return cuda_graphs == "full_iteration" ? HostGaps::none
+         : cuda_graphs == "partial"      ? HostGaps::partial_graphs
+                                         : HostGaps::no_graphs;
+}
+
 // A recipe's row as its trainer ran it (recipes.json: dispatcher, all-to-all overlap, FP8
-// attention, CUDA graphs, gradients reduced in FP32 as Megatron's main gradients are, the
-// parameter all-gather overlapped); else moebench's step.
+// attention, CUDA graphs, gradients reduced in its main gradients' precision, the parameter
+// all-gather overlapped); else moebench's step.
 TrainerRules trainer_rules(const RunConfig& c) {
   TrainerRules t;
   if (!c.recipe) return t;
@@ -44,10 +69,8 @@ TrainerRules trainer_rules(const RunConfig& c) {
   // overlap a recipe's exchanges wait for nothing else.
   t.shared_expert_overlap = false;
   t.fp8_attention = r.fp8_attention && c.precision == Precision::fp8;
-  t.grad_reduce_bytes = 4;
-  t.host_gaps = r.cuda_graphs == "full_iteration" ? HostGaps::none
-                : r.cuda_graphs == "partial"      ? HostGaps::partial_graphs
-                                                  : HostGaps::no_graphs;
+  t.grad_reduce_bytes = r.main_grads_dtype == "bf16" ? 2 : 4;
+  t.host_gaps = host_gaps_of(r.cuda_graphs);
   t.ep_comm_sms = r.ep_comm_sms;
   t.param_gather_overlap = true;  // both trainers' defaults with data parallelism
   t.offload_expert_fc1 =

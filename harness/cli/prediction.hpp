@@ -15,11 +15,16 @@
 namespace moebench {
 
 // The run configuration predicted at `gpus`: the workload flags resolved as `run` resolves them,
-// in the precision the row (or the system) computes in rather than the cpu backend's.
+// on the cuda backend for a GPU system (unless --backend is given), in the precision the row (or
+// the system) computes in, with --global-batch-per-gpu's batch at this count.
 RunConfig predict_config(const CliOptions& o, int gpus, const SystemSpec& system);
 
+// What a trainer's host adds, by what it captures in CUDA graphs (recipes.json's cuda_graphs:
+// full_iteration, partial, none).
+HostGaps host_gaps_of(const std::string& cuda_graphs);
+
 // A recipe's row as its trainer ran it (recipes.json: dispatcher, all-to-all overlap, FP8
-// attention, gradients reduced in FP32 as Megatron's main gradients are); else moebench's step.
+// attention, gradients reduced in the recipe's main_grads_dtype); else moebench's step.
 TrainerRules trainer_rules(const RunConfig& c);
 
 // A calibration and where it comes from.

@@ -172,8 +172,8 @@ RunRecord make_record(const CliOptions& o, const Setup& s, const MpiRuntime& rt,
   refresh_kernels(record.meta, compute);
   record.config = c;
   record.topology = s.topo;
-  record.full_model =
-      account_full_model(c.model, c.workload.seq_len, static_cast<double>(tokens_per_step(c)));
+  record.full_model = account_full_model(
+      c.model, c.workload.seq_len, static_cast<double>(tokens_per_step(c)), c.workload.recompute);
   record.instantiated = account_instantiated(c);
   record.collective_bytes = collective_bytes(c, dtype_size(compute.activation_dtype()));
   record.memory = s.memory;

@@ -161,8 +161,6 @@ def test_bad_requests(ctx):
             f.write("not json")
         cases = [
             (["--recipe", "gb300-mxfp8-256", "--gpus", "100"], "does not divide"),
-            (["--preset", "deepseek-v3", "--system", "h100-hgx", "--gpus", "8", "--ep", "8"],
-             "the largest rank needs"),
             (["--preset", "deepseek-v3-tiny", "--system", bad], "--system"),
             (["--preset", "deepseek-v3-tiny", "--system", "nope"], "not a built-in system"),
             (["--preset", "deepseek-v3-tiny"], "give --system"),
@@ -179,6 +177,121 @@ def test_bad_requests(ctx):
             r = e2e.run_moebench(ctx, ["predict"] + args, timeout=60)
             check_one_line_usage(r, " ".join(args))
             e2e.check(expected in r.stderr, "%s: says %r" % (" ".join(args), expected), r)
+
+
+# DeepSeek's own layout on 2,048 H800s (the issue 47 acceptance line), which needs more than an
+# H800 in moebench's step.
+DEEPSEEK_H800 = ["--system", "h800-deepseek", "--gpus", "2048", "--pp", "16", "--ep", "64",
+                 "--micro-batch", "1", "--global-batch", "15360", "--seq-len", "4096",
+                 "--preset", "deepseek-v3", "--precision", "fp8", "--fp8-recipe", "blockwise",
+                 "--routing", "random", "--grad-reduce", "reduce-scatter", "--pipeline-layout",
+                 "Et*4|(tttt|)*14tmL"]
+
+
+def test_memory_is_a_statement_not_a_refusal(ctx):
+    validator = predict_validator(ctx)
+    r = e2e.run_moebench(ctx, ["predict"] + DEEPSEEK_H800 + ["--json"], timeout=60)
+    e2e.check(r.rc == 0, "a layout larger than the GPU is priced, not refused", r)
+    doc = json.loads(r.stdout)
+    errors = [e.message for e in validator.iter_errors(doc)]
+    e2e.check(not errors, "schema: %s" % errors[:3])
+    point = doc["points"][0]
+    mem = point["memory"]
+    e2e.check(point["prediction"]["tokens_per_s_per_gpu"] > 0, "a price", r)
+    own, trainer = mem["moebench_step"], mem["trainer"]
+    gpu = mem["gpu_memory_bytes"]
+    e2e.check(gpu == 80e9, "the H800's 80 GB", r)
+    for name, view in (("moebench_step", own), ("trainer", trainer)):
+        e2e.check(view["fits"] == (view["max_rank_bytes"] <= gpu), "%s: fits says the sum" % name)
+    e2e.check(not own["fits"] and own["to_fit"], "moebench's step does not fit, and says with "
+              "what it would: %r" % own.get("to_fit"), r)
+    e2e.check(trainer["max_rank_bytes"] < own["max_rank_bytes"],
+              "Transformer Engine keeps less than moebench's step", r)
+    # What it names does fit, by the same model: the flags are real flags of predict.
+    r2 = e2e.run_moebench(ctx, ["predict"] + DEEPSEEK_H800 + own["to_fit"].split() + ["--json"],
+                          timeout=60)
+    e2e.check(r2.rc == 0 and json.loads(r2.stdout)["points"][0]["memory"]["moebench_step"]["fits"],
+              "with %s moebench's step fits" % own["to_fit"], r2)
+    # DeepSeek's own savings (its report, sections 3.2.3 and 3.3.3: RMSNorm and MLA's
+    # up-projections recomputed, SwiGLU's output recomputed from its cached inputs, AdamW's moments
+    # in BF16) with Transformer Engine's FP8 activations fit the H800.
+    r3 = e2e.run_moebench(ctx, ["predict"] + DEEPSEEK_H800 +
+                          ["--recompute", "layernorm,mla_up_proj,moe_act",
+                           "--optimizer-state-dtype", "bf16", "--json"], timeout=60)
+    e2e.check(r3.rc == 0 and json.loads(r3.stdout)["points"][0]["memory"]["trainer"]["fits"],
+              "DeepSeek's savings: the trainer's estimate fits its GPU", r3)
+    # The text says both and what would fit.
+    r = e2e.run_moebench(ctx, ["predict"] + DEEPSEEK_H800, timeout=60)
+    e2e.check(r.rc == 0 and "own(GiB)" in r.stdout and "TE(GiB)" in r.stdout and
+              "it fits with --" in r.stdout, "the table's two memory columns and the fix", r)
+    # A GPU system implies the cuda backend and its precisions: bf16 without --backend.
+    r = e2e.run_moebench(ctx, ["predict", "--preset", "deepseek-v3", "--system", "gb300-nvl72",
+                               "--gpus", "64", "--ep", "64", "--precision", "bf16"], timeout=60)
+    e2e.check(r.rc == 0, "--precision bf16 on a GPU system without --backend", r)
+    r = e2e.run_moebench(ctx, ["predict", "--preset", "deepseek-v3", "--system", "h100-hgx",
+                               "--gpus", "8", "--ep", "8", "--json"], timeout=60)
+    e2e.check(r.rc == 0 and not json.loads(r.stdout)["points"][0]["memory"]["fits"],
+              "the whole model on 8 H100s: priced, said not to fit", r)
+
+
+def test_trainer_features_are_refused_by_name(ctx):
+    cases = [(["--tp", "2"], "tensor parallelism"),
+             (["--tensor-model-parallel-size", "2"], "tensor parallelism"),
+             (["--sequence-parallel"], "sequence parallelism"),
+             (["--recompute-granularity", "full"], "full-layer recompute"),
+             (["--pipeline-schedule", "dualpipe"], "DualPipe"),
+             (["--use-torch-fsdp2"], "FSDP"),
+             (["--use-megatron-fsdp"], "FSDP"),
+             (["--optimizer", "muon"], "Muon")]
+    base = {"predict": ["--preset", "deepseek-v3-tiny", "--system", "cpu", "--gpus", "2",
+                        "--ep", "2"],
+            "plan": ["--preset", "deepseek-v3-tiny", "--world", "2", "--ep", "2"],
+            "run": ["--preset", "deepseek-v3-tiny", "--ep", "2", "--steps", "1"]}
+    for command, args in base.items():
+        for flags, feature in cases:
+            r = e2e.run_moebench(ctx, [command] + args + flags, timeout=60)
+            check_one_line_usage(r, "%s %s" % (command, " ".join(flags)))
+            e2e.check(feature in r.stderr, "%s %s: names %s" % (command, flags, feature), r)
+    # A refused feature is named first, even on a line that lacks a model.
+    r = e2e.run_moebench(ctx, ["predict", "--system", "cpu", "--tp", "2"], timeout=60)
+    check_one_line_usage(r, "predict --tp 2 without a model")
+    e2e.check("tensor parallelism" in r.stderr, "names tensor parallelism first", r)
+    # The features' neutral values are taken.
+    r = e2e.run_moebench(ctx, ["predict"] + base["predict"] +
+                         ["--tp", "1", "--recompute-granularity", "selective",
+                          "--pipeline-schedule", "1f1b"], timeout=60)
+    e2e.check(r.rc == 0, "--tp 1, selective recompute, 1f1b", r)
+
+
+def test_scaling_names_what_it_computes(ctx):
+    common = ["predict", "--preset", "deepseek-v3", "--system", "gb300-nvl72", "--ep", "64",
+              "--gpus", "64,256", "--json"]
+    r = e2e.run_moebench(ctx, common + ["--global-batch", "256"], timeout=60)
+    doc = json.loads(r.stdout)
+    e2e.check(doc["scaling_mode"] == "strong" and
+              [p["global_batch"] for p in doc["points"]] == [256, 256],
+              "one --global-batch at every count: strong scaling", r)
+    r = e2e.run_moebench(ctx, common + ["--global-batch-per-gpu", "4"], timeout=60)
+    doc = json.loads(r.stdout)
+    e2e.check(doc["scaling_mode"] == "weak" and
+              [p["global_batch"] for p in doc["points"]] == [256, 1024],
+              "--global-batch-per-gpu: weak scaling", r)
+    r = e2e.run_moebench(ctx, common[:-1] + ["--global-batch", "256"], timeout=60)
+    e2e.check("strong-eff" in r.stdout and "weak-eff" not in r.stdout, "the column says so", r)
+    r = e2e.run_moebench(ctx, common + ["--global-batch", "256", "--global-batch-per-gpu", "4"],
+                         timeout=60)
+    check_one_line_usage(r, "--global-batch with --global-batch-per-gpu")
+    # With a recipe it replaces the recipe's batch per GPU (16 on GB300's row) at every count.
+    r = e2e.run_moebench(ctx, ["predict", "--recipe", "gb300-mxfp8-256", "--gpus", "256,1024",
+                               "--global-batch-per-gpu", "8", "--json"], timeout=60)
+    doc = json.loads(r.stdout)
+    e2e.check(r.rc == 0 and [p["global_batch"] for p in doc["points"]] == [2048, 8192] and
+              doc["scaling_mode"] == "weak", "--global-batch-per-gpu with --recipe", r)
+    # A batch the layout cannot take is named by the flag the user gave.
+    r = e2e.run_moebench(ctx, common + ["--global-batch-per-gpu", "1", "--micro-batch", "2"],
+                         timeout=60)
+    check_one_line_usage(r, "--global-batch-per-gpu 1 --micro-batch 2")
+    e2e.check("--global-batch-per-gpu 1" in r.stderr, "names the flag given", r)
 
 
 def test_ep_comm_overlap_prices_the_recipe_without_it(ctx):
@@ -327,7 +440,9 @@ def test_expected_section_names_slowed_phases(ctx):
 
 TESTS = [test_every_recipe_beside_its_published_figure, test_readme_lists_this_builds_ratios,
          test_gb300_scaling_and_explanation,
-         test_bad_requests, test_ep_comm_overlap_prices_the_recipe_without_it,
+         test_bad_requests, test_memory_is_a_statement_not_a_refusal,
+         test_trainer_features_are_refused_by_name, test_scaling_names_what_it_computes,
+         test_ep_comm_overlap_prices_the_recipe_without_it,
          test_calibration_reproduces_its_run, test_report_predicts_each_run,
          test_expected_section_names_slowed_phases]
 

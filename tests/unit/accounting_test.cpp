@@ -173,6 +173,17 @@ TEST_CASE("accounting: with every layer, the ends and the MTP layer the run is t
     CHECK(run.active_params == full.active_params);
     CHECK(run.flops_per_token_torchtitan == full.flops_per_token_torchtitan);
     CHECK(run.flops_per_step == full.flops_per_step);
+    // What --recompute repeats, counted alike in both scopes when the stack is the whole model
+    // (the full model's was 0 whatever the run recomputed).
+    c.workload.recompute = parse_recompute("mla_up_proj,mlp,core_attn");
+    const StackAccounting rerun = account_instantiated(c);
+    const StackAccounting refull =
+        account_full_model(c.model, 4096, rerun.tokens_per_step, c.workload.recompute);
+    CHECK(rerun.recompute_flops_per_token > 0);
+    CHECK(rerun.recompute_flops_per_token == doctest::Approx(refull.recompute_flops_per_token));
+    CHECK(rerun.recompute_flops_per_step == doctest::Approx(refull.recompute_flops_per_step));
+    CHECK(full.recompute_flops_per_token == 0.0);  // no recompute given: none counted
+    c.workload.recompute = {};
     // Each missing part is missing from the count.
     c.workload.mtp = 0;
     CHECK(account_instantiated(c).flops_per_token < full.flops_per_token);

@@ -191,6 +191,27 @@ TEST_CASE("memory model: fp8 weight copies kept where they fit, else made at eve
         estimate_stage_memory(c, 4)[0].memory.optimizer);
 }
 
+TEST_CASE("memory model: a trainer's main gradients in its recipe's precision") {
+  // The dense-only slice above (393472 parameters): FP32 main gradients in moebench's step and in
+  // a Megatron-LM recipe's (main_grads_dtype fp32), BF16 in a Megatron-Bridge recipe's
+  // (grad_reduce_in_fp32 = False): 2 bytes a parameter; nothing else moves.
+  RunConfig c = tiny(1, 1, false, 8);
+  c.layout.world = 2;
+  const auto grads = [&](const ActivationPolicy& p) {
+    return estimate_stage_memory(c, 2, p).front().memory;
+  };
+  CHECK(grads(run_policy(c)).gradients == 393472.0 * 4);
+  c.recipe = "mlm-gb300-mxfp8-256";
+  CHECK(transformer_engine_policy(c).main_grad_bytes == 4.0);
+  const MemoryEstimate fp32 = grads(transformer_engine_policy(c));
+  CHECK(fp32.gradients == 393472.0 * 4);
+  c.recipe = "gb300-mxfp8-256";
+  const MemoryEstimate bf16 = grads(transformer_engine_policy(c));
+  CHECK(bf16.gradients == 393472.0 * 2);
+  CHECK(bf16.total() == fp32.total() - 393472.0 * 2);
+  CHECK(run_policy(c).main_grad_bytes == 4.0);  // moebench's own step keeps FP32 either way
+}
+
 TEST_CASE("memory model: JSON keys") {
   MemoryEstimate e;
   e.weights = 1;

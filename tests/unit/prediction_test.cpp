@@ -22,11 +22,12 @@ TEST_CASE("prediction: a recipe is priced as its trainer ran it, a run as moeben
   CHECK(t.dispatcher == Dispatcher::dedup);
   CHECK(t.ep_overlap);
   CHECK(t.fp8_attention);
-  CHECK(t.grad_reduce_bytes == 4);
+  CHECK(t.grad_reduce_bytes == 2);       // Bridge's configs: grad_reduce_in_fp32 = False
   CHECK(t.host_gaps == HostGaps::none);  // Bridge's rows capture the whole step in CUDA graphs
   CHECK(t.ep_comm_sms == 32);            // HybridEP's SMs in Bridge's performance recipes
   c.recipe = "mlm-gb300-mxfp8-256";
   CHECK(trainer_rules(c).host_gaps == HostGaps::partial_graphs);
+  CHECK(trainer_rules(c).grad_reduce_bytes == 4);  // the recipe file's main_grads_dtype: fp32
   c.recipe = "mlm-b200-mxfp8-256";
   CHECK_FALSE(trainer_rules(c).fp8_attention);
   CHECK(trainer_rules(c).host_gaps == HostGaps::no_graphs);

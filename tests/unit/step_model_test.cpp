@@ -3,6 +3,8 @@
 // step time is known in closed form, and what of the data-parallel exchanges the passes hide.
 #include "workloads/predict/step_model.hpp"
 
+#include <cmath>
+
 #include <doctest/doctest.h>
 
 #include "harness/core/error.hpp"
@@ -118,6 +120,32 @@ TEST_CASE("step model: DeepEP's exchange sends a token once per rank and once pe
   CHECK(hgx.cross_domain_bytes == 0.0);
   CHECK(hgx.in_domain_bytes < alltoall_cost(8, 8, 8, nvlink, ib).in_domain_bytes);
   CHECK(dedup_alltoall_cost(100, 8, 1.0, 1, 8, nvlink, ib).time_s == 0.0);
+}
+
+TEST_CASE("step model: expert parallelism across HGX nodes, what crosses the NIC and NVLink") {
+  // EP 32 over four 8-GPU nodes (Megatron-LM's B200 row), top-8, one row of 7,168 BF16 values a
+  // (token, destination), 4,096 tokens: NVLink 900 GB/s at 0.66, one 400 Gb/s NIC a GPU at 0.86.
+  const LinkCost nvlink{0, 900e9 * 0.66}, nic{0, 50e9 * 0.86};
+  const double row = 7168 * 2.0, tokens = 4096;
+  const double q = 1 - std::pow(31.0 / 32, 8);          // a given rank among 32 is hit: 0.2243
+  const double nodes = 3 * (1 - std::pow(0.75, 8));     // remote nodes hit a token: 2.6997
+  REQUIRE(q == doctest::Approx(0.2243).epsilon(1e-4));  // to the digits written
+  REQUIRE(nodes == doctest::Approx(2.6997).epsilon(1e-4));
+  const AllToAllCost d = dedup_alltoall_cost(tokens, 8, row, 32, 8, nvlink, nic);
+  // DeepEP and HybridEP: once to each remote node hit (to the peer of the same local index), then
+  // forwarded there over NVLink to the other ranks hit: 2.70 rows a token over the NIC, the 7 q
+  // of its own node's ranks plus the 24 q - 2.70 it forwards for others over NVLink.
+  CHECK(d.cross_domain_bytes == doctest::Approx(tokens * row * nodes).epsilon(kEps));
+  CHECK(d.in_domain_bytes ==
+        doctest::Approx(tokens * row * (7 * q + 24 * q - nodes)).epsilon(kEps));
+  // The NIC sets the time: 158.5 MB at 43 GB/s, 3.69 ms (NVLink's 249.8 MB take 0.42 ms).
+  CHECK(d.time_s == doctest::Approx(tokens * row * nodes / (50e9 * 0.86)).epsilon(kEps));
+  CHECK(d.time_s == doctest::Approx(3.687e-3).epsilon(1e-3));  // the 4 digits written
+  // moebench's step and Megatron's alltoall dispatcher: a row per (token, expert), 24 of 32 ranks
+  // off the node: 6 rows a token over the NIC, 2.2 times DeepEP's.
+  const AllToAllCost a = alltoall_cost(tokens * 8 * row, 32, 8, nvlink, nic);
+  CHECK(a.cross_domain_bytes == doctest::Approx(tokens * 8 * row * 24 / 32).epsilon(kEps));
+  CHECK(a.cross_domain_bytes / d.cross_domain_bytes == doctest::Approx(6 / nodes).epsilon(kEps));
 }
 
 TEST_CASE("step model: 1F1B hides a rank's gradient reduction behind its last backward only") {

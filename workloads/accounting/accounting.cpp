@@ -160,7 +160,7 @@ double router_flops_per_token(const ModelConfig& m) {
 }
 
 StackAccounting account_full_model(const ModelConfig& m, std::int64_t seq_len,
-                                   double tokens_per_step) {
+                                   double tokens_per_step, const Recompute& recompute) {
   const ParamCounts pc = param_counts(m);
   const std::int64_t layers = m.num_hidden_layers;
   const std::int64_t dense = m.first_k_dense_replace;
@@ -192,6 +192,11 @@ StackAccounting account_full_model(const ModelConfig& m, std::int64_t seq_len,
                                  torchtitan_attention_flops(m, layers, seq_len);
   a.tokens_per_step = tokens_per_step;
   a.flops_per_step = a.flops_per_token * tokens_per_step;
+  // As account_instantiated counts it: the MTP layers are of the last layer's kind.
+  a.recompute_flops_per_token =
+      dense_layers * recompute_flops_per_token(m, seq_len, recompute, true, true) +
+      moe_layers * recompute_flops_per_token(m, seq_len, recompute, true, false);
+  a.recompute_flops_per_step = a.recompute_flops_per_token * tokens_per_step;
   return a;
 }
 

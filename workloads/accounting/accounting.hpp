@@ -48,9 +48,10 @@ struct StackAccounting {
   double recompute_flops_per_step = 0;
 };
 
-// The whole model as published (embedding, 61 layers, MTP, output heads).
+// The whole model as published (embedding, 61 layers, MTP, output heads), with what `recompute`
+// repeats in every one of its layers (none by default).
 StackAccounting account_full_model(const ModelConfig& m, std::int64_t seq_len,
-                                   double tokens_per_step);
+                                   double tokens_per_step, const Recompute& recompute = {});
 // Only the layers this run instantiates (no embedding, head or MTP), attention on or off.
 StackAccounting account_instantiated(const RunConfig& c);
 

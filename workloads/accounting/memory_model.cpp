@@ -9,6 +9,7 @@
 
 #include "harness/core/human.hpp"
 #include "workloads/accounting/accounting.hpp"
+#include "workloads/config/recipes.hpp"
 
 namespace moebench {
 
@@ -195,6 +196,7 @@ ActivationPolicy transformer_engine_policy(const RunConfig& c) {
   te.fp8_saved_inputs = true;
   te.fp8_all_inputs = true;
   te.fp8_weight_copies = false;
+  if (c.recipe && recipe(*c.recipe).main_grads_dtype == "bf16") te.main_grad_bytes = 2;
   return te;
 }
 
@@ -333,7 +335,7 @@ std::vector<StageMemory> estimate_stage_memory(const RunConfig& c, std::size_t b
     st.params = dense + local_experts;
     e.weights = st.params * bpe +
                 static_cast<double>(std::max(layer_count(w), 1)) * s.E * 4.0;  // router biases
-    e.gradients = st.params * 4.0;  // FP32 main gradients, accumulated over the micro-batches
+    e.gradients = st.params * policy.main_grad_bytes;  // main gradients, over the micro-batches
     const bool zero1 = c.grad_reduce == GradReduce::reduce_scatter;
     const double dense_n = zero1 ? dense / static_cast<double>(c.layout.dp()) : dense;
     const double expert_n =

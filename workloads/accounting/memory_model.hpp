@@ -65,6 +65,9 @@ struct ActivationPolicy {
   // each weight once per step, forward and transposed). Off for the published rows as Megatron
   // runs them: with --fp8-param-gather their primary weights are FP8 already.
   bool fp8_weight_copies = true;
+  // Bytes of each main gradient, accumulated over the micro-batches: FP32 as moebench keeps them;
+  // BF16 where the trainer does (Megatron's grad_reduce_in_fp32 off: a recipe's main_grads_dtype).
+  double main_grad_bytes = 4;
 };
 // The run's own policy: its --recompute, --fp8-saved-inputs and --fp8-weight-copies (auto counted
 // as kept), the rest moebench's step.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
@@ -43,6 +44,11 @@ std::vector<Recipe> parse_recipes() {
     r.routing = j.at("routing").get<std::string>();
     r.grad_reduce = j.at("grad_reduce").get<std::string>();
     r.optimizer_state_dtype = j.at("optimizer_state_dtype").get<std::string>();
+    r.main_grads_dtype = j.at("main_grads_dtype").get<std::string>();
+    if (r.main_grads_dtype != "bf16" && r.main_grads_dtype != "fp32") {
+      throw std::runtime_error("recipes.json: " + r.name + ": main_grads_dtype " +
+                               r.main_grads_dtype + " (expected bf16 or fp32)");
+    }
     r.recompute = j.at("recompute").get<std::vector<std::string>>();
     r.offload = j.at("offload").get<std::vector<std::string>>();
     r.dispatcher = j.at("dispatcher").get<std::string>();
@@ -286,6 +292,7 @@ nlohmann::json to_json(const Recipe& r) {
   j["routing"] = r.routing;
   j["grad_reduce"] = r.grad_reduce;
   j["optimizer_state_dtype"] = r.optimizer_state_dtype;
+  j["main_grads_dtype"] = r.main_grads_dtype;
   j["recompute"] = r.recompute;
   j["offload"] = r.offload;
   j["dispatcher"] = r.dispatcher;

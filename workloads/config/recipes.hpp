@@ -30,6 +30,7 @@ struct Recipe {
   std::string routing;                 // a --routing value
   std::string grad_reduce;             // a --grad-reduce value
   std::string optimizer_state_dtype;   // an --optimizer-state-dtype value
+  std::string main_grads_dtype;        // the gradient buffer: bf16 (grad_reduce_in_fp32 off), fp32
   std::vector<std::string> recompute;  // Megatron's recompute_modules (a run recomputes them)
   // What the recipe offloads to host memory (optimizer_states, expert_fc1 activations):
   // moebench does not, and refuses to run such a recipe (offload_refusal).
