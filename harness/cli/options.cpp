@@ -441,6 +441,11 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   predict->add_option("--plot", o.plot,
                       "draw the predicted TFLOP/s per GPU with the system's published rows, and "
                       "the step's phases per GPU count, as a PNG (python3 with matplotlib)");
+  predict->add_option("--measured", o.measured,
+                      "run reports (`moebench run --out`) measured on the system: the rates each "
+                      "kind of work reached there (GEMMs, attention, memory, links) in place of "
+                      "the datasheet x the generation's efficiency, the trainer's own terms kept; "
+                      "repeatable (docs/predicting.md)");
   predict->add_option("--calibrate", o.calibrate,
                       "a run report (`moebench run --out`) measured on the system: each phase "
                       "scaled by what it measured against the model, in place of the efficiencies");
@@ -584,6 +589,11 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
                          ": sets a recipe's trainer; give --recipe NAME (moebench's own step "
                          "overlaps its exchanges with --overlap)");
       }
+    }
+    if (!o.measured.empty() && !o.calibrate.empty()) {
+      throw UsageError(
+          "--measured with --calibrate: give one (--measured replaces the hardware's "
+          "figures, --calibrate each phase of moebench's step)");
     }
     if (o.global_batch_per_gpu) {
       if (*o.global_batch_per_gpu < 1) {

@@ -174,8 +174,9 @@ struct CliOptions {
   std::string cuda_graphs;    // predict --cuda-graphs none|partial|full_iteration (recipe's)
   std::string fp8_attention;  // predict --fp8-attention on|off (recipe's)
   std::optional<std::int64_t> global_batch_per_gpu;  // predict: weak scaling without a recipe
-  std::string plot;                                  // predict --plot PNG
-  std::string help_text;                             // for Command::help
+  std::vector<std::string> measured;  // predict --measured RUN.json...: hardware figures
+  std::string plot;                   // predict --plot PNG
+  std::string help_text;              // for Command::help
   std::vector<std::string> argv;
   ReportOptions report;
   BenchOptions bench;

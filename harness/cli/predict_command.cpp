@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/cli/commands.hpp"
+#include "harness/cli/measured.hpp"
 #include "harness/cli/plot.hpp"
 #include "harness/cli/prediction.hpp"
 #include "harness/core/error.hpp"
@@ -115,13 +116,18 @@ void find_fit(const RunConfig& c, const SystemSpec& system, Point& pt) {
 }
 
 Point predict_point(const CliOptions& o, int gpus, const SystemSpec& system,
-                    const EfficiencySet& eff, const Calibration* calibration) {
+                    const EfficiencySet& eff, const Calibration* calibration,
+                    const MeasuredFigures* measured) {
   Point pt;
   pt.gpus = gpus;
   pt.config = predict_config(o, gpus, system);
   const RunConfig& c = pt.config;
   const Hardware hw = hardware_for(system, c);
-  pt.prediction = predict_step(c, hw, eff.values, rules_for(o, c), calibration);
+  // --measured: this system's measured rates in place of datasheet x efficiency.
+  Hardware priced = hw;
+  Efficiencies e = eff.values;
+  if (measured) apply_measured(*measured, priced, e);
+  pt.prediction = predict_step(c, priced, e, rules_for(o, c), calibration);
   // Memory beside the price, never instead of it: moebench's step as `run` would allocate it, and
   // the row's trainer as Transformer Engine keeps it (only `run` and `plan --gpu-memory` refuse).
   // --fp8-weight-copies auto resolved as `run` resolves it on this GPU (kept where they fit).
@@ -303,6 +309,21 @@ nlohmann::ordered_json predict_json(const CliOptions& o, const SystemSpec& syste
 }
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// --measured: each hardware figure the runs gave, beside the datasheet's and the model's rate.
+void print_measured(const MeasuredFigures& m, const nlohmann::ordered_json& j) {
+  std::printf("# measured on this system (%s), in place of datasheet x efficiency; priced in %s:\n",
+              join(m.files, ", ").c_str(), j["measured"]["precision"].get<std::string>().c_str());
+  for (const MeasuredTerm& t : m.terms) {
+    const bool flops = t.unit == "FLOP/s";
+    const double scale = flops ? 1e12 : 1e9;
+    const char* unit = flops ? "TFLOP/s" : "GB/s";
+    std::printf("#   %-13s %10s %s measured (%s), datasheet %s, the model's %s\n", t.name.c_str(),
+                strprintf("%.4g", t.measured / scale).c_str(), unit, join(t.phases, " + ").c_str(),
+                strprintf("%.4g", t.datasheet / scale).c_str(),
+                strprintf("%.4g", t.datasheet * t.model_efficiency / scale).c_str());
+  }
+}
 
 // What the memory columns say where a rank does not fit: never a refusal, a statement per point.
 void print_memory_notes(const SystemSpec& system, const std::vector<Point>& points) {
@@ -489,14 +510,29 @@ int predict_command(const CliOptions& o) {
   if (!o.plot.empty()) ensure_writable_destination(o.plot, "--plot");
   std::optional<CalibrationRun> cal;
   if (!o.calibrate.empty()) cal = calibrate(o.calibrate, system, eff);
+  std::optional<MeasuredFigures> measured;
+  CliOptions priced = o;
+  if (!o.measured.empty()) {
+    measured = measure_figures(o.measured, system, eff);
+    // The figures are rates at the runs' precision: the workload is priced in it.
+    priced.workload.precision = measured->precision;
+    priced.workload.fp8_recipe = measured->precision == Precision::fp8
+                                     ? std::optional<Fp8Recipe>(measured->fp8_recipe)
+                                     : std::nullopt;
+  }
   std::vector<Point> points;
-  for (int g : gpu_counts(o)) {
-    points.push_back(predict_point(o, g, system, eff, cal ? &cal->calibration : nullptr));
+  for (int g : gpu_counts(priced)) {
+    points.push_back(predict_point(priced, g, system, eff, cal ? &cal->calibration : nullptr,
+                                   measured ? &*measured : nullptr));
   }
   for (const std::string& w : points.front().config.warnings) {
     std::cerr << "moebench: warning: " << w << "\n";
   }
-  nlohmann::ordered_json j = predict_json(o, system, eff, points);
+  nlohmann::ordered_json j = predict_json(priced, system, eff, points);
+  j["measured"] = measured ? to_json(*measured) : nlohmann::ordered_json(nullptr);
+  for (auto& point : j["points"]) {
+    point["priced_from"] = measured_sources(measured ? *measured : MeasuredFigures{});
+  }
   if (cal) {
     nlohmann::ordered_json scales = nlohmann::ordered_json::object();
     for (const auto& [name, v] : cal->calibration.phase_scale) scales[name] = v;
@@ -513,6 +549,7 @@ int predict_command(const CliOptions& o) {
   if (o.json) {
     std::cout << j.dump(2) << "\n";
   } else {
+    if (measured) print_measured(*measured, j);
     print_table(system, eff, points, j, o.explain);
   }
   const std::string text = j.dump(2) + "\n";

@@ -93,11 +93,14 @@ RunConfig config_of_report(const nlohmann::json& doc, const std::string& flag) {
   }
 }
 
-CalibrationRun calibrate(const std::string& path, const SystemSpec& system,
-                         const EfficiencySet& eff) {
-  const std::string flag = "--calibrate " + path + ": ";
-  const std::string text =
-      read_regular_file(path, "give a run report written by `moebench run --out`");
+nlohmann::json read_measured_run(const std::string& path, const SystemSpec& system,
+                                 const std::string& flag, const std::string& purpose) {
+  std::string text;
+  try {
+    text = read_regular_file(path, "give a run report written by `moebench run --out`");
+  } catch (const UsageError& e) {  // "PATH: why": the flag named before it
+    throw UsageError(flag.substr(0, flag.find(' ')) + " " + e.what());
+  }
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(text);
@@ -111,26 +114,34 @@ CalibrationRun calibrate(const std::string& path, const SystemSpec& system,
   }
   const std::string backend = doc["meta"]["backend"].get<std::string>();
   if ((backend == "cpu") != (system.generation == "cpu")) {
-    throw UsageError(flag + "a run on the " + backend + " backend cannot calibrate system " +
+    throw UsageError(flag + "a run on the " + backend + " backend cannot " + purpose + " system " +
                      system.name + "; give --system " +
                      (backend == "cpu" ? std::string("cpu") : "the system it ran on"));
   }
   // Only a clean, whole run measures the system: `report` refuses the others without a flag, and
-  // a prediction calibrated on a fault it injected would carry the fault into every point.
+  // a prediction from a fault it injected would carry the fault into every point.
   if (const std::string state = doc["status"]["state"].get<std::string>(); state != "completed") {
-    throw UsageError(flag + "the run was " + state +
-                     ", not completed; calibrate with a run that finished every step");
+    throw UsageError(flag + "the run was " + state + ", not completed; " + purpose +
+                     " with a run that finished every step");
   }
   if (const auto inject = doc["config"].find("inject"); inject != doc["config"].end()) {
     throw UsageError(flag + "the run injected a fault (--inject " +
                      (inject->is_string() ? inject->get<std::string>() : inject->dump()) +
-                     "), so its times are not the system's; calibrate with a run without --inject");
+                     "), so its times are not the system's; " + purpose +
+                     " with a run without --inject");
   }
   if (!doc["results"].contains("step_breakdown")) {
     throw UsageError(flag +
                      "the report has no step_breakdown (no timed step); give a run with "
                      "--steps 1 or more");
   }
+  return doc;
+}
+
+CalibrationRun calibrate(const std::string& path, const SystemSpec& system,
+                         const EfficiencySet& eff) {
+  const std::string flag = "--calibrate " + path + ": ";
+  const nlohmann::json doc = read_measured_run(path, system, flag, "calibrate");
   const RunConfig c = config_of_report(doc, flag);
   const Prediction p = predict_step(c, hardware_for(system, c), eff.values);
   const nlohmann::json& b = doc["results"]["step_breakdown"];

@@ -43,6 +43,12 @@ struct CalibrationRun {
 CalibrationRun calibrate(const std::string& path, const SystemSpec& system,
                          const EfficiencySet& eff);
 
+// A run report that measured `system`: valid against its schema, of the system's backend,
+// completed, without an injected fault, with a timed step. UsageError `flag` + why (one line);
+// `purpose` ("calibrate", "measure") words it.
+nlohmann::json read_measured_run(const std::string& path, const SystemSpec& system,
+                                 const std::string& flag, const std::string& purpose);
+
 // `run --system NAME|FILE [--calibrate RUN.json]` (and `plan`, which checks the run's flags): the
 // system and the calibration, each checked against the run's configuration `c`; none without
 // --system. UsageError for --calibrate without --system, an unknown system or a bad file, a

@@ -294,6 +294,64 @@ def test_scaling_names_what_it_computes(ctx):
     e2e.check("--global-batch-per-gpu 1" in r.stderr, "names the flag given", r)
 
 
+def test_measured_figures_price_the_recipe(ctx):
+    # Issue 48's first acceptance line: a measured cpu run's hardware figures in place of the
+    # datasheet x efficiency, the recipe's trainer kept.
+    validator = predict_validator(ctx)
+    with tempfile.TemporaryDirectory() as tmp:
+        run = os.path.join(tmp, "RUN.json")
+        r = e2e.run_moebench(ctx, ["run", "--recipe", "gb300-mxfp8-256", "--preset",
+                                   "deepseek-v3-tiny", "--precision", "fp32", "--ep", "2",
+                                   "--system", "cpu", "--out", run, "--quiet"], np=4, timeout=180)
+        e2e.check(r.rc == 0, "the measured run", r)
+        r = e2e.run_moebench(ctx, ["predict", "--recipe", "gb300-mxfp8-256", "--system", "cpu",
+                                   "--measured", run, "--json"], timeout=60)
+        e2e.check(r.rc == 0, "predict --measured", r)
+        doc = json.loads(r.stdout)
+        errors = [e.message for e in validator.iter_errors(doc)]
+        e2e.check(not errors, "schema: %s" % errors[:3])
+        m = doc["measured"]
+        e2e.check(m["files"] == [run] and m["precision"] == "fp32", "files and precision", r)
+        e2e.check(doc["workload"]["precision"] == "fp32", "priced in the runs' precision", r)
+        names = [t["name"] for t in m["terms"]]
+        for want in ("dense_gemm", "grouped_gemm", "attention", "memory", "scale_out"):
+            e2e.check(want in names, "%s measured: %r" % (want, names), r)
+        for t in m["terms"]:
+            # The figure is its definition (a product of the JSON's floats: 1e-12).
+            e2e.check_close(t["measured"], t["datasheet"] * t["model_efficiency"] * t["factor"],
+                            1e-12, "%s = datasheet x efficiency x factor" % t["name"])
+            e2e.check(all(src.startswith(run + ": ") and "on rank " in src
+                          for src in t["sources"]), "%s names its file and rank" % t["name"])
+        for p in doc["points"]:
+            e2e.check(p["prediction"]["tflops_per_gpu"] > 0, "a price at %d GPUs" % p["gpus"])
+            e2e.check(all(p["priced_from"][n] == "measured" for n in names) and
+                      p["priced_from"]["dispatcher"] == "model" and
+                      p["priced_from"]["host_overhead"] == "model",
+                      "measured terms and the trainer's own named", r)
+        # The same without --measured: every term the model's, no measured section.
+        r = e2e.run_moebench(ctx, ["predict", "--recipe", "gb300-mxfp8-256", "--system", "cpu",
+                                   "--precision", "fp32", "--json"], timeout=60)
+        plain = json.loads(r.stdout)
+        e2e.check(plain["measured"] is None and
+                  set(plain["points"][0]["priced_from"].values()) == {"model"},
+                  "no --measured: the model's figures", r)
+        r = e2e.run_moebench(ctx, ["predict", "--recipe", "gb300-mxfp8-256", "--system", "cpu",
+                                   "--measured", run], timeout=60)
+        e2e.check(r.rc == 0 and "# measured on this system" in r.stdout and
+                  "#   grouped_gemm" in r.stdout, "the text lists the figures", r)
+        # Bad requests: one line each.
+        for args, says in (
+                (["--measured", run, "--calibrate", run], "give one"),
+                (["--measured", os.path.join(tmp, "none.json")], "--measured"),
+                (["--measured", run, "--system", "gb300-nvl72"], "cannot measure")):
+            base = ["predict", "--recipe", "gb300-mxfp8-256"]
+            if "--system" not in args:
+                base += ["--system", "cpu"]
+            r = e2e.run_moebench(ctx, base + args, timeout=60)
+            check_one_line_usage(r, " ".join(args))
+            e2e.check(says in r.stderr, "%s: says %r" % (args, says), r)
+
+
 def test_ep_comm_overlap_prices_the_recipe_without_it(ctx):
     # Megatron-LM's GB200 row overlaps its all-to-alls; priced without the overlap its step is
     # longer, the JSON says which was priced, and the table says it is not as the row ran.
@@ -442,7 +500,7 @@ TESTS = [test_every_recipe_beside_its_published_figure, test_readme_lists_this_b
          test_gb300_scaling_and_explanation,
          test_bad_requests, test_memory_is_a_statement_not_a_refusal,
          test_trainer_features_are_refused_by_name, test_scaling_names_what_it_computes,
-         test_ep_comm_overlap_prices_the_recipe_without_it,
+         test_measured_figures_price_the_recipe, test_ep_comm_overlap_prices_the_recipe_without_it,
          test_calibration_reproduces_its_run, test_report_predicts_each_run,
          test_expected_section_names_slowed_phases]
 
