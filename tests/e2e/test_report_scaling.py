@@ -41,9 +41,14 @@ def real_runs(ctx):
         for np in SIZES:
             path = os.path.join(workdir(), "real", "run-np%d.json" % np)
             os.makedirs(os.path.dirname(path), exist_ok=True)
+            # Health is not under test here (test_health is): these ranks share two cores with
+            # whatever ctest runs beside them, which has slowed one rank 1.55x past the cpu
+            # default's 1.5x and made it a suspect, failing the merge tests; a suspect must be
+            # 10x slower here.
             r = e2e.run_moebench(ctx, ["run", "--preset", "deepseek-v3-tiny", "--ep", np,
                                        "--warmup", 1, "--steps", 5, "--verify", "--quiet",
-                                       "--out", path], np=np, timeout=300)
+                                       "--health-min-slowdown", 9, "--out", path], np=np,
+                                 timeout=300)
             check(r.rc == 0, "run at %d ranks failed" % np, r)
             paths.append(path)
         _state["runs"] = paths
