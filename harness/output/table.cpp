@@ -150,7 +150,8 @@ std::string format_run_table(const RunRecord& r) {
   if (b.rank >= 0) {
     double compute = 0;
     for (const PhaseDef& p : kPhases) {
-      if (p.kind == PhaseKind::compute) compute += b.phase_time_s[static_cast<std::size_t>(p.phase)];
+      if (p.kind == PhaseKind::compute)
+        compute += b.phase_time_s[static_cast<std::size_t>(p.phase)];
     }
     out += sprintf_str(
         "# compute %.3f ms, not computing %.3f ms: rank %d's median step, as time(ms)\n",

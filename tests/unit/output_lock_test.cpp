@@ -28,8 +28,8 @@ TEST_CASE("output lock: held once, named to the second writer, released at the e
   // flock locks an open file description: a second one, as another process would have, is
   // refused, through another spelling of the same folder too.
   const std::string again = (dir.path / "." / "r.json").string();
-  CHECK_THROWS_WITH_AS(OutputLock(again, "--out"),
-                       doctest::Contains("another moebench run (host "), UsageError);
+  CHECK_THROWS_WITH_AS(OutputLock(again, "--out"), doctest::Contains("another moebench run (host "),
+                       UsageError);
   first.reset();
   CHECK_FALSE(std::filesystem::exists(OutputLock::lock_path(out)));
   // A lock file left behind by a killed run holds no lock: taken over.

@@ -49,9 +49,9 @@ TEST_CASE("run outputs: destinations never alias and never replace another kind 
                        doctest::Contains("is not a step log"), UsageError);
   std::ofstream((dir.path / "old.jsonl").string()) << "{\"step\": 1, \"step_time_s\": 0.1}\n";
   CHECK(check_destinations(with(out, (dir.path / "old.jsonl").string())) != nullptr);
-  CHECK_THROWS_WITH_AS(check_destinations(with((dir.path / "old.jsonl").string(),
-                                               (dir.path / "s.jsonl").string())),
-                       doctest::Contains("is a step log"), UsageError);
+  CHECK_THROWS_WITH_AS(
+      check_destinations(with((dir.path / "old.jsonl").string(), (dir.path / "s.jsonl").string())),
+      doctest::Contains("is a step log"), UsageError);
   const auto held = check_destinations(with(out));
   CHECK_THROWS_WITH_AS(check_destinations(with(out)), doctest::Contains("another moebench run"),
                        UsageError);
