@@ -43,7 +43,8 @@ Slurm:
   --sbatch-arg ARG       one more sbatch option for every job (repeatable), e.g. --constraint=x
 The report job (see `moebench report --help`):
   --claim-tflops X  --claim-efficiency E  --min-tflops X  --min-efficiency E  --baseline N
-  --claim-from-recipe    judge the largest size against the runs' --recipe
+  --claim-from-recipe    judge the runs' recipe's claim like for like (docs/claims.md)
+  --claim-recipe NAME  --claim-gpus N   a claim about recipe NAME's stack, its efficiency's size
   --allow-mixed FIELD (repeatable)  --plot (also STUDY/scaling.png)
 Other:
   --dry-run              print the sbatch commands instead of submitting them
@@ -112,7 +113,8 @@ while (($# > 0)); do
     --time) need "$@"; run_time=("--time=$2"); shift ;;
     --job-name) need "$@"; job_name="$2"; shift ;;
     --sbatch-arg) need "$@"; slurm_args+=("$2"); shift ;;
-    --claim-tflops | --claim-efficiency | --min-tflops | --min-efficiency | --baseline)
+    --claim-tflops | --claim-efficiency | --min-tflops | --min-efficiency | --baseline | \
+      --claim-recipe | --claim-gpus)
       need "$@"; report_args+=("$1" "$2"); shift ;;
     --allow-mixed) need "$@"; report_args+=(--allow-mixed "$2"); shift ;;
     --claim-from-recipe) report_args+=(--claim-from-recipe) ;;

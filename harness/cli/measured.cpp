@@ -46,13 +46,18 @@ double datasheet_of(const std::string& term, const Hardware& hw) {
   return hw.scale_out.bandwidth_bytes_per_s;
 }
 
-double& efficiency_of(const std::string& term, Efficiencies& e) {
+template <typename E>
+auto& efficiency_of(const std::string& term, E& e) {
   if (term == "dense_gemm") return e.dense_gemm;
   if (term == "grouped_gemm") return e.grouped_gemm;
   if (term == "attention") return e.attention;
   if (term == "memory") return e.memory;
   if (term == "nvlink") return e.nvlink;
   return e.scale_out;
+}
+
+const char* unit_of(const std::string& term) {
+  return term == "memory" || term == "nvlink" || term == "scale_out" ? "bytes/s" : "FLOP/s";
 }
 
 double median(std::vector<double> v) {
@@ -63,16 +68,34 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
+MeasuredTerm model_term(const std::string& name, const Hardware& hw, const Efficiencies& eff) {
+  MeasuredTerm t;
+  t.name = name;
+  t.unit = unit_of(name);
+  t.datasheet = datasheet_of(name, hw);
+  t.model_efficiency = efficiency_of(name, eff);
+  t.factor = 1;
+  t.measured = t.datasheet * t.model_efficiency;
+  return t;
+}
+
 MeasuredFigures measure_figures(const std::vector<std::string>& paths, const SystemSpec& system,
-                                const EfficiencySet& eff) {
+                                const EfficiencySet& eff, bool allow_injected,
+                                const std::string& flag_name) {
   MeasuredFigures out;
   std::map<std::string, MeasuredTerm> terms;
   std::map<std::string, std::vector<double>> factors;
   std::vector<std::string> order;
   for (const std::string& path : paths) {
-    const std::string flag = "--measured " + path + ": ";
-    const nlohmann::json doc = read_measured_run(path, system, flag, "measure");
-    const RunConfig c = config_of_report(doc, flag);
+    const std::string flag = flag_name + " " + path + ": ";
+    const nlohmann::json doc = read_measured_run(path, system, flag, "measure", allow_injected);
+    RunConfig c = config_of_report(doc, flag);
+    // The cpu backend emulates FP8 in FP32 (quantised operands, FP32 GEMMs): its rates are FP32
+    // rates, and it is priced as FP32, the quantisation inside the GEMM phases' measured time.
+    if (system.generation == "cpu" && c.precision == Precision::fp8) {
+      c.precision = Precision::fp32;
+      out.emulated_fp8 = true;
+    }
     if (out.files.empty()) {
       out.precision = c.precision;
       out.fp8_recipe = c.fp8_recipe;
@@ -105,8 +128,7 @@ MeasuredFigures measure_figures(const std::vector<std::string>& paths, const Sys
         term.name = spec.name;
         term.unit = spec.unit;
         term.datasheet = datasheet_of(spec.name, hw);
-        Efficiencies e = eff.values;
-        term.model_efficiency = efficiency_of(spec.name, e);
+        term.model_efficiency = efficiency_of(spec.name, eff.values);
         order.push_back(spec.name);
       }
       for (const std::string& u : used) {
@@ -128,9 +150,9 @@ MeasuredFigures measure_figures(const std::vector<std::string>& paths, const Sys
     out.terms.push_back(t);
   }
   if (out.terms.empty()) {
-    throw UsageError(
-        "--measured: the runs timed no phase the model prices; give run reports of "
-        "`moebench run --out` with --steps 1 or more");
+    throw UsageError(flag_name +
+                     ": the runs timed no phase the model prices; give run reports of "
+                     "`moebench run --out` with --steps 1 or more");
   }
   return out;
 }

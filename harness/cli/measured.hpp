@@ -36,14 +36,24 @@ struct MeasuredFigures {
   std::vector<std::string> files;
   Precision precision = Precision::fp32;  // the runs' precision, the figures' too
   Fp8Recipe fp8_recipe = Fp8Recipe::tensor;
+  bool emulated_fp8 = false;        // cpu runs of fp8 (emulated in FP32), priced as fp32
   std::vector<MeasuredTerm> terms;  // only the figures some run measured
 };
 
-// The figures of the run reports `paths` measured on `system`. UsageError "--measured PATH: ..."
+// The figures of the run reports `paths` measured on `system`. UsageError "<flag> PATH: ..."
 // (one line) for a file that is not a completed, uninjected run report of the system's backend,
 // a run with no timed step, runs of different precisions, or a run whose phases measure nothing.
+// `report` passes allow_injected (its `injected` verdict judges those runs) and its own flag.
 MeasuredFigures measure_figures(const std::vector<std::string>& paths, const SystemSpec& system,
-                                const EfficiencySet& eff);
+                                const EfficiencySet& eff, bool allow_injected = false,
+                                const std::string& flag = "--measured");
+
+// Every hardware figure the model prices, in this order.
+inline constexpr const char* kHardwareTerms[] = {"dense_gemm", "grouped_gemm", "attention",
+                                                 "memory",     "nvlink",       "scale_out"};
+
+// The model's own figure `name` on `hw` (datasheet x the generation's efficiency, factor 1).
+MeasuredTerm model_term(const std::string& name, const Hardware& hw, const Efficiencies& eff);
 
 // `hw` and `eff` with the measured figures in place of datasheet x efficiency: each measured
 // term's efficiency becomes model_efficiency x factor; where that passes 1 (the hardware beat its

@@ -344,8 +344,16 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
                    "accept runs that injected a fault (--inject; by default such a size fails the "
                    "`injected` verdict)");
   report->add_flag("--claim-from-recipe", r.claim_from_recipe,
-                   "judge the largest size against its runs' recipe (--recipe): comparable or "
-                   "not, with every difference, and the published TFLOP/s per GPU");
+                   "judge the runs' recipe's published TFLOP/s per GPU (or --claim-tflops) like "
+                   "for like: its step priced with the figures the runs measured, within the "
+                   "model's band; moebench's own step beside it as a figure");
+  report->add_option("--claim-recipe", r.claim_recipe,
+                     "the recipe --claim-tflops and --claim-efficiency are about (its published "
+                     "TFLOP/s when neither is given): judged like for like, as "
+                     "--claim-from-recipe");
+  report->add_option("--claim-gpus", r.claim_gpus,
+                     "with a recipe's --claim-efficiency: the GPU count the claimed efficiency "
+                     "reaches from the recipe's own (default: the recipe's x largest / baseline)");
   report->add_flag("--quiet", r.quiet, "no table on stdout");
   report->add_option("--system", r.system,
                      "a known system (`moebench systems`) or a file: each run's predicted step and "

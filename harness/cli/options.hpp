@@ -94,7 +94,9 @@ struct ReportOptions {
   std::optional<double> claim_efficiency;
   std::optional<double> min_tflops;
   std::optional<double> min_efficiency;
-  bool claim_from_recipe = false;  // judge the largest size against the runs' recipe
+  bool claim_from_recipe = false;  // judge the runs' recipe's claim like for like
+  std::string claim_recipe;        // --claim-recipe NAME: the recipe the claims are about
+  std::optional<int> claim_gpus;   // --claim-gpus N: the efficiency claim's larger size
   bool allow_failed = false;       // merge interrupted runs too
   bool allow_suspects = false;     // runs with health suspects do not fail the verdict
   bool allow_injected = false;     // runs with an injected fault do not fail the verdict

@@ -94,7 +94,8 @@ RunConfig config_of_report(const nlohmann::json& doc, const std::string& flag) {
 }
 
 nlohmann::json read_measured_run(const std::string& path, const SystemSpec& system,
-                                 const std::string& flag, const std::string& purpose) {
+                                 const std::string& flag, const std::string& purpose,
+                                 bool allow_injected) {
   std::string text;
   try {
     text = read_regular_file(path, "give a run report written by `moebench run --out`");
@@ -124,7 +125,8 @@ nlohmann::json read_measured_run(const std::string& path, const SystemSpec& syst
     throw UsageError(flag + "the run was " + state + ", not completed; " + purpose +
                      " with a run that finished every step");
   }
-  if (const auto inject = doc["config"].find("inject"); inject != doc["config"].end()) {
+  if (const auto inject = doc["config"].find("inject");
+      inject != doc["config"].end() && !allow_injected) {
     throw UsageError(flag + "the run injected a fault (--inject " +
                      (inject->is_string() ? inject->get<std::string>() : inject->dump()) +
                      "), so its times are not the system's; " + purpose +

@@ -47,7 +47,8 @@ CalibrationRun calibrate(const std::string& path, const SystemSpec& system,
 // completed, without an injected fault, with a timed step. UsageError `flag` + why (one line);
 // `purpose` ("calibrate", "measure") words it.
 nlohmann::json read_measured_run(const std::string& path, const SystemSpec& system,
-                                 const std::string& flag, const std::string& purpose);
+                                 const std::string& flag, const std::string& purpose,
+                                 bool allow_injected = false);
 
 // `run --system NAME|FILE [--calibrate RUN.json]` (and `plan`, which checks the run's flags): the
 // system and the calibration, each checked against the run's configuration `c`; none without

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/cli/claims.hpp"
 #include "harness/cli/commands.hpp"
 #include "harness/cli/plot.hpp"
 #include "harness/cli/prediction.hpp"
@@ -30,6 +31,7 @@
 #include "harness/scaling/scaling.hpp"
 #include "harness/scaling/scaling_report.hpp"
 #include "harness/scaling/scaling_text.hpp"
+#include "workloads/config/recipes.hpp"
 
 extern char** environ;
 
@@ -61,6 +63,72 @@ void check_outputs(const ReportOptions& r, const std::vector<InputFile>& inputs)
       }
     }
   }
+}
+
+// A claim about a recipe's stack (--claim-recipe NAME, or --claim-from-recipe: the largest size's
+// runs' recipe), judged like for like; none when the claims are thresholds for moebench's step.
+std::optional<RecipeClaim> recipe_claim(const ReportOptions& r, const std::vector<RunPoint>& runs) {
+  RecipeClaim c;
+  if (!r.claim_recipe.empty()) {
+    c.recipe = recipe(r.claim_recipe).name;  // UsageError naming the recipes otherwise
+  } else if (r.claim_from_recipe) {
+    int largest = 0;
+    for (const RunPoint& p : runs) largest = std::max(largest, p.gpus);
+    for (const RunPoint& p : runs) {
+      if (p.gpus == largest && !p.recipe.empty() && c.recipe.empty()) c.recipe = p.recipe;
+    }
+    if (c.recipe.empty()) {
+      throw UsageError("--claim-from-recipe: no run report at " + std::to_string(largest) +
+                       " GPUs names a recipe; run `moebench run --recipe NAME`, or name the "
+                       "claim's recipe with --claim-recipe NAME (`moebench recipes` lists them)");
+    }
+  } else {
+    if (r.claim_gpus) {
+      throw UsageError(
+          "--claim-gpus: give it with a recipe's claim (--claim-recipe NAME or "
+          "--claim-from-recipe) and --claim-efficiency");
+    }
+    return std::nullopt;
+  }
+  const Recipe& rec = recipe(c.recipe);
+  // The published TFLOP/s unless the claim is given: --claim-from-recipe always judges one, and
+  // --claim-recipe where no other claim is given.
+  c.tflops = r.claim_tflops                                           ? r.claim_tflops
+             : r.claim_from_recipe || !r.claim_efficiency.has_value() ? rec.tflops_per_gpu
+                                                                      : std::nullopt;
+  c.efficiency = r.claim_efficiency;
+  c.gpus = r.claim_gpus;
+  if (!c.tflops && !c.efficiency) {
+    throw UsageError("recipe " + rec.name +
+                     " publishes no TFLOP/s per GPU; give the claim with --claim-tflops X or "
+                     "--claim-efficiency E");
+  }
+  if (c.gpus && !c.efficiency) {
+    throw UsageError("--claim-gpus " + std::to_string(*c.gpus) +
+                     ": it is the size an efficiency claim reaches; give --claim-efficiency E");
+  }
+  return c;
+}
+
+// The system the runs measured: --system, else the cpu system for cpu runs, else the built-in
+// system of the runs' GPU.
+SystemSpec measured_system(const ReportOptions& r, const std::vector<RunPoint>& runs) {
+  if (!r.system.empty()) return find_system(r.system);
+  const nlohmann::json doc =
+      nlohmann::json::parse(read_regular_file(runs.back().path, "give a run report"));
+  const nlohmann::json& meta = doc["meta"];
+  if (meta.value("backend", std::string()) == "cpu") return find_system("cpu");
+  std::string device;
+  if (meta.contains("devices") && !meta["devices"].empty()) {
+    device = meta["devices"][0].value("name", std::string());
+  }
+  const std::string name = system_for_device(device);
+  if (name.empty()) {
+    throw UsageError("a recipe's claim is priced on the system the runs measured, and " +
+                     (device.empty() ? std::string("their device") : "\"" + device + "\"") +
+                     " is no built-in system's; give --system NAME|FILE (`moebench systems`)");
+  }
+  return find_system(name);
 }
 
 ScalingOptions scaling_options(const ReportOptions& r) {
@@ -157,8 +225,29 @@ int report_command(const CliOptions& o) {
     }
   }
   const std::vector<PredictedRun> predicted = predict_runs(r, runs);
-  const ScalingOptions options = scaling_options(r);
+  ScalingOptions options = scaling_options(r);
+  const std::optional<RecipeClaim> claim = recipe_claim(r, runs);
+  options.claims_like_for_like = claim.has_value();
   ScalingResult result = compute_scaling(runs, options);
+  if (claim) {
+    const SystemSpec system = measured_system(r, runs);
+    for (Verdict& v : recipe_claim_verdicts(*claim, result, runs, system, efficiencies_for(system),
+                                            result.warnings)) {
+      result.verdicts.push_back(std::move(v));
+    }
+  } else if (r.claim_tflops) {
+    for (const RunPoint& p : runs) {
+      if (p.recipe.empty()) continue;
+      result.warnings.push_back(
+          "--claim-tflops judges moebench's own step (a threshold for moebench, not a published "
+          "row); a claim about recipe " +
+          p.recipe +
+          "'s stack is judged like for like with "
+          "--claim-recipe " +
+          p.recipe + " or --claim-from-recipe");
+      break;
+    }
+  }
   for (const std::string& s : skipped) result.warnings.push_back("skipped, not a run report: " + s);
 
   ScalingMeta meta{MOEBENCH_VERSION, git_sha(), git_dirty(), o.argv, utc_now()};

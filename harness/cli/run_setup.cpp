@@ -60,8 +60,9 @@ Setup prepare(const CliOptions& o, MpiRuntime& rt) {
   s.topo = rt.topology(s.config.layout.grid(), s.config.layout.ranks_per_node);
   s.compute = make_compute(s.config.backend, s.topo.local_rank, s.config.blas_threads);
   if (s.config.inject && s.config.inject->kind == FaultSpec::Kind::slow &&
-      s.config.inject->rank == rt.rank()) {
-    s.compute = make_slow_compute(std::move(s.compute), s.config.inject->factor);
+      (s.config.inject->every_rank || s.config.inject->rank == rt.rank())) {
+    s.compute =
+        make_slow_compute(std::move(s.compute), s.config.inject->factor, s.config.inject->work);
   }
   s.compute->set_grouped_gemm_impl(s.config.grouped_gemm);  // UsageError on the cpu backend
   s.compute->set_attention_impl(s.config.attention_impl);   // UsageError: cudnn where there is none

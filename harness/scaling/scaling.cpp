@@ -292,8 +292,8 @@ Verdict at_least(const std::string& name, const std::string& what, const SizeRes
   return v;
 }
 
-// --claim-from-recipe: the largest size's first run with a recipe, against the published row.
-Verdict recipe_verdict(const std::vector<RunPoint>& runs, const SizeResult& largest) {
+// --claim-from-recipe: the largest size's first run with a recipe, beside the published row.
+RecipeComparison recipe_comparison(const std::vector<RunPoint>& runs, const SizeResult& largest) {
   const RunPoint* run = nullptr;
   for (std::size_t i : largest.runs) {
     if (!runs[i].recipe.empty()) {
@@ -310,18 +310,8 @@ Verdict recipe_verdict(const std::vector<RunPoint>& runs, const SizeResult& larg
     throw UsageError("--claim-from-recipe: recipe " + run->recipe +
                      " publishes no TFLOP/s per GPU to judge against");
   }
-  Verdict v =
-      at_least("claim_from_recipe", "recipe " + run->recipe + "'s published TFLOP/s per GPU",
-               largest, largest.tflops_per_gpu.median, *run->recipe_tflops_per_gpu, nullptr);
-  if (run->recipe_differences.empty()) {
-    v.reason = "comparable: " + v.reason;
-    return v;
-  }
-  v.passed = false;
-  std::string diffs;
-  for (const std::string& d : run->recipe_differences) diffs += (diffs.empty() ? "" : "; ") + d;
-  v.reason = "not comparable: " + diffs + " (" + v.reason + ")";
-  return v;
+  return {run->recipe, largest.gpus, *run->recipe_tflops_per_gpu, largest.tflops_per_gpu.median,
+          run->recipe_differences};
 }
 
 void compute_verdicts(const std::vector<RunPoint>& runs, const ScalingOptions& o,
@@ -387,11 +377,13 @@ void compute_verdicts(const std::vector<RunPoint>& runs, const ScalingOptions& o
     }
   }
   const SizeResult& largest = out.sizes.back();
+  if (o.claim_from_recipe) out.recipe_comparison = recipe_comparison(runs, largest);
+  // A claim about a recipe's stack is judged by the caller, like for like.
+  if (o.claims_like_for_like) return;
   if (o.claim_tflops) {
     out.verdicts.push_back(at_least("claim_tflops", "claimed TFLOP/s per GPU", largest,
                                     largest.tflops_per_gpu.median, *o.claim_tflops, nullptr));
   }
-  if (o.claim_from_recipe) out.verdicts.push_back(recipe_verdict(runs, largest));
   if (o.claim_efficiency) {
     if (largest.gpus == out.baseline_gpus) {
       throw UsageError("--claim-efficiency needs a baseline smaller than the largest size (" +
@@ -545,11 +537,13 @@ ScalingResult compute_scaling(const std::vector<RunPoint>& runs, const ScalingOp
   if (runs.empty()) throw UsageError("no run reports to compare");
   std::map<int, std::vector<std::size_t>> by_size;
   for (std::size_t i = 0; i < runs.size(); ++i) by_size[runs[i].gpus].push_back(i);
-  if (by_size.size() < 2) {
+  if (by_size.size() < 2 && !options.claims_like_for_like) {
     throw UsageError("a scaling report needs runs at two or more GPU counts; got " +
                      std::to_string(runs.size()) + (runs.size() == 1 ? " run" : " runs") +
                      ", all at " + gpus_text(runs.front().gpus) + " (" +
-                     list_files({runs.front().path}) + (runs.size() > 1 ? ", ..." : "") + ")");
+                     list_files({runs.front().path}) + (runs.size() > 1 ? ", ..." : "") +
+                     "); one size is enough only to judge a recipe's claim (--claim-from-recipe, "
+                     "or --claim-recipe NAME with --claim-tflops)");
   }
   check_workloads(runs, options);
 
@@ -580,6 +574,10 @@ ScalingResult compute_scaling(const std::vector<RunPoint>& runs, const ScalingOp
   }
   for (const auto& [gpus, idx] : by_size) out.sizes.push_back(aggregate(runs, idx, out.warnings));
   detect_mode(runs, out);
+  if (out.sizes.size() == 1) {
+    out.mode_explanation = "one size (" + gpus_text(out.sizes.front().gpus) +
+                           "): no scaling measured; the claims are priced from its figures";
+  }
   compute_efficiency(out);
   compute_growth(out);
   compute_verdicts(runs, options, out);

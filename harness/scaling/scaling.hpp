@@ -20,9 +20,13 @@ struct ScalingOptions {
   std::optional<double> claim_efficiency;  // at the largest size, against the baseline
   std::optional<double> min_tflops;        // at every size
   std::optional<double> min_efficiency;    // at every size but the baseline
-  // The largest size against its runs' recipe: comparable (the run is the published workload)
-  // and at least the published TFLOP/s per GPU, or not comparable with every difference.
+  // The largest size's runs against their recipe's published row, as a figure (never a verdict:
+  // moebench's step is not the published stack): comparable or not, with every difference.
   bool claim_from_recipe = false;
+  // The claims are about a recipe's stack and judged like for like by the caller (the recipe's
+  // step priced with the measured figures): no direct claim_tflops or claim_efficiency verdict
+  // on moebench's own step, and one size is enough.
+  bool claims_like_for_like = false;
   // Runs with health suspects or an injected fault are a failing verdict unless allowed.
   bool allow_suspects = false;
   bool allow_injected = false;
@@ -98,6 +102,30 @@ struct PhaseGrowth {
   std::vector<Phase> grew;
 };
 
+// What a claim needs of one hardware figure (the claims guide, docs/claims.md): the smallest
+// value at which the recipe's priced step reaches the claim with every other figure as it was
+// measured (none: not reachable by this part alone), in SI units.
+struct Need {
+  std::string name;              // dense_gemm, grouped_gemm, attention, memory, nvlink, scale_out
+  std::string unit;              // FLOP/s or bytes/s
+  double measured = 0;           // the value priced: measured, or the model's where `from` says so
+  std::string from;              // "measured" or "model" (the system's datasheet x efficiency)
+  std::optional<double> needed;  // to reach the claim
+  std::optional<double> needed_to_pass;  // for the claim to fall within the band
+  double datasheet = 0;
+};
+
+// A like-for-like claim verdict's own figures.
+struct ClaimBasis {
+  std::string recipe;
+  int recipe_gpus = 0;  // the size the claim is priced at
+  double claim = 0;     // the claimed TFLOP/s per GPU or efficiency
+  double expected = 0;  // what the recipe's step gives on this cluster's figures
+  double band = 0;      // the model's worst relative error on the recipes it ships
+  std::string basis;    // one line: what was priced, with what, from where
+  std::vector<Need> needs;
+};
+
 struct Verdict {
   // claim_tflops, claim_efficiency, min_tflops, min_efficiency, verification, health, injected
   std::string name;
@@ -109,7 +137,18 @@ struct Verdict {
   double margin = 0;           // how far on the passing side: > 0 passes (ties pass too)
   double relative_margin = 0;  // margin / threshold; 0 when the threshold is 0
   bool passed = false;
-  std::string reason;  // one line: the comparison, or why it cannot pass
+  std::string reason;                       // one line: the comparison, or why it cannot pass
+  std::optional<ClaimBasis> like_for_like;  // claim_tflops / claim_efficiency about a recipe
+};
+
+// --claim-from-recipe: moebench's own step against the published row, a figure beside the
+// verdicts (moebench's step is not the stack that published it).
+struct RecipeComparison {
+  std::string recipe;
+  int gpus = 0;                          // the study's largest size
+  double published = 0;                  // the row's TFLOP/s per GPU
+  double measured = 0;                   // moebench's step, median at the largest size
+  std::vector<std::string> differences;  // how the runs differ from the row (empty: comparable)
 };
 
 struct ScalingResult {
@@ -128,11 +167,13 @@ struct ScalingResult {
   std::vector<SizeResult> sizes;  // by GPU count, ascending
   std::vector<PhaseGrowth> growth;
   std::vector<Verdict> verdicts;
+  std::optional<RecipeComparison> recipe_comparison;
   std::vector<std::string> warnings;
   bool passed() const;  // no verdict failed (true when there is none)
 };
 
-// UsageError when the runs cannot be compared: fewer than two GPU counts, runs of different
+// UsageError when the runs cannot be compared: fewer than two GPU counts (one is enough with
+// claims_like_for_like), runs of different
 // workloads or of different per-GPU work without --allow-mixed (naming the field, the values and
 // the files), repeats of one size that differ, a --baseline that is not one of the sizes, or a
 // threshold out of range.

@@ -87,6 +87,28 @@ ordered_json verdict_json(const Verdict& v) {
   j["passed"] = v.passed;
   j["result"] = v.passed ? "PASS" : "FAIL";
   j["reason"] = v.reason;
+  if (v.like_for_like) {
+    const ClaimBasis& b = *v.like_for_like;
+    const bool tflops = v.name == "claim_tflops";
+    j["like_for_like"] = true;
+    j["recipe"] = b.recipe;
+    j["recipe_gpus"] = b.recipe_gpus;
+    j["claim"] = b.claim;
+    j[tflops ? "expected_tflops_per_gpu" : "expected_efficiency"] = b.expected;
+    j["band"] = b.band;
+    j["basis"] = b.basis;
+    ordered_json needs = ordered_json::array();
+    for (const Need& n : b.needs) {
+      needs.push_back({{"name", n.name},
+                       {"measured", n.measured},
+                       {"from", n.from},
+                       {"needed", optional_json(n.needed)},
+                       {"needed_to_pass", optional_json(n.needed_to_pass)},
+                       {"datasheet", n.datasheet},
+                       {"unit", n.unit}});
+    }
+    j["needs"] = needs;
+  }
   return j;
 }
 
@@ -153,6 +175,17 @@ ordered_json make_scaling_report(const ScalingResult& result, const std::vector<
   for (const Verdict& v : result.verdicts) verdicts.push_back(verdict_json(v));
   j["verdicts"] = verdicts;
   j["passed"] = result.passed();
+  if (const auto& c = result.recipe_comparison) {
+    j["recipe_comparison"] = {{"recipe", c->recipe},
+                              {"gpus", c->gpus},
+                              {"published_tflops_per_gpu", c->published},
+                              {"measured_tflops_per_gpu", c->measured},
+                              {"ratio", c->measured / c->published},
+                              {"comparable", c->differences.empty()},
+                              {"differences", c->differences}};
+  } else {
+    j["recipe_comparison"] = nullptr;
+  }
   ordered_json inputs = ordered_json::array();
   for (const RunPoint& r : runs) inputs.push_back(input_json(r));
   j["inputs"] = inputs;

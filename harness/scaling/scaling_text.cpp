@@ -115,6 +115,36 @@ std::string verdict_line(const Verdict& v) {
   return std::string(v.passed ? "PASS" : "FAIL") + "  " + v.name + ": " + v.reason;
 }
 
+// A need's figure for people: TFLOP/s or GB/s.
+std::string need_value(const std::optional<double>& x, const std::string& unit) {
+  if (!x) return "not alone";
+  return printf_string("%.4g", *x / (unit == "FLOP/s" ? 1e12 : 1e9));
+}
+
+// What a like-for-like claim needs of each part: rows of words and numbers.
+std::vector<std::vector<std::string>> needs_rows(const ClaimBasis& b) {
+  std::vector<std::vector<std::string>> rows = {
+      {"part", "measured", "needed", "to pass", "datasheet", "unit", "from"}};
+  for (const Need& n : b.needs) {
+    rows.push_back({n.name, need_value(n.measured, n.unit), need_value(n.needed, n.unit),
+                    need_value(n.needed_to_pass, n.unit), need_value(n.datasheet, n.unit),
+                    n.unit == "FLOP/s" ? "TFLOP/s" : "GB/s", n.from});
+  }
+  return rows;
+}
+
+std::string comparison_line(const RecipeComparison& c) {
+  return "moebench's own step at " + std::to_string(c.gpus) + (c.gpus == 1 ? " GPU" : " GPUs") +
+         ": " + printf_string("%.4g", c.measured) + " TFLOP/s per GPU, " +
+         printf_string("%.3g", c.measured / c.published) + "x recipe " + c.recipe +
+         "'s published " + printf_string("%.4g", c.published) +
+         " (a figure, not a verdict: moebench's step is not the stack that published it" +
+         (c.differences.empty()
+              ? ""
+              : "; it differs from the row in " + std::to_string(c.differences.size()) + " ways") +
+         ")";
+}
+
 std::string md_escape(std::string s) {
   std::string out;
   for (char ch : s) {
@@ -167,8 +197,9 @@ std::string verdict_cell(const ScalingResult& result, int gpus) {
 
 std::string scaling_terminal(const ScalingResult& r, std::size_t input_count) {
   std::ostringstream os;
-  os << "# moebench report: " << r.model_name << ", " << r.sizes.size() << " sizes from "
-     << input_count << (input_count == 1 ? " run" : " runs") << "\n";
+  os << "# moebench report: " << r.model_name << ", " << r.sizes.size()
+     << (r.sizes.size() == 1 ? " size from " : " sizes from ") << input_count
+     << (input_count == 1 ? " run" : " runs") << "\n";
   os << "# system: " << r.system_description << "\n";
   os << "# " << r.mode_explanation << "\n";
   os << "# " << r.efficiency_definition << "\n#\n";
@@ -194,10 +225,30 @@ std::string scaling_terminal(const ScalingResult& r, std::size_t input_count) {
   os << "#\n";
   for (const PhaseGrowth& g : r.growth) os << "# " << growth_line(g) << "\n";
   if (!r.verdicts.empty()) {
-    os << "#\n";
+    if (!r.growth.empty()) os << "#\n";
     for (const Verdict& v : r.verdicts) os << "# " << verdict_line(v) << "\n";
+    for (const Verdict& v : r.verdicts) {
+      if (!v.like_for_like || v.like_for_like->needs.empty()) continue;
+      os << "# " << v.name << " needs, each part alone with the others as measured (first: the "
+         << "least raise that reaches the claim):\n";
+      const auto rows = needs_rows(*v.like_for_like);
+      std::vector<std::size_t> width(rows.front().size(), 0);
+      for (const auto& row : rows) {
+        for (std::size_t k = 0; k < row.size(); ++k) width[k] = std::max(width[k], row[k].size());
+      }
+      for (const auto& row : rows) {
+        os << "#  ";
+        for (std::size_t k = 0; k < row.size(); ++k) {
+          const std::string pad(width[k] - row[k].size(), ' ');
+          const bool last = k + 1 == row.size();
+          os << "  " << (k == 0 || k + 2 >= row.size() ? row[k] + (last ? "" : pad) : pad + row[k]);
+        }
+        os << "\n";
+      }
+    }
     os << "# verdict: " << (r.passed() ? "PASS" : "FAIL") << "\n";
   }
+  if (r.recipe_comparison) os << "# " << comparison_line(*r.recipe_comparison) << "\n";
   for (const std::string& w : r.warnings) os << "# warning: " << w << "\n";
   return os.str();
 }
@@ -210,7 +261,8 @@ std::string scaling_markdown(const ScalingResult& r, const std::vector<RunPoint>
   os << "- " << r.mode_explanation << "\n";
   os << "- " << r.efficiency_definition << "\n";
   os << "- baseline: " << r.baseline_gpus << (r.baseline_gpus == 1 ? " GPU" : " GPUs") << "; "
-     << r.sizes.size() << " sizes from " << runs.size() << " runs (repeats of a size: medians)\n";
+     << r.sizes.size() << (r.sizes.size() == 1 ? " size from " : " sizes from ") << runs.size()
+     << " runs (repeats of a size: medians)\n";
   if (!r.verdicts.empty()) os << "- **verdict: " << (r.passed() ? "PASS" : "FAIL") << "**\n";
   os << "\n";
   markdown_table(os, table_rows(r));
@@ -257,6 +309,18 @@ std::string scaling_markdown(const ScalingResult& r, const std::vector<RunPoint>
     markdown_table(os, rows);
     os << "\n";
     for (const Verdict& v : r.verdicts) os << "- " << verdict_line(v) << "\n";
+    for (const Verdict& v : r.verdicts) {
+      if (!v.like_for_like || v.like_for_like->needs.empty()) continue;
+      os << "\n### What " << v.name << " needs\n\n"
+         << "Each part alone, every other as measured: the value at which the recipe's priced step "
+            "reaches the claim (`needed`) and at which the claim falls within the band (`to "
+            "pass`); \"not alone\" where no value of that part suffices.\n\n";
+      markdown_table(os, needs_rows(*v.like_for_like));
+    }
+  }
+  if (r.recipe_comparison) {
+    os << "\n## Against the published row\n\n- " << comparison_line(*r.recipe_comparison) << "\n";
+    for (const std::string& d : r.recipe_comparison->differences) os << "  - " << d << "\n";
   }
 
   os << "\n## Warnings\n\n";

@@ -125,6 +125,13 @@ TEST_CASE("fault: slow and slowlink parse, with a factor above 1 and at most 100
   CHECK(s.rank == 3);
   CHECK(s.factor == 4.0);
   CHECK(to_string(s) == "slow:rank=3,factor=4");
+  CHECK_FALSE(s.every_rank);
+  CHECK(s.work == SlowWork::all);
+  const FaultSpec w = parse_fault_spec("slow:rank=all,factor=6,work=grouped_gemm");
+  CHECK(w.every_rank);
+  CHECK(w.work == SlowWork::grouped_gemm);
+  CHECK(to_string(w) == "slow:rank=all,factor=6,work=grouped_gemm");
+  CHECK(parse_fault_spec(to_string(w)).work == SlowWork::grouped_gemm);
   const FaultSpec l = parse_fault_spec("slowlink:a=1,b=6,factor=2.5");
   CHECK(l.kind == FaultSpec::Kind::slowlink);
   CHECK(l.rank == 1);
@@ -136,7 +143,8 @@ TEST_CASE("fault: slow and slowlink parse, with a factor above 1 and at most 100
         "slow:rank=1,factor=nan", "slow:factor=2", "slow:rank=1,factor=2,step=1",
         "slow:rank=1,factor=2,phase=dispatch", "slowlink:a=1,factor=2", "slowlink:b=1,factor=2",
         "slowlink:a=1,b=1,factor=2", "slowlink:rank=1,b=2,factor=2",
-        "delay:rank=1,seconds=1,factor=2"}) {
+        "delay:rank=1,seconds=1,factor=2", "slow:rank=1,factor=2,work=optimizer",
+        "corrupt:rank=all", "slowlink:a=all,b=1,factor=2", "delay:rank=1,seconds=1,work=gemm"}) {
     CAPTURE(bad);
     CHECK_THROWS_WITH_AS(parse_fault_spec(bad), doctest::Contains("slowlink:a=R1,b=R2,factor=F"),
                          UsageError);

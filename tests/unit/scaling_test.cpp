@@ -274,3 +274,33 @@ TEST_CASE("warnings: software versions, hosts, few steps, unverified, synthetic,
                  "different hosts: the 1 GPU runs used hosts the 4 GPUs runs did "
                  "not (node0)"));
 }
+
+TEST_CASE("a recipe's claim: moebench's step beside the row is a figure, never a verdict") {
+  std::vector<RunPoint> runs = {scaling_point(1, 10), scaling_point(2, 8)};
+  for (RunPoint& p : runs) {
+    p.recipe = "gb300-mxfp8-256";
+    p.recipe_tflops_per_gpu = 16;
+    p.recipe_differences = {"model: tiny"};
+  }
+  ScalingOptions o;
+  o.claim_from_recipe = true;
+  o.claims_like_for_like = true;
+  o.claim_tflops = 16;  // judged like for like by the caller: no direct verdict here
+  o.claim_efficiency = 0.99;
+  const auto r = compute_scaling(runs, o);
+  REQUIRE(r.recipe_comparison.has_value());
+  CHECK(r.recipe_comparison->recipe == "gb300-mxfp8-256");
+  CHECK(r.recipe_comparison->gpus == 2);
+  CHECK(r.recipe_comparison->measured == doctest::Approx(8).epsilon(1e-12));
+  CHECK(r.recipe_comparison->published == 16);
+  CHECK(r.recipe_comparison->differences.size() == 1);
+  // 8 against a published 16 and an efficiency of 0.8 against 0.99: neither is a verdict.
+  for (const Verdict& v : r.verdicts) CHECK(v.name == "verification");
+  CHECK(r.passed());
+  // One size is enough for a recipe's claim, and only for one.
+  const auto one = compute_scaling({runs.front()}, o);
+  CHECK(one.sizes.size() == 1);
+  CHECK(contains(one.mode_explanation, "one size (1 GPU)"));
+  o.claims_like_for_like = false;
+  CHECK(contains(usage_message({runs.front()}, o), "one size is enough only to judge a recipe"));
+}

@@ -71,6 +71,19 @@ TEST_CASE("slow compute: same results, forwarded queries, and at least factor x 
   CHECK(slow_s >= floor_s);
 }
 
+TEST_CASE("slow compute: work=grouped_gemm slows the grouped GEMMs, not the others") {
+  // The plain GEMMs run at the wrapped backend's pace: no debt, however long they take, so the
+  // slowed decorator's CPU time over them is the busy GEMMs' own (a lower bound as above, and an
+  // upper one that holds under any load: debt would add 3x).
+  std::unique_ptr<Compute> slow =
+      make_slow_compute(std::make_unique<BusyGemm>(), 4.0, SlowWork::grouped_gemm);
+  const double cpu0 = thread_cpu_s();
+  gemms(*slow);
+  const double cpu_s = thread_cpu_s() - cpu0;
+  CHECK(cpu_s >= 20 * kGemmCpu);
+  CHECK(cpu_s < 20 * 4.0 * kGemmCpu);
+}
+
 TEST_CASE("slow compute: the factor must exceed 1") {
   CHECK_THROWS_AS(make_slow_compute(std::make_unique<CpuCompute>(1), 1.0), RuntimeError);
 }

@@ -22,7 +22,8 @@ namespace {
 constexpr const char* kForms =
     "valid: corrupt:rank=R[,phase=dispatch|combine|grad_reduce|pp][,step=S], "
     "delay:rank=R,seconds=T[,phase=P][,step=S], hang:rank=R[,phase=P][,step=S] or "
-    "die:rank=R[,phase=P][,step=S], slow:rank=R,factor=F or slowlink:a=R1,b=R2,factor=F, with R "
+    "die:rank=R[,phase=P][,step=S], slow:rank=R|all,factor=F[,work=gemm|grouped_gemm|attention] "
+    "or slowlink:a=R1,b=R2,factor=F, with R "
     "and S >= 0, T > 0 and F in (1, 1000]";
 constexpr double kMaxFactor = 1000;
 constexpr float kCorruptValue = 1000.0f;
@@ -302,6 +303,23 @@ constexpr FaultSpec::Point kPoints[] = {FaultSpec::Point::dispatch, FaultSpec::P
                                         FaultSpec::Point::grad_reduce, FaultSpec::Point::pp,
                                         FaultSpec::Point::step};
 
+constexpr SlowWork kWorks[] = {SlowWork::all, SlowWork::gemm, SlowWork::grouped_gemm,
+                               SlowWork::attention};
+
+const char* slow_work_name(SlowWork w) {
+  switch (w) {
+    case SlowWork::all:
+      return "all";
+    case SlowWork::gemm:
+      return "gemm";
+    case SlowWork::grouped_gemm:
+      return "grouped_gemm";
+    case SlowWork::attention:
+      return "attention";
+  }
+  return "?";
+}
+
 const char* point_name(FaultSpec::Point p) {
   switch (p) {
     case FaultSpec::Point::dispatch:
@@ -339,9 +357,20 @@ FaultSpec parse_fault_spec(const std::string& text) {
     const std::size_t eq = item.find('=');
     const std::string_view key = item.substr(0, eq);
     const std::string_view value = eq == std::string_view::npos ? "" : item.substr(eq + 1);
-    if (key == (link ? "a" : "rank")) {
+    if (key == "rank" && f.kind == FaultSpec::Kind::slow && value == "all") {
+      f.every_rank = true;
+      have_rank = true;
+    } else if (key == (link ? "a" : "rank")) {
       f.rank = parse_count(text, key, value);
       have_rank = true;
+    } else if (key == "work" && f.kind == FaultSpec::Kind::slow) {
+      const auto w = std::find_if(std::begin(kWorks), std::end(kWorks),
+                                  [&](SlowWork x) { return value == slow_work_name(x); });
+      if (w == std::end(kWorks)) {
+        throw UsageError("--inject " + text + ": work '" + std::string(value) +
+                         "' is not all, gemm, grouped_gemm or attention; " + kForms);
+      }
+      f.work = *w;
     } else if (key == "b" && link) {
       f.peer = parse_count(text, key, value);
       have_peer = true;
@@ -401,7 +430,10 @@ std::string to_string(const FaultSpec& f) {
   char factor[32];
   std::snprintf(factor, sizeof(factor), "%g", f.factor);
   if (f.kind == FaultSpec::Kind::slow) {
-    return "slow:rank=" + std::to_string(f.rank) + ",factor=" + factor;
+    return "slow:rank=" + (f.every_rank ? std::string("all") : std::to_string(f.rank)) +
+           ",factor=" + factor +
+           (f.work == SlowWork::all ? std::string()
+                                    : std::string(",work=") + slow_work_name(f.work));
   }
   if (f.kind == FaultSpec::Kind::slowlink) {
     return "slowlink:a=" + std::to_string(f.rank) + ",b=" + std::to_string(f.peer) +

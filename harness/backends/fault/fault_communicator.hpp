@@ -27,11 +27,17 @@
 
 namespace moebench {
 
+// What `slow` slows: every compute operation, or one kind of work (a slow GEMM library, say).
+enum class SlowWork { all, gemm, grouped_gemm, attention };
+const char* slow_work_name(SlowWork w);
+
 struct FaultSpec {
   // corrupt: damage a received payload; delay: sleep `seconds`, once; hang: block forever (the
   // process stays alive, as a stopped or livelocked one does); die: end the process at once
   // (SIGKILL), as a crashed node does.
-  // slow: every compute operation of the rank takes `factor` times as long (slow_compute.hpp);
+  // slow: every compute operation of the rank (of every rank with rank=all; only the GEMMs, the
+  // grouped GEMMs or core attention with work=gemm|grouped_gemm|attention) takes `factor` times
+  // as long (slow_compute.hpp);
   // slowlink: every transfer between world ranks `rank` and `peer` takes `factor` times as long
   // (the point-to-point exchanges of `moebench linkcheck`); `rank` does the waiting
   // (SlowLinkClock).
@@ -41,16 +47,18 @@ struct FaultSpec {
   Kind kind = Kind::corrupt;
   int rank = 0;  // the world rank the fault happens on
   Point point = Point::dispatch;
-  int step = 0;        // 0-based, as counted above
-  double seconds = 0;  // delay only
-  double factor = 1;   // slow and slowlink
-  int peer = 0;        // slowlink: the other end of the link (`rank` is the first)
+  int step = 0;                   // 0-based, as counted above
+  double seconds = 0;             // delay only
+  double factor = 1;              // slow and slowlink
+  int peer = 0;                   // slowlink: the other end of the link (`rank` is the first)
+  bool every_rank = false;        // slow: rank=all
+  SlowWork work = SlowWork::all;  // slow: which operations
 };
 
 // "corrupt:rank=R[,phase=dispatch|combine|grad_reduce|pp][,step=S]",
 // "delay:rank=R,seconds=T[,phase=...][,step=S]", "hang:rank=R[,phase=...][,step=S]",
 // "die:rank=R[,phase=...][,step=S]" (delay, hang and die: at the start of the step unless a phase
-// is given, then just before that point's operation), "slow:rank=R,factor=F" and
+// is given, then just before that point's operation), "slow:rank=R|all,factor=F[,work=W]" and
 // "slowlink:a=R1,b=R2,factor=F" (F in (1, 1000]); UsageError saying what is wrong and what is
 // valid otherwise. The ranks are checked against the world by the caller.
 FaultSpec parse_fault_spec(const std::string& text);

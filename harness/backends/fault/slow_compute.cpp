@@ -13,8 +13,8 @@ namespace {
 
 class SlowCompute final : public Compute {
  public:
-  SlowCompute(std::unique_ptr<Compute> inner, double factor)
-      : inner_(std::move(inner)), factor_(factor) {
+  SlowCompute(std::unique_ptr<Compute> inner, double factor, SlowWork work)
+      : inner_(std::move(inner)), factor_(factor), work_(work) {
     MB_CHECK(inner_ != nullptr, "slow compute without a backend to wrap");
     MB_CHECK(factor_ > 1, "slow compute with factor " << factor_ << ", expected > 1");
   }
@@ -90,15 +90,15 @@ class SlowCompute final : public Compute {
   }
   void do_gemm(bool ta, bool tb, float alpha, const Mat& a, const Mat& b, float beta,
                const Mat& c) override {
-    slowed([&] { inner_->gemm(ta, tb, alpha, a, b, beta, c); });
+    slowed_as(SlowWork::gemm, [&] { inner_->gemm(ta, tb, alpha, a, b, beta, c); });
   }
   void do_grouped_gemm(bool ta, bool tb, float alpha, std::span<const GemmProblem> p,
                        float beta) override {
-    slowed([&] { inner_->grouped_gemm(ta, tb, alpha, p, beta); });
+    slowed_as(SlowWork::grouped_gemm, [&] { inner_->grouped_gemm(ta, tb, alpha, p, beta); });
   }
   void do_fp8_gemm(bool ta, bool tb, float alpha, const Mat& a, const Mat& b, float beta,
                    const Mat& c) override {
-    slowed([&] { inner_->linear_gemm(ta, tb, alpha, a, b, beta, c); });
+    slowed_as(SlowWork::gemm, [&] { inner_->linear_gemm(ta, tb, alpha, a, b, beta, c); });
   }
   void do_rmsnorm_forward(const Mat& x, const Mat& w, float eps, const Mat& y,
                           const Mat& rstd) override {
@@ -126,12 +126,13 @@ class SlowCompute final : public Compute {
   }
   void do_attention_forward(const AttentionShape& s, const AttentionOperands& in, const Mat& out,
                             const Mat& stats) override {
-    slowed([&] { inner_->attention_forward(s, in, out, stats); });
+    slowed_as(SlowWork::attention, [&] { inner_->attention_forward(s, in, out, stats); });
   }
   void do_attention_backward(const AttentionShape& s, const AttentionOperands& in, const Mat& out,
                              const Mat& dout, const Mat& stats,
                              const AttentionOperands& grad) override {
-    slowed([&] { inner_->attention_backward(s, in, out, dout, stats, grad); });
+    slowed_as(SlowWork::attention,
+              [&] { inner_->attention_backward(s, in, out, dout, stats, grad); });
   }
   void do_router_forward(const RouterParams& p, const Mat& logits, const Mat& bias,
                          std::int64_t first_token, const Mat& scores, const Mat& indices,
@@ -180,8 +181,18 @@ class SlowCompute final : public Compute {
   // itself did, whoever else shares the core, and spinning competes for the core as work does.
   // On a device the operation is synchronised and its wall time is owed as a sleep: the device's
   // time is not this thread's CPU time.
+  // An operation of no named kind: slowed only when every operation is.
   template <typename Op>
   void slowed(Op&& op) {
+    slowed_as(SlowWork::all, op);
+  }
+
+  template <typename Op>
+  void slowed_as(SlowWork kind, Op&& op) {
+    if (work_ != SlowWork::all && kind != work_) {
+      op();
+      return;
+    }
     const bool device = !inner_->memory_is_host();
     if (device) inner_->synchronize();
     const Seconds start = now(device);
@@ -214,13 +225,15 @@ class SlowCompute final : public Compute {
 
   std::unique_ptr<Compute> inner_;
   double factor_;
+  SlowWork work_;
   Seconds owed_{0};
 };
 
 }  // namespace
 
-std::unique_ptr<Compute> make_slow_compute(std::unique_ptr<Compute> inner, double factor) {
-  return std::make_unique<SlowCompute>(std::move(inner), factor);
+std::unique_ptr<Compute> make_slow_compute(std::unique_ptr<Compute> inner, double factor,
+                                           SlowWork work) {
+  return std::make_unique<SlowCompute>(std::move(inner), factor, work);
 }
 
 }  // namespace moebench

@@ -9,11 +9,13 @@
 
 #include <memory>
 
+#include "harness/backends/fault/fault_communicator.hpp"
 #include "harness/compute/compute.hpp"
 
 namespace moebench {
 
-// `inner` wrapped; factor > 1.
-std::unique_ptr<Compute> make_slow_compute(std::unique_ptr<Compute> inner, double factor);
+// `inner` wrapped; factor > 1. With `work` other than all, only that kind of operation is slowed.
+std::unique_ptr<Compute> make_slow_compute(std::unique_ptr<Compute> inner, double factor,
+                                           SlowWork work = SlowWork::all);
 
 }  // namespace moebench
