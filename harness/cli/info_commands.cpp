@@ -296,6 +296,7 @@ int phases_command(const CliOptions& o) {
 int validate_command(const CliOptions& o) {
   const nlohmann::json schema = load_schema(kRunSchemaFile);
   const nlohmann::json link_schema = load_schema(kLinkcheckSchemaFile);
+  const nlohmann::json accept_schema = load_schema("accept.schema.json");
   int bad = 0;
   for (const std::string& path : o.files) {
     std::string text;
@@ -314,16 +315,28 @@ int validate_command(const CliOptions& o) {
       ++bad;
       continue;
     }
-    // A link test by its kind; anything else is held to the run report's schema.
-    const bool link =
-        doc.is_object() && doc.contains("kind") && doc["kind"] == kLinkcheckReportKind;
-    const std::vector<std::string> errors = schema_errors(doc, link ? link_schema : schema);
+    // A link test or an acceptance report by its kind; anything else is held to the run
+    // report's schema.
+    const std::string kind = doc.is_object() && doc.contains("kind") && doc["kind"].is_string()
+                                 ? doc["kind"].get<std::string>()
+                                 : std::string();
+    const bool link = kind == kLinkcheckReportKind;
+    const bool accept = kind == "moebench.accept";
+    const std::vector<std::string> errors = schema_errors(doc, link     ? link_schema
+                                                               : accept ? accept_schema
+                                                                        : schema);
     for (const std::string& e : errors) std::cerr << path << ": " << e << "\n";
     if (!errors.empty()) {
       ++bad;
     } else {
-      std::cout << path << ": valid " << (link ? kLinkcheckReportKind : kRunReportKind)
-                << " (schema version " << (link ? kLinkcheckSchemaVersion : kRunSchemaVersion)
+      std::cout << path << ": valid "
+                << (link     ? kLinkcheckReportKind
+                    : accept ? "moebench.accept"
+                             : kRunReportKind)
+                << " (schema version "
+                << (link     ? kLinkcheckSchemaVersion
+                    : accept ? 1
+                             : kRunSchemaVersion)
                 << ")\n";
     }
   }

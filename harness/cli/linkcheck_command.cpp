@@ -12,6 +12,7 @@
 #include "harness/backends/fault/fault_communicator.hpp"
 #include "harness/backends/registry/registry.hpp"
 #include "harness/cli/commands.hpp"
+#include "harness/cli/link_pairs.hpp"
 #include "harness/cli/plot.hpp"
 #include "harness/core/human.hpp"
 #include "harness/core/version.hpp"
@@ -24,8 +25,6 @@
 namespace moebench {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // Defaults of the bandwidth message: large enough to reach a GPU link's bandwidth, small enough
 // that host ranks sharing 2 cores finish quickly.
@@ -69,44 +68,6 @@ Setup prepare(const CliOptions& o, const MpiRuntime& rt) {
   return s;
 }
 
-// The best of the timed transfers: a link that is slow is slow every time, while what this
-// machine's scheduler adds to a transfer (a peer not running yet) comes and goes, so the fastest
-// transfer is the link's own time.
-double best_of(const std::vector<double>& t) {
-  return *std::min_element(t.begin(), t.end());
-}
-
-// The best of `iterations` timed one-way transfers of `buf` (after one untimed), sent to or
-// received from `peer`: the receiver's figure is the link's bandwidth.
-double one_way(Communicator& comm, const LinkcheckOptions& l, bool send, int peer, const Mat& buf) {
-  const P2POp op{send ? P2POp::Kind::send : P2POp::Kind::recv, peer, buf};
-  std::vector<double> t;
-  for (int i = 0; i <= l.iterations; ++i) {
-    const auto start = Clock::now();
-    comm.batch_p2p(Group::world, std::span<const P2POp>(&op, 1));
-    if (i > 0) t.push_back(std::chrono::duration<double>(Clock::now() - start).count());
-  }
-  return best_of(t);
-}
-
-// The best of kPingPongsPerIteration x `iterations` ping-pongs of `buf` with `peer` (after one
-// untimed), halved: the initiator's figure is the latency of the link towards the peer
-// (osu_latency's convention). Small messages are cheap, and a ping-pong needs both ranks running
-// at once, which ranks sharing cores rarely are: more tries find the link's own time.
-constexpr int kPingPongsPerIteration = 5;
-double ping_pong(Communicator& comm, const LinkcheckOptions& l, bool initiator, int peer,
-                 const Mat& buf) {
-  const P2POp send{P2POp::Kind::send, peer, buf}, recv{P2POp::Kind::recv, peer, buf};
-  std::vector<double> t;
-  for (int i = 0; i <= kPingPongsPerIteration * l.iterations; ++i) {
-    const auto start = Clock::now();
-    comm.batch_p2p(Group::world, std::span<const P2POp>(initiator ? &send : &recv, 1));
-    comm.batch_p2p(Group::world, std::span<const P2POp>(initiator ? &recv : &send, 1));
-    if (i > 0) t.push_back(0.5 * std::chrono::duration<double>(Clock::now() - start).count());
-  }
-  return best_of(t);
-}
-
 }  // namespace
 
 int linkcheck_command(const CliOptions& o, MpiRuntime& rt) {
@@ -133,44 +94,16 @@ int linkcheck_command(const CliOptions& o, MpiRuntime& rt) {
   if (o.inject) comm = make_fault_communicator(std::move(comm), compute, *o.inject);
   const std::int64_t large =
       l.large_bytes.value_or(compute.memory_is_host() ? kHostLargeBytes : kDeviceLargeBytes);
-  Tensor large_buf = compute.alloc(1, std::max<std::int64_t>(1, large / 4), DType::f32);
-  Tensor small_buf = compute.alloc(1, std::max<std::int64_t>(1, l.small_bytes / 4), DType::f32);
-  compute.zero(large_buf.view());
-  compute.zero(small_buf.view());
-  compute.synchronize();
   const std::vector<DeviceRecord> devices = gather_device_records(rt, compute);
-
-  // What this rank measured (-1: not measured): the bandwidth from each source rank (it received),
-  // then the latency towards each destination rank (it started the ping-pong).
-  const int n = rt.size();
-  std::vector<double> mine(2 * static_cast<std::size_t>(n), -1.0);
-  comm->barrier(Group::world);
-  const auto begin = Clock::now();
-  for (const PairRound& round : s.rounds) {
-    const int peer = round[static_cast<std::size_t>(rt.rank())];
-    for (int way = 0; way < 2; ++way) {  // the lower rank sends first, then the higher
-      if (peer >= 0) {
-        const bool send = (way == 0) == (rt.rank() < peer);
-        const double t_large = one_way(*comm, l, send, peer, large_buf.view());
-        const double t_small = ping_pong(*comm, l, send, peer, small_buf.view());
-        if (!send) {
-          mine[static_cast<std::size_t>(peer)] =
-              t_large > 0 ? static_cast<double>(large) / t_large : 0;
-        } else {
-          mine[static_cast<std::size_t>(n + peer)] = t_small;
-        }
-      }
-      comm->barrier(Group::world);  // one direction of one round at a time
-    }
-  }
-  const double wall = std::chrono::duration<double>(Clock::now() - begin).count();
-  const std::vector<double> all = rt.gather_to_root(mine);
+  const PairMeasurement measured =
+      measure_pairs(*comm, compute, rt, s.rounds, large, l.small_bytes, l.iterations);
   const std::vector<std::string> places =
       rt.all_gather(std::to_string(s.topo.node) + " " + std::to_string(s.topo.local_rank));
   const std::vector<std::string> hosts = rt.all_hosts();
   const NvlinkDomains domains = find_nvlink_domains(rt, compute, l.nvlink_domain_size, s.topo.node);
   if (rt.rank() != 0) return 0;
 
+  const int n = rt.size();
   LinkcheckRecord r;
   r.tool_version = kToolVersion;
   r.git_sha = git_sha();
@@ -201,18 +134,9 @@ int linkcheck_command(const CliOptions& o, MpiRuntime& rt) {
   for (int rank = 0; rank < n; ++rank)
     r.ranks[static_cast<std::size_t>(rank)].domain =
         placement.domain[static_cast<std::size_t>(rank)];
-  const auto row = [&](int rank) {
-    return all.data() + static_cast<std::size_t>(rank) * mine.size();
-  };
-  for (int src = 0; src < n; ++src) {
-    for (int dst = 0; dst < n; ++dst) {
-      const double bandwidth = row(dst)[src], latency = row(src)[n + dst];
-      if (bandwidth < 0 || latency < 0) continue;
-      r.samples.push_back({src, dst, bandwidth, latency});
-    }
-  }
+  r.samples = measured.samples;
   r.rounds = static_cast<int>(s.rounds.size());
-  r.wall_time_s = wall;
+  r.wall_time_s = measured.wall_time_s;
   r.analysis = analyse_links(r.samples, placement, r.thresholds);
 
   if (!l.quiet) std::cout << format_linkcheck(r) << std::flush;

@@ -41,8 +41,14 @@ int run_with_mpi(const moebench::CliOptions& options, int* argc, char*** argv) {
   using namespace moebench;
   MpiRuntime runtime(argc, argv);
   try {
-    return options.command == Command::linkcheck ? linkcheck_command(options, runtime)
-                                                 : run_command(options, runtime);
+    switch (options.command) {
+      case Command::linkcheck:
+        return linkcheck_command(options, runtime);
+      case Command::accept:
+        return accept_command(options, runtime);
+      default:
+        return run_command(options, runtime);
+    }
   } catch (const Error& e) {
     if (e.code() == ExitCode::usage) {
       // Every rank agreed on this before any collective work, so all return together.
@@ -103,6 +109,7 @@ int main(int argc, char** argv) {
         return bench_command(options);
       case Command::run:
       case Command::linkcheck:
+      case Command::accept:
         break;
     }
   } catch (const Error& e) {

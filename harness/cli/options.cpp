@@ -383,6 +383,35 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   bench->add_option("--seed", b.seed, "seed of every weight and input (default 1234)");
   bench->add_option("--out", b.out, "write the JSON here (atomically)");
   bench->add_flag("--quiet", b.quiet, "no table or progress");
+  CLI::App* accept = app.add_subcommand(
+      "accept",
+      "acceptance: inventory, every GPU's GEMM and memory rates against the SKU's and the fleet's, "
+      "the MoE step verified with per-rank health, silent-data-corruption checks; accept.json, "
+      "accept.md, junit.xml and drain.txt in --out DIR");
+  add_workload_flags(accept, o.workload, named);
+  AcceptOptions& acc = o.accept;
+  accept->add_option("--out", acc.out, "the directory for the outputs (made if missing)")
+      ->required();
+  accept->add_option("--floor", acc.floor,
+                     "a GPU figure passes at >= this fraction of the SKU's expected figure "
+                     "(default 0.8; the cpu system's figures are nominal and not judged)");
+  accept->add_option("--min-slowdown", acc.min_slowdown,
+                     "a rank this fraction slower than the median rank fails (default 0.1 on a "
+                     "GPU, 1.0, 2x, on the cpu backend, whose ranks share cores)");
+  accept->add_option("--sdc-repeats", acc.sdc_repeats,
+                     "the same GEMM on the same inputs this many times on every rank (default 5)");
+  accept->add_option("--gemm-n", acc.gemm_n, "its size n (n x n x n; default 8192, cpu 1024)");
+  accept->add_option("--warmup", o.warmup, "the step stage's untimed steps (default 1)");
+  accept->add_option("--steps", o.steps, "the step stage's timed steps (default 3)");
+  accept->add_option("--timeout", o.timeout_s,
+                     "seconds any wait for a peer may take (default 600)");
+  accept->add_flag("--quiet", o.quiet, "no progress lines on stdout");
+  accept->add_option("--system", o.system,
+                     "the SKU's system (`moebench systems`) or a file: the expected figures "
+                     "(default: the GPU's built-in system; cpu on the cpu backend)");
+  accept->add_option("--inject", inject,
+                     "testing aid: slow:rank=R,factor=F (a slow GPU), sdc:rank=R[,every=K] (a GPU "
+                     "whose GEMMs are wrong), as run's --inject");
   CLI::App* linkcheck = app.add_subcommand(
       "linkcheck",
       "pairwise bandwidth and latency between ranks: a matrix, a heat map and the slow links");
@@ -502,9 +531,10 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
     return o;
   } catch (const CLI::ParseError& e) {
     if (app.get_subcommands().empty() && argc > 1 && argv[1][0] != '-') {
-      throw UsageError(std::string("unknown command '") + argv[1] +
-                       "'; valid: run, plan, predict, bench, linkcheck, report, presets, recipes, "
-                       "phases, systems, validate, version");
+      throw UsageError(
+          std::string("unknown command '") + argv[1] +
+          "'; valid: run, plan, predict, bench, linkcheck, accept, report, presets, recipes, "
+          "phases, systems, validate, version");
     }
     std::string what = e.what();
     const std::string sub =
@@ -525,6 +555,7 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
               : name == "report"    ? Command::report
               : name == "bench"     ? Command::bench
               : name == "linkcheck" ? Command::linkcheck
+              : name == "accept"    ? Command::accept
                                     : Command::version;
   if (o.command == Command::bench) {
     b.backend = parse_compute_backend(bench_named.backend);
@@ -538,7 +569,37 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
     check_comm_backend(l.comm, l.backend);
     check_linkcheck_options(o);
   }
-  if (o.command == Command::run || o.command == Command::plan || o.command == Command::predict) {
+  if (o.command == Command::accept) {
+    // The tiny model unless a workload is named: the step stage checks the arithmetic and the
+    // ranks' health, the GPU stage the rates at the model's GEMM size.
+    if (o.workload.recipe.empty() && o.workload.preset.empty() && o.workload.model_config.empty()) {
+      o.workload.preset = "deepseek-v3-tiny";
+    }
+    CLI::App* sub = app.get_subcommands()[0];
+    if (sub->count("--warmup") == 0) o.warmup = 1;
+    if (sub->count("--steps") == 0) o.steps = 3;
+    if (!(o.accept.floor > 0 && o.accept.floor <= 1)) {
+      throw UsageError("--floor " + strprintf("%g", o.accept.floor) +
+                       ": give a fraction of the expected figure in (0, 1], e.g. 0.8");
+    }
+    if (o.accept.min_slowdown && !(*o.accept.min_slowdown > 0 && *o.accept.min_slowdown <= 100)) {
+      throw UsageError("--min-slowdown: give a fraction in (0, 100], e.g. 0.1 for 10% slower");
+    }
+    if (o.accept.sdc_repeats < 2 || o.accept.sdc_repeats > 1000) {
+      throw UsageError("--sdc-repeats " + std::to_string(o.accept.sdc_repeats) +
+                       ": give 2 to 1000 (a GEMM's checksum is compared with its repeats')");
+    }
+    if (o.accept.gemm_n && (*o.accept.gemm_n < 16 || *o.accept.gemm_n > 65536)) {
+      throw UsageError("--gemm-n " + std::to_string(*o.accept.gemm_n) + ": give 16 to 65536");
+    }
+    if (o.inject && o.inject->kind != FaultSpec::Kind::slow &&
+        o.inject->kind != FaultSpec::Kind::sdc) {
+      throw UsageError("--inject " + to_string(*o.inject) +
+                       ": accept injects slow:rank=R,factor=F or sdc:rank=R[,every=K]");
+    }
+  }
+  if (o.command == Command::run || o.command == Command::plan || o.command == Command::predict ||
+      o.command == Command::accept) {
     // A feature the model does not price is named first, whatever else is missing.
     check_trainer_features(o.workload.tp, o.workload.sequence_parallel,
                            o.workload.recompute_granularity, o.workload.pipeline_schedule,

@@ -24,7 +24,8 @@ enum class Command {
   help,
   report,
   bench,
-  linkcheck
+  linkcheck,
+  accept
 };
 
 // Model and workload flags as given; resolved against the model and the world size later.
@@ -105,6 +106,20 @@ struct ReportOptions {
   std::string calibrate;  // --calibrate RUN.json: the prediction calibrated from it
 };
 
+// `moebench accept`: the acceptance ladder (harness/cli/accept_command.cpp); the step's workload
+// and the run's flags come from CliOptions' own.
+struct AcceptOptions {
+  std::string out;  // --out DIR: accept.json, accept.md, junit.xml, drain.txt
+  // A GPU figure passes at >= floor x the SKU's expected figure (not judged on the cpu system,
+  // whose figures are nominal).
+  double floor = 0.8;
+  // A rank slower than the median rank by more than this fraction fails (default 0.1 on a GPU,
+  // 1.0 on the cpu backend, whose ranks share cores).
+  std::optional<double> min_slowdown;
+  int sdc_repeats = 5;                 // the same GEMM this many times on every rank
+  std::optional<std::int64_t> gemm_n;  // its size (default 8192; cpu 1024)
+};
+
 // `moebench bench`: the performance probe on one device (one process, no MPI). Unset values get
 // the backend's defaults (harness/cli/bench_command.cpp).
 struct BenchOptions {
@@ -183,6 +198,7 @@ struct CliOptions {
   ReportOptions report;
   BenchOptions bench;
   LinkcheckOptions linkcheck;
+  AcceptOptions accept;
 };
 
 // Parses argv. --help prints nothing but returns Command::help with the text. Bad flags throw

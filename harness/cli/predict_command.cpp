@@ -318,10 +318,12 @@ void print_measured(const MeasuredFigures& m, const nlohmann::ordered_json& j) {
     const bool flops = t.unit == "FLOP/s";
     const double scale = flops ? 1e12 : 1e9;
     const char* unit = flops ? "TFLOP/s" : "GB/s";
-    std::printf("#   %-13s %10s %s measured (%s), datasheet %s, the model's %s\n", t.name.c_str(),
-                strprintf("%.4g", t.measured / scale).c_str(), unit, join(t.phases, " + ").c_str(),
+    // The name, then a colon: which phases measured it follows the rank that set the step time.
+    std::printf("#   %-14s %10s %s measured, datasheet %s, the model's %s (from %s)\n",
+                (t.name + ":").c_str(), strprintf("%.4g", t.measured / scale).c_str(), unit,
                 strprintf("%.4g", t.datasheet / scale).c_str(),
-                strprintf("%.4g", t.datasheet * t.model_efficiency / scale).c_str());
+                strprintf("%.4g", t.datasheet * t.model_efficiency / scale).c_str(),
+                join(t.phases, " + ").c_str());
   }
 }
 

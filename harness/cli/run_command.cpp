@@ -70,13 +70,8 @@ int run_command(const CliOptions& o, MpiRuntime& rt) {
       }
     }
   }
-  rt.set_timeout(c.comm_timeout_s);
   Compute& compute = *s.compute;
-  std::unique_ptr<Communicator> comm =
-      make_communicator(c.comm, rt.world(), s.topo, compute, c.comm_timeout_s);
-  const MemoryBudget budget = memory_budget(s, rt);
-  resolve_weight_copies(s, budget, rt);
-  agree(rt, usage_problem([&] { check_memory(s, budget); }));
+  std::unique_ptr<Communicator> comm = connect_and_check_memory(s, rt);
   if (c.inject) comm = make_fault_communicator(std::move(comm), compute, *c.inject);
   DomainRecord domains;
   NvlinkDomains found = find_nvlink_domains(rt, compute, c.layout.nvlink_domain_size, s.topo.node);

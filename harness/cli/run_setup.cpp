@@ -49,6 +49,17 @@
 
 namespace moebench::run_parts {
 
+std::unique_ptr<Communicator> connect_and_check_memory(Setup& s, MpiRuntime& rt) {
+  const RunConfig& c = s.config;
+  rt.set_timeout(c.comm_timeout_s);
+  std::unique_ptr<Communicator> comm =
+      make_communicator(c.comm, rt.world(), s.topo, *s.compute, c.comm_timeout_s);
+  const MemoryBudget budget = memory_budget(s, rt);
+  resolve_weight_copies(s, budget, rt);
+  agree(rt, usage_problem([&] { check_memory(s, budget); }));
+  return comm;
+}
+
 Setup prepare(const CliOptions& o, MpiRuntime& rt) {
   Setup s;
   // A recipe moebench cannot run as published, before anything about its layout.
@@ -63,6 +74,10 @@ Setup prepare(const CliOptions& o, MpiRuntime& rt) {
       (s.config.inject->every_rank || s.config.inject->rank == rt.rank())) {
     s.compute =
         make_slow_compute(std::move(s.compute), s.config.inject->factor, s.config.inject->work);
+  }
+  if (s.config.inject && s.config.inject->kind == FaultSpec::Kind::sdc &&
+      s.config.inject->rank == rt.rank()) {
+    s.compute = make_sdc_compute(std::move(s.compute), s.config.inject->every);
   }
   s.compute->set_grouped_gemm_impl(s.config.grouped_gemm);  // UsageError on the cpu backend
   s.compute->set_attention_impl(s.config.attention_impl);   // UsageError: cudnn where there is none

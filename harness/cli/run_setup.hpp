@@ -77,6 +77,11 @@ void resolve_weight_copies(Setup& s, const MemoryBudget& b, MpiRuntime& rt);
 // UsageError when the run's estimate does not fit the memory budget.
 void check_memory(const Setup& s, const MemoryBudget& b);
 
+// The communicator of the run's backend over the world, made before the memory check (its
+// buffers are the memory's too), then --fp8-weight-copies resolved and the run's memory checked
+// on every rank (a UsageError on one is every rank's). Sets the runtime's timeout. Collective.
+std::unique_ptr<Communicator> connect_and_check_memory(Setup& s, MpiRuntime& rt);
+
 // Ranks agree before anything runs: a bad file on one node must not hang the others. The first
 // failing rank says why; the others end quietly with the same exit code.
 void agree(MpiRuntime& rt, const std::string& problem);

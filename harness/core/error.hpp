@@ -26,6 +26,9 @@ enum class ExitCode : int {
   // The run's report could not be written to --out (a full disk, a removed directory): it was
   // written to a fallback place, which stderr names, and nothing measured was lost.
   report_elsewhere = 8,
+  // `moebench accept`: a check failed; drain.txt names the nodes to drain (none where only the
+  // cluster as a whole failed).
+  acceptance = 9,
 };
 
 class Error : public std::runtime_error {

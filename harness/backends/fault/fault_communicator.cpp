@@ -22,8 +22,8 @@ namespace {
 constexpr const char* kForms =
     "valid: corrupt:rank=R[,phase=dispatch|combine|grad_reduce|pp][,step=S], "
     "delay:rank=R,seconds=T[,phase=P][,step=S], hang:rank=R[,phase=P][,step=S] or "
-    "die:rank=R[,phase=P][,step=S], slow:rank=R|all,factor=F[,work=gemm|grouped_gemm|attention] "
-    "or slowlink:a=R1,b=R2,factor=F, with R "
+    "die:rank=R[,phase=P][,step=S], slow:rank=R|all,factor=F[,work=gemm|grouped_gemm|attention], "
+    "slowlink:a=R1,b=R2,factor=F or sdc:rank=R[,every=K], with R "
     "and S >= 0, T > 0 and F in (1, 1000]";
 constexpr double kMaxFactor = 1000;
 constexpr float kCorruptValue = 1000.0f;
@@ -46,7 +46,7 @@ class FaultCommunicator final : public Communicator {
         compute_(compute),
         spec_(spec),
         armed_(topology().rank == spec.rank && spec.kind != FaultSpec::Kind::slow &&
-               spec.kind != FaultSpec::Kind::slowlink),
+               spec.kind != FaultSpec::Kind::slowlink && spec.kind != FaultSpec::Kind::sdc),
         link_peer_(spec.kind == FaultSpec::Kind::slowlink && topology().rank == spec.rank
                        ? spec.peer
                        : -1),
@@ -259,6 +259,7 @@ class FaultCommunicator final : public Communicator {
       case FaultSpec::Kind::corrupt:
       case FaultSpec::Kind::slow:
       case FaultSpec::Kind::slowlink:
+      case FaultSpec::Kind::sdc:
         return;
     }
   }
@@ -298,7 +299,7 @@ double SlowLinkClock::after(bool send, std::int64_t bytes, double seconds) {
 
 // The names of FaultSpec::Kind, in its order, and every Point: what --inject parses and
 // to_string writes.
-constexpr const char* kKindNames[] = {"corrupt", "delay", "hang", "die", "slow", "slowlink"};
+constexpr const char* kKindNames[] = {"corrupt", "delay", "hang", "die", "slow", "slowlink", "sdc"};
 constexpr FaultSpec::Point kPoints[] = {FaultSpec::Point::dispatch, FaultSpec::Point::combine,
                                         FaultSpec::Point::grad_reduce, FaultSpec::Point::pp,
                                         FaultSpec::Point::step};
@@ -345,7 +346,9 @@ FaultSpec parse_fault_spec(const std::string& text) {
     throw UsageError("--inject " + text + ": unknown fault; " + kForms);
   f.kind = static_cast<FaultSpec::Kind>(k - std::begin(kKindNames));
   if (f.kind != FaultSpec::Kind::corrupt) f.point = FaultSpec::Point::step;
-  const bool slow = f.kind == FaultSpec::Kind::slow || f.kind == FaultSpec::Kind::slowlink;
+  const bool sdc = f.kind == FaultSpec::Kind::sdc;
+  const bool slow =
+      f.kind == FaultSpec::Kind::slow || f.kind == FaultSpec::Kind::slowlink || sdc;  // no step
   const bool link = f.kind == FaultSpec::Kind::slowlink;
   bool have_rank = false, have_seconds = false, have_factor = false, have_peer = false;
   std::string_view rest =
@@ -374,7 +377,12 @@ FaultSpec parse_fault_spec(const std::string& text) {
     } else if (key == "b" && link) {
       f.peer = parse_count(text, key, value);
       have_peer = true;
-    } else if (key == "factor" && slow) {
+    } else if (key == "every" && sdc) {
+      f.every = parse_count(text, key, value);
+      if (f.every < 1) {
+        throw UsageError("--inject " + text + ": every must be a whole number >= 1; " + kForms);
+      }
+    } else if (key == "factor" && slow && !sdc) {
       char* end = nullptr;
       const std::string v(value);
       f.factor = std::strtod(v.c_str(), &end);
@@ -417,7 +425,7 @@ FaultSpec parse_fault_spec(const std::string& text) {
   if (link && f.peer == f.rank) {
     throw UsageError("--inject " + text + ": a and b must be two different ranks; " + kForms);
   }
-  if (slow && !have_factor) {
+  if (slow && !sdc && !have_factor) {
     throw UsageError("--inject " + text + ": factor=F is required; " + kForms);
   }
   if (f.kind == FaultSpec::Kind::delay && !have_seconds) {
@@ -425,6 +433,12 @@ FaultSpec parse_fault_spec(const std::string& text) {
   }
   return f;
 }
+
+namespace {
+bool sdc_kind(const FaultSpec& f) {
+  return f.kind == FaultSpec::Kind::sdc;
+}
+}  // namespace
 
 std::string to_string(const FaultSpec& f) {
   char factor[32];
@@ -435,6 +449,8 @@ std::string to_string(const FaultSpec& f) {
            (f.work == SlowWork::all ? std::string()
                                     : std::string(",work=") + slow_work_name(f.work));
   }
+  if (sdc_kind(f))
+    return "sdc:rank=" + std::to_string(f.rank) + ",every=" + std::to_string(f.every);
   if (f.kind == FaultSpec::Kind::slowlink) {
     return "slowlink:a=" + std::to_string(f.rank) + ",b=" + std::to_string(f.peer) +
            ",factor=" + factor;

@@ -41,7 +41,9 @@ struct FaultSpec {
   // slowlink: every transfer between world ranks `rank` and `peer` takes `factor` times as long
   // (the point-to-point exchanges of `moebench linkcheck`); `rank` does the waiting
   // (SlowLinkClock).
-  enum class Kind { corrupt, delay, hang, die, slow, slowlink };
+  // sdc: silent data corruption: one bit of the output of every `every`-th GEMM on `rank`
+  // flipped (slow_compute.hpp), which `moebench accept`'s repeated-GEMM check must name.
+  enum class Kind { corrupt, delay, hang, die, slow, slowlink, sdc };
   // step: the start of the step (the default of delay, hang and die).
   enum class Point { dispatch, combine, grad_reduce, pp, step };
   Kind kind = Kind::corrupt;
@@ -53,12 +55,14 @@ struct FaultSpec {
   int peer = 0;                   // slowlink: the other end of the link (`rank` is the first)
   bool every_rank = false;        // slow: rank=all
   SlowWork work = SlowWork::all;  // slow: which operations
+  int every = 1;                  // sdc: every this many GEMMs
 };
 
 // "corrupt:rank=R[,phase=dispatch|combine|grad_reduce|pp][,step=S]",
 // "delay:rank=R,seconds=T[,phase=...][,step=S]", "hang:rank=R[,phase=...][,step=S]",
 // "die:rank=R[,phase=...][,step=S]" (delay, hang and die: at the start of the step unless a phase
-// is given, then just before that point's operation), "slow:rank=R|all,factor=F[,work=W]" and
+// is given, then just before that point's operation), "sdc:rank=R[,every=K]",
+// "slow:rank=R|all,factor=F[,work=W]" and
 // "slowlink:a=R1,b=R2,factor=F" (F in (1, 1000]); UsageError saying what is wrong and what is
 // valid otherwise. The ranks are checked against the world by the caller.
 FaultSpec parse_fault_spec(const std::string& text);

@@ -3,6 +3,8 @@
 #include <time.h>
 
 #include <chrono>
+#include <cstdint>
+#include <cstring>
 #include <thread>
 
 #include "harness/core/error.hpp"
@@ -13,10 +15,11 @@ namespace {
 
 class SlowCompute final : public Compute {
  public:
-  SlowCompute(std::unique_ptr<Compute> inner, double factor, SlowWork work)
-      : inner_(std::move(inner)), factor_(factor), work_(work) {
+  SlowCompute(std::unique_ptr<Compute> inner, double factor, SlowWork work, int sdc_every)
+      : inner_(std::move(inner)), factor_(factor), work_(work), sdc_every_(sdc_every) {
     MB_CHECK(inner_ != nullptr, "slow compute without a backend to wrap");
-    MB_CHECK(factor_ > 1, "slow compute with factor " << factor_ << ", expected > 1");
+    MB_CHECK(factor_ > 1 || (factor_ == 1 && sdc_every_ > 0),
+             "slow compute with factor " << factor_ << ", expected > 1");
   }
 
   ComputeBackend kind() const override { return inner_->kind(); }
@@ -91,6 +94,7 @@ class SlowCompute final : public Compute {
   void do_gemm(bool ta, bool tb, float alpha, const Mat& a, const Mat& b, float beta,
                const Mat& c) override {
     slowed_as(SlowWork::gemm, [&] { inner_->gemm(ta, tb, alpha, a, b, beta, c); });
+    corrupt(c);
   }
   void do_grouped_gemm(bool ta, bool tb, float alpha, std::span<const GemmProblem> p,
                        float beta) override {
@@ -99,6 +103,7 @@ class SlowCompute final : public Compute {
   void do_fp8_gemm(bool ta, bool tb, float alpha, const Mat& a, const Mat& b, float beta,
                    const Mat& c) override {
     slowed_as(SlowWork::gemm, [&] { inner_->linear_gemm(ta, tb, alpha, a, b, beta, c); });
+    corrupt(c);
   }
   void do_rmsnorm_forward(const Mat& x, const Mat& w, float eps, const Mat& y,
                           const Mat& rstd) override {
@@ -187,8 +192,26 @@ class SlowCompute final : public Compute {
     slowed_as(SlowWork::all, op);
   }
 
+  // sdc: every sdc_every-th GEMM's first output value gets its highest mantissa bit flipped (a
+  // change of up to half its magnitude: a broken multiplier, not rounding).
+  void corrupt(const Mat& c) {
+    if (sdc_every_ <= 0 || c.rows == 0 || c.cols == 0 || ++gemms_ % sdc_every_ != 0) return;
+    const Mat first = c.row_slice(0, 1).col_slice(0, 1);
+    float v = 0;
+    inner_->download(first, &v);
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &v, sizeof bits);
+    bits ^= std::uint32_t{1} << 22;
+    std::memcpy(&v, &bits, sizeof bits);
+    inner_->upload(&v, first);
+  }
+
   template <typename Op>
   void slowed_as(SlowWork kind, Op&& op) {
+    if (factor_ == 1) {
+      op();
+      return;
+    }
     if (work_ != SlowWork::all && kind != work_) {
       op();
       return;
@@ -226,6 +249,8 @@ class SlowCompute final : public Compute {
   std::unique_ptr<Compute> inner_;
   double factor_;
   SlowWork work_;
+  int sdc_every_;
+  long long gemms_ = 0;
   Seconds owed_{0};
 };
 
@@ -233,7 +258,12 @@ class SlowCompute final : public Compute {
 
 std::unique_ptr<Compute> make_slow_compute(std::unique_ptr<Compute> inner, double factor,
                                            SlowWork work) {
-  return std::make_unique<SlowCompute>(std::move(inner), factor, work);
+  return std::make_unique<SlowCompute>(std::move(inner), factor, work, 0);
+}
+
+std::unique_ptr<Compute> make_sdc_compute(std::unique_ptr<Compute> inner, int every) {
+  MB_CHECK(every >= 1, "sdc compute every " << every << " GEMMs, expected >= 1");
+  return std::make_unique<SlowCompute>(std::move(inner), 1.0, SlowWork::all, every);
 }
 
 }  // namespace moebench

@@ -18,4 +18,8 @@ namespace moebench {
 std::unique_ptr<Compute> make_slow_compute(std::unique_ptr<Compute> inner, double factor,
                                            SlowWork work = SlowWork::all);
 
+// `inner` wrapped so that every `every`-th GEMM's output has one bit flipped (--inject sdc): a
+// GPU that computes wrong without failing. every >= 1.
+std::unique_ptr<Compute> make_sdc_compute(std::unique_ptr<Compute> inner, int every);
+
 }  // namespace moebench

@@ -1,0 +1,103 @@
+// `moebench accept`'s judgements, pure functions of what the ranks measured (tested without
+// MPI): per-rank figures against the SKU's expected figure and the fleet's median, checksums
+// against a rank's own repeats and the majority of its peers, the ranks' inventory against their
+// SKU's majority; and the outputs a site acts on (accept.json, accept.md, junit.xml, drain.txt).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/measure/links.hpp"
+
+namespace moebench {
+
+// Where a rank ran and what it is.
+struct AcceptRank {
+  int rank = 0;
+  int node = 0;  // the node index (emulated with --ranks-per-node)
+  std::string host;
+  std::string sku;       // the GPU's model, or "cpu (BLAS core)" on the cpu backend
+  std::string software;  // the versions a rank runs: MPI, BLAS, driver, CUDA, NCCL, moebench
+};
+
+// One check's outcome: a rank's (rank >= 0), or the cluster's (rank and node -1).
+struct AcceptCheck {
+  std::string name;    // gemm_rate, memory_bandwidth, inventory, verification, health, ...
+  std::string stage;   // inventory, gpu, step, sdc
+  std::string status;  // pass, fail, info
+  int rank = -1;
+  int node = -1;
+  std::optional<double> measured;
+  std::optional<double> expected;
+  std::string unit;    // SI: FLOP/s, bytes/s; "" where no figure applies
+  std::string source;  // where the expected figure comes from
+  std::string reason;  // one line for people
+};
+
+struct AcceptStage {
+  std::string name;
+  double wall_time_s = 0;
+};
+
+struct AcceptResult {
+  std::vector<AcceptRank> ranks;
+  std::vector<std::string> node_names;  // by node index
+  std::vector<AcceptStage> stages;
+  std::vector<AcceptCheck> checks;
+  bool passed() const;
+};
+
+// Node names for drain.txt: each node's host where the nodes' hosts differ, else (nodes emulated
+// on one host) "HOST-nK".
+std::vector<std::string> node_names(const std::vector<AcceptRank>& ranks);
+
+// A rate each rank measured (larger is better), judged per rank: against the median of the ranks
+// of its SKU (with 3 or more of them), failing past `min_slowdown` slower; and against
+// `expected` (floor x it), unless `nominal` (a figure that is no bound, the cpu system's), where
+// it is stated only.
+struct RateSpec {
+  std::string name, stage, unit, source;
+  std::optional<double> expected;
+  bool nominal = false;
+  double floor = 0.8;
+  double min_slowdown = 0.1;
+};
+std::vector<AcceptCheck> judge_rates(const RateSpec& spec, const std::vector<AcceptRank>& ranks,
+                                     const std::vector<double>& values);
+
+// Checksums of the same computation, per rank: each rank's repeats must agree with each other,
+// and with the majority of the ranks that share its `group` (its SKU, or the replicas of one set
+// of parameters). A group without a strict majority fails as the cluster's, naming its ranks.
+std::vector<AcceptCheck> judge_checksums(const std::string& name, const std::string& stage,
+                                         const std::string& what,
+                                         const std::vector<AcceptRank>& ranks,
+                                         const std::vector<std::vector<std::uint64_t>>& sums,
+                                         const std::vector<std::string>& group);
+
+// The link test's outliers (linkcheck's analysis): a rank with two or more slow links is its
+// node's failure; a single slow link, whose end cannot be told, the cluster's; one passing check
+// when there is none.
+std::vector<AcceptCheck> judge_links(const std::vector<AcceptRank>& ranks,
+                                     const std::vector<LinkSample>& samples,
+                                     const LinkAnalysis& analysis);
+
+// The ranks of one SKU whose software differs from the majority's, each a failing check; one
+// passing check when none does.
+std::vector<AcceptCheck> judge_inventory(const std::vector<AcceptRank>& ranks);
+
+// One `scontrol update NodeName=... State=DRAIN Reason="..."` line per node with a failing check,
+// in node order; moebench never runs them.
+std::vector<std::string> drain_lines(const AcceptResult& r);
+
+nlohmann::ordered_json accept_json(const AcceptResult& r, const nlohmann::ordered_json& meta);
+std::string accept_markdown(const AcceptResult& r, const nlohmann::ordered_json& meta);
+std::string junit_xml(const AcceptResult& r);
+
+// FNV-1a over bytes: a checksum of values that must be bit-identical.
+std::uint64_t fnv1a(const void* data, std::size_t bytes, std::uint64_t h = 14695981039346656037ULL);
+
+}  // namespace moebench
