@@ -270,6 +270,30 @@ std::vector<AcceptCheck> judge_links(const std::vector<AcceptRank>& ranks,
   return out;
 }
 
+std::vector<AcceptCheck> judge_drift(const std::string& name, const std::string& unit,
+                                     const std::vector<AcceptRank>& ranks,
+                                     const std::vector<std::vector<double>>& series,
+                                     double min_slowdown) {
+  std::vector<AcceptCheck> out;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const std::vector<double>& v = series[i];
+    if (v.empty()) continue;
+    AcceptCheck c = rank_check(name, "burnin", ranks[i]);
+    c.measured = v.back();
+    c.expected = v.front();
+    c.unit = unit;
+    c.source = "its own first round";
+    const bool fell = v.back() * (1 + min_slowdown) < v.front();
+    c.status = fell ? "fail" : "pass";
+    c.reason = rank_text(ranks[i]) + ": " + human_rate(v.front(), unit) + " in the first of " +
+               std::to_string(v.size()) + " rounds, " + human_rate(v.back(), unit) +
+               strprintf(" in the last (%.2fx)", v.back() / v.front()) +
+               (fell ? ": it fell during the burn-in" : "");
+    out.push_back(c);
+  }
+  return out;
+}
+
 std::vector<AcceptCheck> judge_inventory(const std::vector<AcceptRank>& ranks) {
   std::map<std::string, std::map<std::string, std::vector<std::size_t>>> by_sku;
   for (std::size_t i = 0; i < ranks.size(); ++i)
@@ -357,6 +381,18 @@ nlohmann::ordered_json accept_json(const AcceptResult& r, const nlohmann::ordere
          {"reason", c.reason}});
   }
   j["checks"] = checks;
+  if (r.burnin) {
+    ordered_json per_rank = ordered_json::array();
+    for (std::size_t i = 0; i < r.burnin->gemm_rate.size(); ++i) {
+      per_rank.push_back({{"rank", i},
+                          {"gemm_rate", r.burnin->gemm_rate[i]},
+                          {"step_time_s", r.burnin->step_time_s[i]}});
+    }
+    j["burnin"] = {
+        {"duration_s", r.burnin->duration_s}, {"rounds", r.burnin->rounds}, {"ranks", per_rank}};
+  } else {
+    j["burnin"] = nullptr;
+  }
   j["drain"] = drain_lines(r);
   j["passed"] = r.passed();
   return j;

@@ -43,7 +43,16 @@ struct AcceptStage {
   double wall_time_s = 0;
 };
 
+// --duration's rounds, per rank: each round's GEMM rate and step time.
+struct BurnIn {
+  double duration_s = 0;
+  int rounds = 0;
+  std::vector<std::vector<double>> gemm_rate;    // [rank][round], FLOP/s
+  std::vector<std::vector<double>> step_time_s;  // [rank][round]
+};
+
 struct AcceptResult {
+  std::optional<BurnIn> burnin;
   std::vector<AcceptRank> ranks;
   std::vector<std::string> node_names;  // by node index
   std::vector<AcceptStage> stages;
@@ -84,6 +93,13 @@ std::vector<AcceptCheck> judge_checksums(const std::string& name, const std::str
 std::vector<AcceptCheck> judge_links(const std::vector<AcceptRank>& ranks,
                                      const std::vector<LinkSample>& samples,
                                      const LinkAnalysis& analysis);
+
+// A rate each rank measured round after round in the burn-in (larger is better): a rank whose
+// last round fell more than `min_slowdown` below its first fails (throttling, a failing part).
+std::vector<AcceptCheck> judge_drift(const std::string& name, const std::string& unit,
+                                     const std::vector<AcceptRank>& ranks,
+                                     const std::vector<std::vector<double>>& series,
+                                     double min_slowdown);
 
 // The ranks of one SKU whose software differs from the majority's, each a failing check; one
 // passing check when none does.

@@ -118,20 +118,26 @@ std::vector<std::uint64_t> parameter_sums(Compute& c, const TrainingStep& step) 
           checksum(c, step.params().flat_params(ParamGroup::expert))};
 }
 
-std::string join_sums(const std::vector<std::uint64_t>& v) {
-  std::string s;
-  for (std::uint64_t x : v) s += (s.empty() ? "" : " ") + std::to_string(x);
-  return s;
-}
-
-std::vector<std::uint64_t> split_sums(const std::string& s) {
-  std::vector<std::uint64_t> out;
-  std::size_t at = 0;
-  while (at < s.size()) {
-    std::size_t end = s.find(' ', at);
-    if (end == std::string::npos) end = s.size();
-    out.push_back(std::stoull(s.substr(at, end - at)));
-    at = end + 1;
+// Every rank's checksums on rank 0 (each rank gives as many), exactly: each 64-bit value as two
+// 32-bit halves, which a double holds exactly (a string gather would cut a long list short).
+std::vector<std::vector<std::uint64_t>> gather_sums(const MpiRuntime& rt,
+                                                    const std::vector<std::uint64_t>& mine) {
+  std::vector<double> halves;
+  for (std::uint64_t x : mine) {
+    halves.push_back(static_cast<double>(x >> 32));
+    halves.push_back(static_cast<double>(x & 0xffffffffULL));
+  }
+  const std::vector<double> all = rt.gather_to_root(halves);
+  std::vector<std::vector<std::uint64_t>> out;
+  if (rt.rank() != 0) return out;
+  for (int r = 0; r < rt.size(); ++r) {
+    std::vector<std::uint64_t> sums;
+    for (std::size_t k = 0; k < mine.size(); ++k) {
+      const std::size_t at = static_cast<std::size_t>(r) * halves.size() + 2 * k;
+      sums.push_back((static_cast<std::uint64_t>(all[at]) << 32) |
+                     static_cast<std::uint64_t>(all[at + 1]));
+    }
+    out.push_back(sums);
   }
   return out;
 }
@@ -246,12 +252,31 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
   const std::vector<std::uint64_t> second = parameter_sums(compute, step);
   const int pp_rank = s.topo.group(Group::pipeline).rank;
   const int ep_rank = s.topo.group(Group::expert).rank;
-  const std::vector<std::string> step_sums =
-      rt.all_gather(join_sums({first[0], second[0], first[1], second[1]}));
+  const std::vector<std::vector<std::uint64_t>> step_sums =
+      gather_sums(rt, {first[0], second[0], first[1], second[1]});
   const std::vector<std::string> places =
       rt.all_gather(std::to_string(pp_rank) + " " + std::to_string(ep_rank));
-  const std::vector<std::string> gemm_sums = rt.all_gather(join_sums(gemm.sums));
   end_stage("sdc");
+
+  // 6. Burn-in (--duration): the GEMM probe and a training step, round after round, until the
+  // time is up on every rank (the slowest rank's clock decides, so every rank runs as many
+  // rounds); each round's rate, step time and checksums kept.
+  std::vector<std::uint64_t> all_sums = gemm.sums;
+  std::vector<double> burn_rates, burn_steps;
+  if (a.duration_s > 0) {
+    const auto begin = Clock::now();
+    for (double elapsed = 0; elapsed < a.duration_s;) {
+      const GemmProbe p = probe_gemm(compute, n, 2);
+      burn_rates.push_back(p.flops_per_s);
+      all_sums.insert(all_sums.end(), p.sums.begin(), p.sums.end());
+      burn_steps.push_back(step.run().step_time_s);
+      elapsed = rt.allreduce_max(std::chrono::duration<double>(Clock::now() - begin).count());
+    }
+    end_stage("burnin");
+  }
+  const std::vector<std::vector<std::uint64_t>> gemm_sums = gather_sums(rt, all_sums);
+  const std::vector<double> burn = rt.gather_to_root(burn_rates);
+  const std::vector<double> burn_time = rt.gather_to_root(burn_steps);
 
   int failed = 0;
   if (rt.rank() == 0) {
@@ -332,11 +357,11 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
     std::vector<std::string> all, dense_group, expert_group, sku_group;
     for (int r = 0; r < rt.size(); ++r) {
       const std::size_t i = static_cast<std::size_t>(r);
-      const std::vector<std::uint64_t> x = split_sums(step_sums[i]);
+      const std::vector<std::uint64_t>& x = step_sums[i];
       twice.push_back({x[0] ^ x[2], x[1] ^ x[3]});  // one value a run of the step
       dense.push_back({x[0]});
       expert.push_back({x[2]});
-      repeats.push_back(split_sums(gemm_sums[i]));
+      repeats.push_back(gemm_sums[i]);
       const std::string pp = places[i].substr(0, places[i].find(' '));
       all.push_back("its own");
       dense_group.push_back("pipeline stage " + pp);
@@ -354,9 +379,22 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
     add(judge_checksums("sdc_replicas", "sdc", "its experts' parameters after the step",
                         result.ranks, expert, expert_group));
     add(judge_checksums("sdc_gemm", "sdc",
-                        strprintf("the same %lldx%lldx%lld GEMM", static_cast<long long>(n),
-                                  static_cast<long long>(n), static_cast<long long>(n)),
+                        strprintf("the same %lldx%lldx%lld GEMM%s", static_cast<long long>(n),
+                                  static_cast<long long>(n), static_cast<long long>(n),
+                                  a.duration_s > 0 ? " (and through the burn-in)" : ""),
                         result.ranks, repeats, sku_group));
+    if (a.duration_s > 0) {
+      BurnIn b;
+      b.duration_s = a.duration_s;
+      b.rounds = static_cast<int>(burn_rates.size());
+      for (int r = 0; r < rt.size(); ++r) {
+        const auto at = static_cast<std::ptrdiff_t>(r) * b.rounds;
+        b.gemm_rate.emplace_back(burn.begin() + at, burn.begin() + at + b.rounds);
+        b.step_time_s.emplace_back(burn_time.begin() + at, burn_time.begin() + at + b.rounds);
+      }
+      add(judge_drift("burnin_gemm_drift", "FLOP/s", result.ranks, b.gemm_rate, min_slowdown));
+      result.burnin = std::move(b);
+    }
 
     nlohmann::ordered_json meta = {{"tool_version", kToolVersion},
                                    {"git_sha", git_sha()},
@@ -369,6 +407,7 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
                                    {"floor", a.floor},
                                    {"min_slowdown", min_slowdown},
                                    {"gemm_n", n},
+                                   {"duration_s", a.duration_s},
                                    {"inject", c.inject ? to_string(*c.inject) : std::string()}};
     const nlohmann::ordered_json doc = accept_json(result, meta);
     const std::vector<std::string> errors =

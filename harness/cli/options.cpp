@@ -64,6 +64,24 @@ const std::vector<std::string>& recipe_flags() {
 
 namespace {
 
+// "90", "90s", "30m", "2h": seconds; UsageError otherwise.
+double parse_duration_s(const std::string& text) {
+  std::size_t used = 0;
+  double v = -1;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const std::string unit = text.substr(used);
+  const double scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : -1;
+  if (used == 0 || scale < 0 || !(v > 0) || v * scale > 30 * 86400) {
+    throw UsageError("--duration " + text +
+                     ": give a time up to 30 days in seconds, or with s, m or h (90, 30m, 2h)");
+  }
+  return v * scale;
+}
+
 void add_workload_flags(CLI::App* app, WorkloadFlags& w, NamedFlags& n) {
   app->add_option("--recipe", w.recipe,
                   "a published row's workload by name (`moebench recipes`): model, layout, batch, "
@@ -383,6 +401,7 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   bench->add_option("--seed", b.seed, "seed of every weight and input (default 1234)");
   bench->add_option("--out", b.out, "write the JSON here (atomically)");
   bench->add_flag("--quiet", b.quiet, "no table or progress");
+  std::string accept_duration;
   CLI::App* accept = app.add_subcommand(
       "accept",
       "acceptance: inventory, every GPU's GEMM and memory rates against the SKU's and the fleet's, "
@@ -400,6 +419,10 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
                      "GPU, 1.0, 2x, on the cpu backend, whose ranks share cores)");
   accept->add_option("--sdc-repeats", acc.sdc_repeats,
                      "the same GEMM on the same inputs this many times on every rank (default 5)");
+  accept->add_option("--duration", accept_duration,
+                     "burn-in after the ladder: the GEMM probe and a step, round after round, "
+                     "for this long (seconds, or with s, m or h: 90, 30m, 2h); drift and any "
+                     "silent corruption are findings");
   accept->add_option("--gemm-n", acc.gemm_n, "its size n (n x n x n; default 8192, cpu 1024)");
   accept->add_option("--warmup", o.warmup, "the step stage's untimed steps (default 1)");
   accept->add_option("--steps", o.steps, "the step stage's timed steps (default 3)");
@@ -578,6 +601,7 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
     CLI::App* sub = app.get_subcommands()[0];
     if (sub->count("--warmup") == 0) o.warmup = 1;
     if (sub->count("--steps") == 0) o.steps = 3;
+    if (!accept_duration.empty()) o.accept.duration_s = parse_duration_s(accept_duration);
     if (!(o.accept.floor > 0 && o.accept.floor <= 1)) {
       throw UsageError("--floor " + strprintf("%g", o.accept.floor) +
                        ": give a fraction of the expected figure in (0, 1], e.g. 0.8");

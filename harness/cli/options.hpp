@@ -117,6 +117,7 @@ struct AcceptOptions {
   // 1.0 on the cpu backend, whose ranks share cores).
   std::optional<double> min_slowdown;
   int sdc_repeats = 5;                 // the same GEMM this many times on every rank
+  double duration_s = 0;               // --duration: the burn-in's length (0: none)
   std::optional<std::int64_t> gemm_n;  // its size (default 8192; cpu 1024)
 };
 

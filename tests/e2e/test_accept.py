@@ -52,6 +52,7 @@ def test_clean_machine_passes(ctx):
         out = os.path.join(tmp, "acc")
         r, doc, drain = accept(ctx, out)
         e2e.check(doc["passed"] and drain == [], "a clean machine passes, nothing drained", r)
+        e2e.check(doc["burnin"] is None, "no burn-in without --duration", r)
         e2e.check(len({x["node_name"] for x in doc["ranks"]}) == 2, "two emulated nodes", r)
         names = {c["name"] for c in doc["checks"]}
         for want in ("inventory", "gemm_rate", "memory_bandwidth", "link", "verification", "health",
@@ -68,6 +69,23 @@ def test_clean_machine_passes(ctx):
                   "the ladder's stages in order", r)
         with open(os.path.join(out, "accept.md")) as f:
             e2e.check(f.read().startswith("# Acceptance: PASS"), "the Markdown's verdict")
+
+
+def test_burn_in_keeps_every_round(ctx):
+    with tempfile.TemporaryDirectory() as tmp:
+        r, doc, drain = accept(ctx, os.path.join(tmp, "acc"), ["--duration", "2s"])
+        b = doc["burnin"]
+        e2e.check(doc["passed"] and drain == [] and b["duration_s"] == 2 and b["rounds"] >= 1,
+                  "a clean burn-in passes: %r" % b, r)
+        e2e.check(len(b["ranks"]) == 4 and all(len(x["gemm_rate"]) == b["rounds"] and
+                                              len(x["step_time_s"]) == b["rounds"]
+                                              for x in b["ranks"]), "a value a round a rank", r)
+        drift = [c for c in doc["checks"] if c["name"] == "burnin_gemm_drift"]
+        e2e.check(len(drift) == 4, "a drift check a rank", r)
+        e2e.check([s["name"] for s in doc["stages"]][-1] == "burnin", "the burn-in last", r)
+        sdc = [c for c in doc["checks"] if c["name"] == "sdc_gemm" and c["rank"] is not None]
+        e2e.check(all("in %d repeats" % (5 + 2 * b["rounds"]) in c["reason"] for c in sdc),
+                  "every round's GEMM compared: %r" % sdc[0]["reason"], r)
 
 
 def test_silent_corruption_names_its_node(ctx):
@@ -99,14 +117,16 @@ def test_bad_flags_are_one_line(ctx):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "acc")
         for bad, words in ((["--floor", "2"], "--floor"), (["--sdc-repeats", "1"], "--sdc-repeats"),
-                           (["--inject", "die:rank=1"], "accept injects")):
+                           (["--inject", "die:rank=1"], "accept injects"),
+                           (["--duration", "5x"], "--duration 5x")):
             r = e2e.run_moebench(ctx, ["accept", "--out", out] + bad, timeout=60)
             e2e.check(r.rc == e2e.EXIT_USAGE and words in r.stderr and
                       len(r.stderr.strip().splitlines()) == 1, "bad %r" % bad, r)
             e2e.check(not os.path.exists(out), "nothing written for %r" % bad)
 
 
-TESTS = [test_clean_machine_passes, test_silent_corruption_names_its_node,
+TESTS = [test_clean_machine_passes, test_burn_in_keeps_every_round,
+         test_silent_corruption_names_its_node,
          test_slow_gpu_names_its_node, test_bad_flags_are_one_line]
 
 if __name__ == "__main__":

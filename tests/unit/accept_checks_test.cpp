@@ -169,3 +169,38 @@ TEST_CASE("accept: a rank with two slow links is its node's; one slow link the c
 
 }  // namespace
 }  // namespace moebench
+
+namespace moebench {
+namespace {
+
+TEST_CASE("accept: a rank whose rate fell during the burn-in fails; the others pass") {
+  const std::vector<AcceptRank> ranks = four_ranks();
+  // Rank 2 fell from 100 to 40 (past 2x: 40 x 2 < 100); rank 1 from 100 to 60 (within it).
+  const auto checks =
+      judge_drift("burnin_gemm_drift", "FLOP/s", ranks,
+                  {{100, 100, 100}, {100, 80, 60}, {100, 70, 40}, {90, 95, 110}}, 1.0);
+  REQUIRE(checks.size() == 4);
+  CHECK(of_rank(checks, 2).status == "fail");
+  CHECK(of_rank(checks, 2).measured == 40.0);
+  CHECK(of_rank(checks, 2).expected == 100.0);
+  CHECK(of_rank(checks, 2).reason.find("(0.40x): it fell") != std::string::npos);
+  CHECK(of_rank(checks, 1).status == "pass");
+  CHECK(of_rank(checks, 3).status == "pass");
+  AcceptResult r;
+  r.ranks = ranks;
+  r.node_names = node_names(ranks);
+  r.checks = checks;
+  BurnIn b;
+  b.duration_s = 3;
+  b.rounds = 3;
+  b.gemm_rate = {{1, 2, 3}, {1, 2, 3}, {1, 2, 3}, {1, 2, 3}};
+  b.step_time_s = b.gemm_rate;
+  r.burnin = b;
+  const nlohmann::ordered_json j = accept_json(r, {});
+  CHECK(j["burnin"]["rounds"] == 3);
+  CHECK(j["burnin"]["ranks"][3]["gemm_rate"].size() == 3);
+  CHECK(drain_lines(r).size() == 1);  // rank 2's node
+}
+
+}  // namespace
+}  // namespace moebench
