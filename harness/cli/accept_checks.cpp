@@ -6,16 +6,11 @@
 #include <sstream>
 
 #include "harness/core/human.hpp"
+#include "harness/measure/stats.hpp"
 
 namespace moebench {
 
 namespace {
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // A figure for people: TFLOP/s or GB/s.
 std::string human_rate(double v, const std::string& unit) {
@@ -146,7 +141,7 @@ std::vector<AcceptCheck> judge_rates(const RateSpec& spec, const std::vector<Acc
     std::vector<std::string> why;
     const std::vector<double>& peers = by_sku[r.sku];
     if (peers.size() >= 3) {
-      const double m = median_of(peers);
+      const double m = median(peers);
       if (v * (1 + spec.min_slowdown) < m) {
         why.push_back(
             strprintf("%.2fx the median rank's %s", v / m, human_rate(m, spec.unit).c_str()));

@@ -25,6 +25,7 @@
 #include "harness/core/version.hpp"
 #include "harness/device/device_records.hpp"
 #include "harness/device/nvlink_domains.hpp"
+#include "harness/measure/stats.hpp"
 #include "harness/output/atomic_file.hpp"
 #include "harness/output/schema.hpp"
 #include "harness/systems/efficiencies.hpp"
@@ -60,11 +61,6 @@ class WorkClock {
   bool host_;
 };
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 std::uint64_t checksum(Compute& c, const Mat& m) {
   std::vector<float> host(static_cast<std::size_t>(m.rows * m.cols));
   c.download(m, host.data());
@@ -93,7 +89,7 @@ GemmProbe probe_gemm(Compute& c, std::int64_t n, int repeats) {
     p.sums.push_back(checksum(c, out.view()));
   }
   p.flops_per_s = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) /
-                  std::max(1e-9, median_of(times));
+                  std::max(1e-9, median(times));
   return p;
 }
 
@@ -109,7 +105,7 @@ double probe_memory(Compute& c, std::int64_t floats, int repeats) {
     c.copy(a.view(), b.view());
     times.push_back(clock.now() - t0);
   }
-  return 2.0 * 4.0 * static_cast<double>(floats) / std::max(1e-9, median_of(times));
+  return 2.0 * 4.0 * static_cast<double>(floats) / std::max(1e-9, median(times));
 }
 
 // The checksums of this rank's parameters after a step: dense, then the experts'.
@@ -354,7 +350,7 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
       checks.push_back(h);
     }
     std::vector<std::vector<std::uint64_t>> twice, dense, expert, repeats;
-    std::vector<std::string> all, dense_group, expert_group, sku_group;
+    std::vector<std::string> dense_group, expert_group, sku_group;
     for (int r = 0; r < rt.size(); ++r) {
       const std::size_t i = static_cast<std::size_t>(r);
       const std::vector<std::uint64_t>& x = step_sums[i];
@@ -363,7 +359,6 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
       expert.push_back({x[2]});
       repeats.push_back(gemm_sums[i]);
       const std::string pp = places[i].substr(0, places[i].find(' '));
-      all.push_back("its own");
       dense_group.push_back("pipeline stage " + pp);
       expert_group.push_back("pipeline stage " + pp + ", expert slot " +
                              places[i].substr(places[i].find(' ') + 1));

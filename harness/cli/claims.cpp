@@ -134,10 +134,6 @@ std::string sig(double x) {
   return strprintf("%.4g", x);
 }
 
-std::string gpus_of(int n) {
-  return std::to_string(n) + (n == 1 ? " GPU" : " GPUs");
-}
-
 MeasuredFigures size_figures(const SizeResult& s, const std::vector<RunPoint>& runs,
                              const SystemSpec& system, const EfficiencySet& eff) {
   std::vector<std::string> paths;
@@ -153,7 +149,7 @@ std::string figures_text(const MeasuredFigures& m, const RecipePricing& p, const
     std::string& list = n.from == "measured" ? measured : model;
     list += (list.empty() ? "" : ", ") + n.name;
   }
-  return "measured at " + gpus_of(s.gpus) + " (" + std::to_string(m.files.size()) +
+  return "measured at " + gpus_text(s.gpus) + " (" + std::to_string(m.files.size()) +
          (m.files.size() == 1 ? " run" : " runs") + "): " + (measured.empty() ? "none" : measured) +
          (model.empty() ? std::string() : "; the system's datasheet x efficiency: " + model) +
          "; the model's: the recipe's dispatcher, overlap, CUDA graphs and schedule";
@@ -228,10 +224,10 @@ std::vector<Verdict> recipe_claim_verdicts(const RecipeClaim& claim, const Scali
     b.expected = p.tflops_per_gpu();
     b.band = band.band;
     b.needs = claim_needs(p, b.claim, b.band);
-    b.basis = "recipe " + r.name + " at " + gpus_of(r.gpus) + " in " + precision + " on system " +
+    b.basis = "recipe " + r.name + " at " + gpus_text(r.gpus) + " in " + precision + " on system " +
               system.name + "; " + figures_text(figures, p, largest) + "; " + band_text;
     const std::string what = "recipe " + r.name + "'s claim of " + sig(b.claim) +
-                             " TFLOP/s per GPU at " + gpus_of(r.gpus);
+                             " TFLOP/s per GPU at " + gpus_text(r.gpus);
     out.push_back(like_for_like("claim_tflops", largest, std::move(b), what));
   }
   if (claim.efficiency) {
@@ -244,7 +240,7 @@ std::vector<Verdict> recipe_claim_verdicts(const RecipeClaim& claim, const Scali
                    : static_cast<int>(static_cast<long long>(r.gpus) * largest.gpus / base->gpus);
     if (to <= r.gpus) {
       throw UsageError("--claim-efficiency: the claim's larger size must exceed recipe " + r.name +
-                       "'s " + gpus_of(r.gpus) +
+                       "'s " + gpus_text(r.gpus) +
                        (claim.gpus ? "; --claim-gpus " + std::to_string(*claim.gpus) + " does not"
                                    : "; one size was measured: give --claim-gpus N, the "
                                      "size the claimed efficiency reaches"));
@@ -257,7 +253,7 @@ std::vector<Verdict> recipe_claim_verdicts(const RecipeClaim& claim, const Scali
       from = RecipePricing(r.name, r.gpus, weak, system, eff, base_figures).tflops_per_gpu();
       at = RecipePricing(r.name, to, weak, system, eff, figures).tflops_per_gpu();
     } catch (const UsageError& e) {
-      throw UsageError("--claim-efficiency: recipe " + r.name + " at " + gpus_of(to) + ": " +
+      throw UsageError("--claim-efficiency: recipe " + r.name + " at " + gpus_text(to) + ": " +
                        e.what());
     }
     ClaimBasis b;
@@ -266,13 +262,14 @@ std::vector<Verdict> recipe_claim_verdicts(const RecipeClaim& claim, const Scali
     b.claim = *claim.efficiency;
     b.expected = at / from;
     b.band = band.band;
-    b.basis = "recipe " + r.name + " priced at " + gpus_of(r.gpus) + " with the figures of " +
-              gpus_of(base->gpus) + " (" + sig(from) + " TFLOP/s per GPU) and at " + gpus_of(to) +
-              " with those of " + gpus_of(largest.gpus) + " (" + sig(at) + "), " +
+    b.basis = "recipe " + r.name + " priced at " + gpus_text(r.gpus) + " with the figures of " +
+              gpus_text(base->gpus) + " (" + sig(from) + " TFLOP/s per GPU) and at " +
+              gpus_text(to) + " with those of " + gpus_text(largest.gpus) + " (" + sig(at) + "), " +
               (weak ? "its global batch per GPU fixed" : "its global batch fixed") + ", in " +
               precision + " on system " + system.name + "; " + band_text;
     const std::string what = "recipe " + r.name + "'s claim of " + sig(b.claim) +
-                             " per-GPU efficiency from " + gpus_of(r.gpus) + " to " + gpus_of(to);
+                             " per-GPU efficiency from " + gpus_text(r.gpus) + " to " +
+                             gpus_text(to);
     out.push_back(like_for_like("claim_efficiency", largest, std::move(b), what));
     out.back().baseline_gpus = base->gpus;
   }

@@ -6,6 +6,7 @@
 #include "harness/cli/prediction.hpp"
 #include "harness/core/error.hpp"
 #include "harness/core/human.hpp"
+#include "harness/measure/stats.hpp"
 
 namespace moebench {
 
@@ -58,12 +59,6 @@ auto& efficiency_of(const std::string& term, E& e) {
 
 const char* unit_of(const std::string& term) {
   return term == "memory" || term == "nvlink" || term == "scale_out" ? "bytes/s" : "FLOP/s";
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 }  // namespace
@@ -179,8 +174,7 @@ void apply_measured(const MeasuredFigures& m, Hardware& hw, Efficiencies& eff) {
 
 nlohmann::ordered_json measured_sources(const MeasuredFigures& m) {
   nlohmann::ordered_json j;
-  for (const char* name :
-       {"dense_gemm", "grouped_gemm", "attention", "memory", "nvlink", "scale_out"}) {
+  for (const char* name : kHardwareTerms) {
     const bool measured = std::any_of(m.terms.begin(), m.terms.end(),
                                       [&](const MeasuredTerm& t) { return t.name == name; });
     j[name] = measured ? "measured" : "model";

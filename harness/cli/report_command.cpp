@@ -114,19 +114,13 @@ std::optional<RecipeClaim> recipe_claim(const ReportOptions& r, const std::vecto
 // system of the runs' GPU.
 SystemSpec measured_system(const ReportOptions& r, const std::vector<RunPoint>& runs) {
   if (!r.system.empty()) return find_system(r.system);
-  const nlohmann::json doc =
-      nlohmann::json::parse(read_regular_file(runs.back().path, "give a run report"));
-  const nlohmann::json& meta = doc["meta"];
-  if (meta.value("backend", std::string()) == "cpu") return find_system("cpu");
-  std::string device;
-  if (meta.contains("devices") && !meta["devices"].empty()) {
-    device = meta["devices"][0].value("name", std::string());
-  }
-  const std::string name = system_for_device(device);
+  const SystemName& measured = runs.back().system;
+  if (!measured.gpu) return find_system("cpu");
+  const std::string name = system_for_device(measured.accelerator);
   if (name.empty()) {
-    throw UsageError("a recipe's claim is priced on the system the runs measured, and " +
-                     (device.empty() ? std::string("their device") : "\"" + device + "\"") +
-                     " is no built-in system's; give --system NAME|FILE (`moebench systems`)");
+    throw UsageError("a recipe's claim is priced on the system the runs measured, and \"" +
+                     measured.accelerator +
+                     "\" is no built-in system's; give --system NAME|FILE (`moebench systems`)");
   }
   return find_system(name);
 }

@@ -33,10 +33,6 @@ std::string list_files(const std::vector<std::string>& files, std::size_t shown 
   return out;
 }
 
-std::string gpus_text(int n) {
-  return std::to_string(n) + (n == 1 ? " GPU" : " GPUs");
-}
-
 bool is_allowed_mixed(const std::string& field, const ScalingOptions& o) {
   for (const std::string& name : o.allow_mixed) {
     if (mixable_field_path(name) == field) return true;
@@ -456,6 +452,10 @@ void collect_warnings(const std::vector<RunPoint>& runs, ScalingResult& out) {
 }
 
 }  // namespace
+
+std::string gpus_text(int n) {
+  return std::to_string(n) + (n == 1 ? " GPU" : " GPUs");
+}
 
 const char* mode_name(ScalingMode m) {
   switch (m) {

@@ -39,6 +39,9 @@ enum class ScalingMode {
 };
 const char* mode_name(ScalingMode m);
 
+// "1 GPU", "256 GPUs".
+std::string gpus_text(int n);
+
 // A figure over the repeated runs of one size.
 struct Spread {
   double median = 0;

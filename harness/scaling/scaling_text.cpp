@@ -134,10 +134,9 @@ std::vector<std::vector<std::string>> needs_rows(const ClaimBasis& b) {
 }
 
 std::string comparison_line(const RecipeComparison& c) {
-  return "moebench's own step at " + std::to_string(c.gpus) + (c.gpus == 1 ? " GPU" : " GPUs") +
-         ": " + printf_string("%.4g", c.measured) + " TFLOP/s per GPU, " +
-         printf_string("%.3g", c.measured / c.published) + "x recipe " + c.recipe +
-         "'s published " + printf_string("%.4g", c.published) +
+  return "moebench's own step at " + gpus_text(c.gpus) + ": " + printf_string("%.4g", c.measured) +
+         " TFLOP/s per GPU, " + printf_string("%.3g", c.measured / c.published) + "x recipe " +
+         c.recipe + "'s published " + printf_string("%.4g", c.published) +
          " (a figure, not a verdict: moebench's step is not the stack that published it" +
          (c.differences.empty()
               ? ""
