@@ -29,16 +29,7 @@ AcceptCheck rank_check(const std::string& name, const std::string& stage, const 
   c.stage = stage;
   c.rank = r.rank;
   c.node = r.node;
-  return c;
-}
-
-AcceptCheck cluster_check(const std::string& name, const std::string& stage,
-                          const std::string& status, const std::string& reason) {
-  AcceptCheck c;
-  c.name = name;
-  c.stage = stage;
-  c.status = status;
-  c.reason = reason;
+  c.report = r.report;
   return c;
 }
 
@@ -87,9 +78,10 @@ std::string xml_escape(const std::string& s) {
 }
 
 std::string where(const AcceptResult& r, const AcceptCheck& c) {
-  if (c.node < 0) return "cluster";
+  if (c.node < 0) return c.report >= 0 ? "report " + std::to_string(c.report) : "cluster";
   return r.node_names[static_cast<std::size_t>(c.node)] +
-         (c.rank >= 0 ? " rank " + std::to_string(c.rank) : "");
+         (c.rank >= 0 ? " rank " + std::to_string(c.rank) : "") +
+         (c.report >= 0 ? " (report " + std::to_string(c.report) + ")" : "");
 }
 
 }  // namespace
@@ -106,6 +98,21 @@ std::uint64_t fnv1a(const void* data, std::size_t bytes, std::uint64_t h) {
     h *= 1099511628211ULL;
   }
   return h;
+}
+
+AcceptCheck cluster_check(const std::string& name, const std::string& stage,
+                          const std::string& status, const std::string& reason, int node) {
+  AcceptCheck c;
+  c.name = name;
+  c.stage = stage;
+  c.status = status;
+  c.reason = reason;
+  c.node = node;
+  return c;
+}
+
+std::string checksum_text(std::uint64_t sum) {
+  return strprintf("%016llx", static_cast<unsigned long long>(sum));
 }
 
 std::vector<std::string> node_names(const std::vector<AcceptRank>& ranks) {
@@ -148,8 +155,10 @@ std::vector<AcceptCheck> judge_rates(const RateSpec& spec, const std::vector<Acc
       }
     }
     if (spec.expected && !spec.nominal && v < spec.floor * *spec.expected) {
-      why.push_back(strprintf("under %.2f x the SKU's expected %s", spec.floor,
-                              human_rate(*spec.expected, spec.unit).c_str()));
+      why.push_back(spec.floor == 1.0
+                        ? "under the floor of " + human_rate(*spec.expected, spec.unit)
+                        : strprintf("under %.2f x the SKU's expected %s", spec.floor,
+                                    human_rate(*spec.expected, spec.unit).c_str()));
     }
     c.reason = rank_text(r) + ": " + human_rate(v, spec.unit);
     if (!why.empty()) {
@@ -189,10 +198,8 @@ std::vector<AcceptCheck> judge_checksums(const std::string& name, const std::str
     } else if (m.strict() && sums[i].front() != m.value) {
       c.status = "fail";
       c.reason = rank_text(r) + ": " + what + " differs from " + std::to_string(m.largest) +
-                 " of the " + std::to_string(m.members) + " ranks of " + group[i] +
-                 strprintf(" (checksum %016llx, theirs %016llx)",
-                           static_cast<unsigned long long>(sums[i].front()),
-                           static_cast<unsigned long long>(m.value));
+                 " of the " + std::to_string(m.members) + " ranks of " + group[i] + " (checksum " +
+                 checksum_text(sums[i].front()) + ", theirs " + checksum_text(m.value) + ")";
     } else {
       c.reason = rank_text(r) + ": " + what + " bit-identical" +
                  (sums[i].size() > 1 ? " in " + std::to_string(sums[i].size()) + " repeats" : "") +
@@ -248,10 +255,17 @@ std::vector<AcceptCheck> judge_links(const std::vector<AcceptRank>& ranks,
   for (const LinkOutlier& o : analysis.outliers) {
     if (blamed.contains({o.a, o.b})) continue;
     blamed.insert({o.a, o.b});
-    out.push_back(cluster_check("link", "links", "fail",
-                                "one slow link, either end: " + link_text(o) + " (ranks on " +
-                                    ranks[static_cast<std::size_t>(o.a)].host + " and " +
-                                    ranks[static_cast<std::size_t>(o.b)].host + ")"));
+    const AcceptRank& a = ranks[static_cast<std::size_t>(o.a)];
+    const AcceptRank& b = ranks[static_cast<std::size_t>(o.b)];
+    AcceptCheck c = cluster_check("link", "links", "fail", "");
+    if (a.node == b.node) {  // either end, but one node: the node's
+      c.node = a.node;
+      c.reason = "one slow link inside the node of " + a.host + ", either end: " + link_text(o);
+    } else {
+      c.reason = "one slow link, either end: " + link_text(o) + " (ranks on " + a.host + " and " +
+                 b.host + ")";
+    }
+    out.push_back(c);
   }
   if (out.empty()) {
     std::string reason =
@@ -320,6 +334,85 @@ std::vector<AcceptCheck> judge_inventory(const std::vector<AcceptRank>& ranks) {
   return out;
 }
 
+std::vector<AcceptCheck> verification_check(const VerificationResult& v) {
+  AcceptCheck c =
+      cluster_check("verification", "step", v.passed ? "pass" : "fail",
+                    std::to_string(v.mismatches) + " of " + std::to_string(v.compared) +
+                        " values differ from the single-process reference beyond tolerance");
+  c.measured = static_cast<double>(v.mismatches);
+  c.expected = 0;
+  c.unit = "values";
+  return {c};
+}
+
+std::vector<AcceptCheck> health_checks(const std::vector<AcceptRank>& ranks,
+                                       const HealthResult& health) {
+  std::vector<AcceptCheck> out;
+  for (const AcceptRank& r : ranks) {
+    AcceptCheck h = rank_check("health", "step", r);
+    h.status = "pass";
+    h.reason = rank_text(r) + ": ";
+    for (const Suspect& x : health.suspects) {
+      if (x.rank != r.rank) continue;
+      h.status = "fail";
+      if (x.metric == kComputeMetric) h.reason += x.reason;
+    }
+    if (h.status == "pass") {
+      h.reason += health.ranks_compared > 0 ? "its step's compute in line with its stage's"
+                                            : "not compared (" + health.note + ")";
+    }
+    out.push_back(h);
+  }
+  return out;
+}
+
+std::vector<AcceptCheck> step_sdc_checks(const std::vector<AcceptRank>& ranks,
+                                         const std::vector<std::vector<std::uint64_t>>& sums,
+                                         const std::vector<std::string>& places) {
+  std::vector<std::vector<std::uint64_t>> twice, dense, expert;
+  std::vector<std::string> own, dense_group, expert_group;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const std::vector<std::uint64_t>& x = sums[i];
+    twice.push_back({x[0] ^ x[2], x[1] ^ x[3]});  // one value a run of the step
+    dense.push_back({x[0]});
+    expert.push_back({x[2]});
+    own.push_back("rank " + std::to_string(ranks[i].rank));  // each rank against itself only
+    const std::string pp = places[i].substr(0, places[i].find(' '));
+    dense_group.push_back("pipeline stage " + pp);
+    expert_group.push_back("pipeline stage " + pp + ", expert slot " +
+                           places[i].substr(places[i].find(' ') + 1));
+  }
+  std::vector<AcceptCheck> out = judge_checksums(
+      "sdc_same_step", "sdc", "the same step from the same state", ranks, twice, own);
+  for (auto [what, values, group] :
+       {std::tuple{"its dense parameters after the step", &dense, &dense_group},
+        std::tuple{"its experts' parameters after the step", &expert, &expert_group}}) {
+    const std::vector<AcceptCheck> more =
+        judge_checksums("sdc_replicas", "sdc", what, ranks, *values, *group);
+    out.insert(out.end(), more.begin(), more.end());
+  }
+  return out;
+}
+
+std::vector<AcceptCheck> hang_checks(const std::vector<AcceptRank>& ranks,
+                                     const std::vector<int>& silent, const std::string& stage,
+                                     const std::string& error) {
+  std::vector<AcceptCheck> out;
+  for (int r : silent) {
+    AcceptCheck c = rank_check("responsive", stage, ranks[static_cast<std::size_t>(r)]);
+    c.status = "fail";
+    c.reason = rank_text(ranks[static_cast<std::size_t>(r)]) + ": stopped answering in stage " +
+               stage + " (a hung process, GPU or link): the others waited past --timeout";
+    out.push_back(c);
+  }
+  if (out.empty()) {
+    out.push_back(
+        cluster_check("responsive", stage, "fail",
+                      "stage " + stage + " stopped, every rank still answering: " + error));
+  }
+  return out;
+}
+
 std::vector<std::string> drain_lines(const AcceptResult& r) {
   std::map<int, std::vector<const AcceptCheck*>> failed;
   for (const AcceptCheck& c : r.checks) {
@@ -344,17 +437,22 @@ nlohmann::ordered_json accept_json(const AcceptResult& r, const nlohmann::ordere
   j["meta"] = meta;
   ordered_json ranks = ordered_json::array();
   for (const AcceptRank& x : r.ranks) {
-    ranks.push_back({{"rank", x.rank},
-                     {"node", x.node},
-                     {"node_name", r.node_names[static_cast<std::size_t>(x.node)]},
-                     {"host", x.host},
-                     {"sku", x.sku},
-                     {"software", x.software}});
+    ordered_json rank = {{"rank", x.rank},
+                         {"node", x.node},
+                         {"node_name", r.node_names[static_cast<std::size_t>(x.node)]},
+                         {"host", x.host},
+                         {"sku", x.sku},
+                         {"software", x.software},
+                         {"gemm_checksum", x.gemm_sum ? ordered_json(checksum_text(*x.gemm_sum))
+                                                      : ordered_json(nullptr)}};
+    if (x.report >= 0) rank["report"] = x.report;
+    ranks.push_back(rank);
   }
   j["ranks"] = ranks;
   ordered_json stages = ordered_json::array();
   for (const AcceptStage& s : r.stages) {
     stages.push_back({{"name", s.name}, {"wall_time_s", s.wall_time_s}});
+    if (s.stopped) stages.back()["stopped"] = true;
   }
   j["stages"] = stages;
   ordered_json checks = ordered_json::array();
@@ -374,6 +472,7 @@ nlohmann::ordered_json accept_json(const AcceptResult& r, const nlohmann::ordere
          {"unit", c.unit.empty() ? ordered_json(nullptr) : ordered_json(c.unit)},
          {"source", c.source.empty() ? ordered_json(nullptr) : ordered_json(c.source)},
          {"reason", c.reason}});
+    if (c.report >= 0) checks.back()["report"] = c.report;
   }
   j["checks"] = checks;
   if (r.burnin) {
@@ -387,6 +486,17 @@ nlohmann::ordered_json accept_json(const AcceptResult& r, const nlohmann::ordere
         {"duration_s", r.burnin->duration_s}, {"rounds", r.burnin->rounds}, {"ranks", per_rank}};
   } else {
     j["burnin"] = nullptr;
+  }
+  if (!r.collectives.empty()) {
+    ordered_json rows = ordered_json::array();
+    for (const CollectiveRow& x : r.collectives) {
+      rows.push_back({{"op", x.op},
+                      {"bytes", x.bytes},
+                      {"time_s", x.time_s},
+                      {"algbw", x.algbw},
+                      {"busbw", x.busbw}});
+    }
+    j["collectives"] = rows;
   }
   j["drain"] = drain_lines(r);
   j["passed"] = r.passed();
@@ -403,7 +513,17 @@ std::string accept_markdown(const AcceptResult& r, const nlohmann::ordered_json&
      << " backend\n";
   os << "- " << r.checks.size() << " checks, " << failed << " failed\n";
   const std::vector<std::string> drain = drain_lines(r);
-  os << "- nodes to drain: " << drain.size() << "\n\n## Checks\n\n";
+  os << "- nodes to drain: " << drain.size() << "\n";
+  if (meta.contains("reports")) {
+    os << "- merged from " << meta["reports"].size() << " report(s) (moebench accept-merge):\n";
+    for (std::size_t k = 0; k < meta["reports"].size(); ++k) {
+      const auto& x = meta["reports"][k];
+      os << "  - report " << k << ": " << x["path"].get<std::string>() << ", "
+         << x["world"].get<int>() << " ranks on " << x["nodes"].size() << " node(s), "
+         << (x["passed"].get<bool>() ? "PASS" : "FAIL") << "\n";
+    }
+  }
+  os << "\n## Checks\n\n";
   os << "| check | stage | where | status | measured | expected | reason |\n";
   os << "|---|---|---|---|---:|---:|---|\n";
   for (const AcceptCheck& c : r.checks) {
@@ -419,7 +539,8 @@ std::string accept_markdown(const AcceptResult& r, const nlohmann::ordered_json&
   for (const std::string& line : drain) os << "    " << line << "\n";
   os << "\n## Stages\n\n";
   for (const AcceptStage& s : r.stages) {
-    os << "- " << s.name << ": " << strprintf("%.2f", s.wall_time_s) << " s\n";
+    os << "- " << s.name << ": " << strprintf("%.2f", s.wall_time_s) << " s"
+       << (s.stopped ? " (stopped: a rank stopped answering)" : "") << "\n";
   }
   return os.str();
 }

@@ -11,7 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/measure/health.hpp"
 #include "harness/measure/links.hpp"
+#include "harness/output/run_record.hpp"
 
 namespace moebench {
 
@@ -22,6 +24,9 @@ struct AcceptRank {
   std::string host;
   std::string sku;       // the GPU's model, or "cpu (BLAS core)" on the cpu backend
   std::string software;  // the versions a rank runs: MPI, BLAS, driver, CUDA, NCCL, moebench
+  // The GEMM probe's result's checksum (the same inputs everywhere); none before stage 2 ran.
+  std::optional<std::uint64_t> gemm_sum = std::nullopt;
+  int report = -1;  // accept-merge: the index of the report it came from
 };
 
 // One check's outcome: a rank's (rank >= 0), or the cluster's (rank and node -1).
@@ -36,11 +41,17 @@ struct AcceptCheck {
   std::string unit;    // SI: FLOP/s, bytes/s; "" where no figure applies
   std::string source;  // where the expected figure comes from
   std::string reason;  // one line for people
+  int report = -1;     // accept-merge: the index of the report it came from (-1: the merge's own)
 };
+
+// A check of the cluster as a whole, or (node >= 0) of one node but no rank of it.
+AcceptCheck cluster_check(const std::string& name, const std::string& stage,
+                          const std::string& status, const std::string& reason, int node = -1);
 
 struct AcceptStage {
   std::string name;
   double wall_time_s = 0;
+  bool stopped = false;  // a rank stopped answering in it
 };
 
 // --duration's rounds, per rank: each round's GEMM rate and step time.
@@ -51,8 +62,19 @@ struct BurnIn {
   std::vector<std::vector<double>> step_time_s;  // [rank][round]
 };
 
+// One collective at one size (accept_collectives.hpp measures them).
+struct CollectiveRow {
+  std::string op;          // all_reduce, reduce_scatter, all_gather, all_to_all
+  std::int64_t bytes = 0;  // the whole buffer: all-reduce's, the reduce-scatter's input, the
+                           // all-gather's output, the all-to-all's send buffer
+  double time_s = 0;       // the slowest rank's mean over the iterations
+  double algbw = 0;        // bytes / time_s, bytes/s
+  double busbw = 0;        // algbw x the op's factor (nccl-tests'), bytes/s
+};
+
 struct AcceptResult {
   std::optional<BurnIn> burnin;
+  std::vector<CollectiveRow> collectives;
   std::vector<AcceptRank> ranks;
   std::vector<std::string> node_names;  // by node index
   std::vector<AcceptStage> stages;
@@ -105,6 +127,26 @@ std::vector<AcceptCheck> judge_drift(const std::string& name, const std::string&
 // passing check when none does.
 std::vector<AcceptCheck> judge_inventory(const std::vector<AcceptRank>& ranks);
 
+// The step's comparison with the single-process reference, as the cluster's check.
+std::vector<AcceptCheck> verification_check(const VerificationResult& v);
+
+// The health check's suspects (their compute against their stage's), a check a rank.
+std::vector<AcceptCheck> health_checks(const std::vector<AcceptRank>& ranks,
+                                       const HealthResult& health);
+
+// The same step twice (sums[r] = {dense first, dense second, experts first, experts second}) and
+// the replicas' parameters, each group a pipeline stage ("PP EP" in places[r]: its pipeline
+// stage and expert slot).
+std::vector<AcceptCheck> step_sdc_checks(const std::vector<AcceptRank>& ranks,
+                                         const std::vector<std::vector<std::uint64_t>>& sums,
+                                         const std::vector<std::string>& places);
+
+// A stage stopped by a wait past --timeout: each rank that did not answer afterwards fails
+// (`responsive`, its node drained); none silent, the cluster's failure with the wait's error.
+std::vector<AcceptCheck> hang_checks(const std::vector<AcceptRank>& ranks,
+                                     const std::vector<int>& silent, const std::string& stage,
+                                     const std::string& error);
+
 // One `scontrol update NodeName=... State=DRAIN Reason="..."` line per node with a failing check,
 // in node order; moebench never runs them.
 std::vector<std::string> drain_lines(const AcceptResult& r);
@@ -112,6 +154,9 @@ std::vector<std::string> drain_lines(const AcceptResult& r);
 nlohmann::ordered_json accept_json(const AcceptResult& r, const nlohmann::ordered_json& meta);
 std::string accept_markdown(const AcceptResult& r, const nlohmann::ordered_json& meta);
 std::string junit_xml(const AcceptResult& r);
+
+// A checksum as accept.json writes it: 16 hexadecimal digits.
+std::string checksum_text(std::uint64_t sum);
 
 // FNV-1a over bytes: a checksum of values that must be bit-identical.
 std::uint64_t fnv1a(const void* data, std::size_t bytes, std::uint64_t h = 14695981039346656037ULL);

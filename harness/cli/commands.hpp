@@ -18,5 +18,6 @@ int report_command(const CliOptions& o);  // no MPI: a plain file tool
 int bench_command(const CliOptions& o);   // one process on one device, no MPI
 int linkcheck_command(const CliOptions& o, MpiRuntime& runtime);
 int accept_command(const CliOptions& o, MpiRuntime& runtime);
+int accept_merge_command(const CliOptions& o);
 
 }  // namespace moebench

@@ -105,6 +105,8 @@ int main(int argc, char** argv) {
         return validate_command(options);
       case Command::report:
         return report_command(options);
+      case Command::accept_merge:
+        return accept_merge_command(options);
       case Command::bench:
         return bench_command(options);
       case Command::run:

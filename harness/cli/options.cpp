@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "harness/backends/registry/registry.hpp"
+#include "harness/cli/accept_merge.hpp"
 #include "harness/cli/option_checks.hpp"
 #include "harness/compute/backend_kind.hpp"
 #include "harness/core/error.hpp"
@@ -417,6 +418,17 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   accept->add_option("--min-slowdown", acc.min_slowdown,
                      "a rank this fraction slower than the median rank fails (default 0.1 on a "
                      "GPU, 1.0, 2x, on the cpu backend, whose ranks share cores)");
+  accept->add_option("--baseline", acc.baseline,
+                     "a known-good node's accept.json: its ranks' median GEMM and memory rates "
+                     "(per SKU) become the expected figures, x --floor");
+  accept->add_option("--floors", acc.floors,
+                     "the site's own floors, a JSON file ({\"gemm_rate\": FLOP/s, "
+                     "\"memory_bandwidth\": bytes/s}, reports/floors.schema.json): a rank "
+                     "passes at >= them");
+  accept->add_option("--dcgm", acc.dcgm,
+                     "`dcgmi diag -r N -j` results to fold into the checks and drain list: a "
+                     "node's file, %h in the path standing for the node's name (e.g. "
+                     "/shared/dcgm-%h.json); GPU i of a node is its rank of local index i");
   accept->add_option("--sdc-repeats", acc.sdc_repeats,
                      "the same GEMM on the same inputs this many times on every rank (default 5)");
   accept->add_option("--duration", accept_duration,
@@ -432,9 +444,32 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   accept->add_option("--system", o.system,
                      "the SKU's system (`moebench systems`) or a file: the expected figures "
                      "(default: the GPU's built-in system; cpu on the cpu backend)");
-  accept->add_option("--inject", inject,
-                     "testing aid: slow:rank=R,factor=F (a slow GPU), sdc:rank=R[,every=K] (a GPU "
-                     "whose GEMMs are wrong), as run's --inject");
+  accept->add_option(
+      "--inject", inject,
+      "testing aid: slow:rank=R,factor=F (a slow GPU), sdc:rank=R[,every=K] (a GPU "
+      "whose GEMMs are wrong), slowlink:a=R1,b=R2|all,factor=F (a slow link, or port), "
+      "version:rank=R (a rank whose software differs), hang:rank=R[,step=S] (a rank "
+      "that stops in the step stage's step S), as run's --inject");
+  std::string merge_nodes;
+  CLI::App* merge = app.add_subcommand(
+      "accept-merge",
+      "one verdict and one drain list from many accept reports (a Slurm job a node, and one "
+      "across nodes): every report's checks, the nodes with no report, the fleet's view");
+  merge
+      ->add_option("reports", o.files,
+                   "accept.json files, or accept's --out directories (one that holds no "
+                   "accept.json is a job that wrote no report)")
+      ->required();
+  merge->add_option("--out", acc.out, "the directory for the merged outputs (made if missing)")
+      ->required();
+  merge->add_option("--nodes", merge_nodes,
+                    "the nodes that must each have a report, separated by commas or spaces "
+                    "(e.g. \"$(scontrol show hostnames $NODELIST)\"); one without fails and is "
+                    "drained");
+  merge->add_option("--min-slowdown", acc.min_slowdown,
+                    "a rank this fraction slower than its SKU's median across the fleet fails "
+                    "(default: the largest of the reports')");
+  merge->add_flag("--quiet", o.quiet, "no summary line on stdout");
   CLI::App* linkcheck = app.add_subcommand(
       "linkcheck",
       "pairwise bandwidth and latency between ranks: a matrix, a heat map and the slow links");
@@ -534,8 +569,8 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
 
   // `moebench --help` by job, so that a first-time reader sees where to start.
   const std::pair<const char*, std::vector<const char*>> groups[] = {
-      {"Measure (mpirun or srun, one rank a GPU)", {"run", "bench", "linkcheck"}},
-      {"Judge (files in, verdicts out)", {"report", "validate"}},
+      {"Measure (mpirun or srun, one rank a GPU)", {"run", "bench", "linkcheck", "accept"}},
+      {"Judge (files in, verdicts out)", {"report", "accept-merge", "validate"}},
       {"Predict (before buying or queueing)", {"predict", "plan"}},
       {"Inspect", {"presets", "recipes", "phases", "systems", "version"}}};
   for (const auto& [group, names] : groups) {
@@ -556,7 +591,8 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
     if (app.get_subcommands().empty() && argc > 1 && argv[1][0] != '-') {
       throw UsageError(
           std::string("unknown command '") + argv[1] +
-          "'; valid: run, plan, predict, bench, linkcheck, accept, report, presets, recipes, "
+          "'; valid: run, plan, predict, bench, linkcheck, accept, accept-merge, report, "
+          "presets, recipes, "
           "phases, systems, validate, version");
     }
     std::string what = e.what();
@@ -567,19 +603,20 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   }
 
   const std::string name = app.get_subcommands()[0]->get_name();
-  o.command = name == "run"         ? Command::run
-              : name == "plan"      ? Command::plan
-              : name == "predict"   ? Command::predict
-              : name == "presets"   ? Command::presets
-              : name == "recipes"   ? Command::recipes
-              : name == "phases"    ? Command::phases
-              : name == "systems"   ? Command::systems
-              : name == "validate"  ? Command::validate
-              : name == "report"    ? Command::report
-              : name == "bench"     ? Command::bench
-              : name == "linkcheck" ? Command::linkcheck
-              : name == "accept"    ? Command::accept
-                                    : Command::version;
+  o.command = name == "run"            ? Command::run
+              : name == "plan"         ? Command::plan
+              : name == "predict"      ? Command::predict
+              : name == "presets"      ? Command::presets
+              : name == "recipes"      ? Command::recipes
+              : name == "phases"       ? Command::phases
+              : name == "systems"      ? Command::systems
+              : name == "validate"     ? Command::validate
+              : name == "report"       ? Command::report
+              : name == "bench"        ? Command::bench
+              : name == "linkcheck"    ? Command::linkcheck
+              : name == "accept"       ? Command::accept
+              : name == "accept-merge" ? Command::accept_merge
+                                       : Command::version;
   if (o.command == Command::bench) {
     b.backend = parse_compute_backend(bench_named.backend);
     b.precision = optional_precision(bench_named.precision);
@@ -606,8 +643,10 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
       throw UsageError("--floor " + strprintf("%g", o.accept.floor) +
                        ": give a fraction of the expected figure in (0, 1], e.g. 0.8");
     }
-    if (o.accept.min_slowdown && !(*o.accept.min_slowdown > 0 && *o.accept.min_slowdown <= 100)) {
-      throw UsageError("--min-slowdown: give a fraction in (0, 100], e.g. 0.1 for 10% slower");
+    if (!o.accept.baseline.empty() && !o.accept.floors.empty()) {
+      throw UsageError(
+          "--baseline and --floors: give one (a known-good node's report, or the "
+          "site's floors)");
     }
     if (o.accept.sdc_repeats < 2 || o.accept.sdc_repeats > 1000) {
       throw UsageError("--sdc-repeats " + std::to_string(o.accept.sdc_repeats) +
@@ -617,10 +656,25 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
       throw UsageError("--gemm-n " + std::to_string(*o.accept.gemm_n) + ": give 16 to 65536");
     }
     if (o.inject && o.inject->kind != FaultSpec::Kind::slow &&
-        o.inject->kind != FaultSpec::Kind::sdc) {
+        o.inject->kind != FaultSpec::Kind::sdc && o.inject->kind != FaultSpec::Kind::slowlink &&
+        o.inject->kind != FaultSpec::Kind::version && o.inject->kind != FaultSpec::Kind::hang) {
       throw UsageError("--inject " + to_string(*o.inject) +
-                       ": accept injects slow:rank=R,factor=F or sdc:rank=R[,every=K]");
+                       ": accept injects slow:rank=R,factor=F, sdc:rank=R[,every=K], "
+                       "slowlink:a=R1,b=R2|all,factor=F, version:rank=R or "
+                       "hang:rank=R[,step=S]");
     }
+  }
+  if (o.inject && o.inject->kind == FaultSpec::Kind::version && o.command != Command::accept) {
+    throw UsageError("--inject " + to_string(*o.inject) +
+                     ": only moebench accept compares the ranks' versions");
+  }
+  if (o.command == Command::accept_merge &&
+      (!merge_nodes.empty() || app.get_subcommands()[0]->count("--nodes") > 0)) {
+    o.accept.nodes = parse_node_list(merge_nodes);
+  }
+  if ((o.command == Command::accept || o.command == Command::accept_merge) &&
+      o.accept.min_slowdown && !(*o.accept.min_slowdown > 0 && *o.accept.min_slowdown <= 100)) {
+    throw UsageError("--min-slowdown: give a fraction in (0, 100], e.g. 0.1 for 10% slower");
   }
   if (o.command == Command::run || o.command == Command::plan || o.command == Command::predict ||
       o.command == Command::accept) {

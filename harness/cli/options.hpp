@@ -25,7 +25,8 @@ enum class Command {
   report,
   bench,
   linkcheck,
-  accept
+  accept,
+  accept_merge
 };
 
 // Model and workload flags as given; resolved against the model and the world size later.
@@ -119,6 +120,10 @@ struct AcceptOptions {
   int sdc_repeats = 5;                 // the same GEMM this many times on every rank
   double duration_s = 0;               // --duration: the burn-in's length (0: none)
   std::optional<std::int64_t> gemm_n;  // its size (default 8192; cpu 1024)
+  std::vector<std::string> nodes;      // accept-merge --nodes: each must have a report
+  std::string baseline;  // --baseline FILE: a known-good node's accept.json sets the figures
+  std::string floors;    // --floors FILE: the site's own floors (reports/floors.schema.json)
+  std::string dcgm;      // --dcgm FILE: dcgmi diag -j results (%h: the node's name)
 };
 
 // `moebench bench`: the performance probe on one device (one process, no MPI). Unset values get

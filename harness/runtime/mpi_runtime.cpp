@@ -1,11 +1,13 @@
 #include "harness/runtime/mpi_runtime.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -89,6 +91,53 @@ void MpiRuntime::polled(const char* call, F&& start) const {
     return "the runtime on rank " + std::to_string(rank_) + " (host " + host_ + "): " + call +
            " over all " + std::to_string(size_) + " ranks";
   });
+}
+
+std::vector<int> MpiRuntime::silent_ranks(double grace_s) const {
+  constexpr int kAliveTag = 0x6d62;  // "mb": no other message on MPI_COMM_WORLD uses it
+  static int alive = 0;              // the send's buffer outlives a send left pending
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(std::max(0.0, grace_s));
+  const auto pause = [] { std::this_thread::sleep_for(std::chrono::milliseconds(2)); };
+  if (rank_ != 0) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    alive = rank_;
+    MPI_Isend(&alive, 1, MPI_INT, 0, kAliveTag, MPI_COMM_WORLD, &req);
+    for (int done = 0; !done && std::chrono::steady_clock::now() < deadline; pause()) {
+      MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    }
+    return {};
+  }
+  static std::vector<int> heard_from;  // the receives' buffers, likewise
+  heard_from.assign(static_cast<std::size_t>(size_), 0);
+  std::vector<MPI_Request> reqs(static_cast<std::size_t>(size_), MPI_REQUEST_NULL);
+  for (int r = 1; r < size_; ++r) {
+    MPI_Irecv(&heard_from[static_cast<std::size_t>(r)], 1, MPI_INT, r, kAliveTag, MPI_COMM_WORLD,
+              &reqs[static_cast<std::size_t>(r)]);
+  }
+  std::vector<bool> heard(static_cast<std::size_t>(size_), false);
+  heard[0] = true;
+  for (int left = size_ - 1; left > 0 && std::chrono::steady_clock::now() < deadline; pause()) {
+    for (int r = 1; r < size_; ++r) {
+      const std::size_t i = static_cast<std::size_t>(r);
+      if (heard[i]) continue;
+      int done = 0;
+      MPI_Test(&reqs[i], &done, MPI_STATUS_IGNORE);
+      if (done) {
+        heard[i] = true;
+        --left;
+      }
+    }
+  }
+  std::vector<int> silent;
+  for (int r = 1; r < size_; ++r) {
+    const std::size_t i = static_cast<std::size_t>(r);
+    if (heard[i]) continue;
+    silent.push_back(r);
+    MPI_Cancel(&reqs[i]);
+    MPI_Request_free(&reqs[i]);
+  }
+  return silent;
 }
 
 std::vector<std::string> MpiRuntime::all_hosts() const {

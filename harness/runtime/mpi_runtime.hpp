@@ -74,6 +74,11 @@ class MpiRuntime {
   // Every collective above completes within this many seconds (--timeout) or throws
   // TimeoutError naming the call (default 600 s).
   void set_timeout(double seconds) { timeout_s_ = seconds; }
+  // After a wait past the timeout, on every rank that can still call it: each rank tells rank 0
+  // it is alive (a point-to-point message on MPI_COMM_WORLD, beside whatever collective is
+  // stuck), and rank 0 returns the ranks it did not hear from within `grace_s` (a hung
+  // process); the others return nothing.
+  std::vector<int> silent_ranks(double grace_s) const;
   // Ends every rank (MPI_Abort) with the exit code, after flushing stderr.
   [[noreturn]] void abort(int code) const;
 

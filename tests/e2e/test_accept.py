@@ -1,11 +1,15 @@
-"""`moebench accept` on the cpu backend with two emulated nodes: a clean machine passes with every
+"""`moebench accept` on the cpu backend with emulated nodes: a clean machine passes with every
 output written (accept.json valid against reports/accept.schema.json, accept.md, junit.xml, an
-empty drain.txt); a rank whose GEMMs are silently wrong (--inject sdc:rank=3) and a slow rank
-(--inject slow:rank=1,factor=4) each fail with exactly one drain line, naming that rank's node;
-bad flags are one line, exit 2, and no output."""
+empty drain.txt); each injected fault (a GEMM silently wrong, a slow GPU, a rank whose software
+differs, a slow port, a hung rank) fails with exactly one drain line, naming that rank's node; a
+uniformly slow rack fails against a known-good node's report (--baseline); DCGM's results name
+their node (--dcgm); accept-merge joins per-node reports into one verdict, naming the node whose
+job wrote none; bad flags are one line, exit 2, and no output."""
 
 import json
 import os
+import shutil
+import socket
 import tempfile
 import xml.etree.ElementTree as ET
 
@@ -22,10 +26,17 @@ def validator(ctx):
         return jsonschema.Draft7Validator(json.load(f))
 
 
-def accept(ctx, out, extra=(), rc=0):
-    r = e2e.run_moebench(ctx, ["accept", "--system", "cpu", "--ranks-per-node", 2, "--out", out]
-                         + list(extra), np=4, timeout=300)
+def accept(ctx, out, extra=(), rc=0, np=4, per_node=2):
+    r = e2e.run_moebench(ctx, ["accept", "--system", "cpu", "--ranks-per-node", per_node, "--out",
+                               out] + list(extra), np=np, timeout=300)
     e2e.check(r.rc == rc, "accept %s: exit %d" % (" ".join(map(str, extra)), rc), r)
+    doc, drain = outputs(ctx, out, r)
+    return r, doc, drain
+
+
+def outputs(ctx, out, r):
+    """The four files of `out`, checked: accept.json valid, drain.txt its drain, one JUnit test
+    case a check and one failure a failed check."""
     for name in FILES:
         e2e.check(os.path.isfile(os.path.join(out, name)), "%s written" % name, r)
     with open(os.path.join(out, "accept.json")) as f:
@@ -40,7 +51,7 @@ def accept(ctx, out, extra=(), rc=0):
     e2e.check(len(cases) == len(doc["checks"]), "one test case a check", r)
     e2e.check(len(suite.findall(".//failure")) ==
               sum(c["status"] == "fail" for c in doc["checks"]), "one failure a failed check", r)
-    return r, doc, drain
+    return doc, drain
 
 
 def node_of(doc, rank):
@@ -55,8 +66,8 @@ def test_clean_machine_passes(ctx):
         e2e.check(doc["burnin"] is None, "no burn-in without --duration", r)
         e2e.check(len({x["node_name"] for x in doc["ranks"]}) == 2, "two emulated nodes", r)
         names = {c["name"] for c in doc["checks"]}
-        for want in ("inventory", "gemm_rate", "memory_bandwidth", "link", "verification", "health",
-                     "sdc_same_step", "sdc_replicas", "sdc_gemm"):
+        for want in ("inventory", "gemm_rate", "memory_bandwidth", "link", "collective_busbw",
+                     "verification", "health", "sdc_same_step", "sdc_replicas", "sdc_gemm"):
             e2e.check(want in names, "a %s check in %r" % (want, sorted(names)), r)
         for c in doc["checks"]:
             for key in ("name", "status", "measured", "expected", "source"):
@@ -65,8 +76,17 @@ def test_clean_machine_passes(ctx):
         e2e.check(len(gemm) == 4 and all(c["measured"] > 0 and c["expected"] > 0 and
                                          "system cpu" in c["source"] for c in gemm),
                   "a GEMM rate per rank against the cpu system's figure: %r" % gemm, r)
-        e2e.check([s["name"] for s in doc["stages"]] == ["inventory", "gpu", "links", "step", "sdc"],
+        e2e.check([s["name"] for s in doc["stages"]] ==
+                  ["inventory", "gpu", "links", "collectives", "step", "sdc"],
                   "the ladder's stages in order", r)
+        rows = doc["collectives"]
+        e2e.check(len(rows) == 8 and {x["op"] for x in rows} ==
+                  {"all_reduce", "reduce_scatter", "all_gather", "all_to_all"} and
+                  all(x["busbw"] > 0 for x in rows), "4 collectives at 2 sizes: %r" % rows, r)
+        # nccl-tests' bus bandwidth: algbw x 2(n-1)/n for an all-reduce of 4 ranks, exact.
+        e2e.check(all(abs(x["busbw"] - x["algbw"] * (1.5 if x["op"] == "all_reduce" else 0.75))
+                      <= 1e-9 * x["busbw"] for x in rows), "busbw from algbw", r)
+        e2e.check("#   all_reduce " in r.stdout, "the table printed", r)
         with open(os.path.join(out, "accept.md")) as f:
             e2e.check(f.read().startswith("# Acceptance: PASS"), "the Markdown's verdict")
 
@@ -113,21 +133,195 @@ def test_slow_gpu_names_its_node(ctx):
         e2e.check(any(c["name"] == "gemm_rate" for c in slow), "its GEMM rate among them", r)
 
 
+def test_version_and_slow_port_name_their_node(ctx):
+    """A rank whose software differs (--inject version:rank=2) fails the inventory; a rank whose
+    every link is slow (slowlink:a=4,b=all: a slow port, on 2 nodes of 3 ranks, so that its
+    links are a minority of each class) fails the link stage. Each drains its node alone."""
+    with tempfile.TemporaryDirectory() as tmp:
+        r, doc, drain = accept(ctx, os.path.join(tmp, "v"), ["--inject", "version:rank=2"],
+                               ACCEPTANCE)
+        bad = [(c["name"], c["rank"]) for c in doc["checks"] if c["status"] == "fail"]
+        e2e.check(bad == [("inventory", 2)], "the inventory names rank 2 alone: %r" % bad, r)
+        e2e.check(len(drain) == 1 and "NodeName=%s " % node_of(doc, 2) in drain[0],
+                  "rank 2's node drained: %r" % drain, r)
+        r, doc, drain = accept(ctx, os.path.join(tmp, "l"),
+                               ["--inject", "slowlink:a=4,b=all,factor=20"], ACCEPTANCE, np=6,
+                               per_node=3)
+        bad = [(c["name"], c["rank"]) for c in doc["checks"] if c["status"] == "fail"]
+        e2e.check(bad == [("link", 4)], "the link stage names rank 4 alone: %r" % bad, r)
+        e2e.check(len(drain) == 1 and "NodeName=%s " % node_of(doc, 4) in drain[0],
+                  "rank 4's node drained: %r" % drain, r)
+
+
+def test_hang_names_its_node(ctx):
+    """A rank that stops in the step stage (--inject hang:rank=3): the others wait past --timeout
+    (5 s), rank 0 asks who still answers, writes what the finished stages found with rank 3's
+    `responsive` failure, and ends the job with exit 9: one drain line, rank 3's node."""
+    with tempfile.TemporaryDirectory() as tmp:
+        r, doc, drain = accept(ctx, os.path.join(tmp, "acc"),
+                               ["--inject", "hang:rank=3", "--timeout", 5], ACCEPTANCE)
+        bad = [(c["name"], c["rank"]) for c in doc["checks"] if c["status"] == "fail"]
+        e2e.check(bad == [("responsive", 3)], "rank 3 alone is named: %r" % bad, r)
+        e2e.check(len(drain) == 1 and "NodeName=%s " % node_of(doc, 3) in drain[0],
+                  "rank 3's node drained: %r" % drain, r)
+        e2e.check([(s["name"], s.get("stopped", False)) for s in doc["stages"]] ==
+                  [("inventory", False), ("gpu", False), ("links", False),
+                   ("collectives", False), ("step", True)],
+                  "the finished stages kept, the step stage stopped: %r" % doc["stages"], r)
+        e2e.check(any(c["name"] == "gemm_rate" for c in doc["checks"]),
+                  "the GPU stage's checks kept", r)
+
+
+def test_sigterm_keeps_the_finished_stages(ctx):
+    """SIGTERM to every process mid-run (as scancel or Slurm's time limit sends it), during a burn-in
+    of 10 minutes: rank 0 writes the four files with every finished stage's checks and an
+    `interrupted` failure, and the job ends well before the burn-in would have (exit 7, or the
+    launcher's own code for the signal)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "acc")
+        r = e2e.run_moebench(ctx, ["accept", "--system", "cpu", "--ranks-per-node", 2, "--out",
+                                   out, "--duration", "10m"], np=4, timeout=30)
+        e2e.check(r.timed_out and r.rc != 0, "ended by the signal, not by itself", r)
+        e2e.check(r.wall_s < 120, "ended soon after the signal: %.0f s" % r.wall_s, r)
+        doc, drain = outputs(ctx, out, r)
+        stopped = [c for c in doc["checks"] if c["name"] == "interrupted"]
+        e2e.check(len(stopped) == 1 and stopped[0]["status"] == "fail" and
+                  "SIGTERM arrived in" in stopped[0]["reason"] and not doc["passed"],
+                  "one interrupted failure: %r" % stopped, r)
+        e2e.check(drain == [], "a signal drains no node", r)
+        names = [s["name"] for s in doc["stages"]]
+        e2e.check(names[:2] == ["inventory", "gpu"], "the finished stages kept: %r" % names, r)
+        if "burnin" in names:
+            e2e.check(doc["burnin"]["rounds"] >= 1, "the burn-in's finished rounds kept", r)
+
+
 def test_bad_flags_are_one_line(ctx):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "acc")
         for bad, words in ((["--floor", "2"], "--floor"), (["--sdc-repeats", "1"], "--sdc-repeats"),
                            (["--inject", "die:rank=1"], "accept injects"),
-                           (["--duration", "5x"], "--duration 5x")):
+                           (["--duration", "5x"], "--duration 5x"),
+                           (["--floors", "/nonexistent.json"], "does not exist; give --floors"),
+                           (["--floors", "a.json", "--baseline", "b.json"], "give one")):
             r = e2e.run_moebench(ctx, ["accept", "--out", out] + bad, timeout=60)
             e2e.check(r.rc == e2e.EXIT_USAGE and words in r.stderr and
                       len(r.stderr.strip().splitlines()) == 1, "bad %r" % bad, r)
             e2e.check(not os.path.exists(out), "nothing written for %r" % bad)
 
 
+def test_baseline_fails_a_uniformly_slow_rack(ctx):
+    """Against its peers alone a rack slowed evenly passes; against a known-good node's report
+    (--baseline) every rank fails, and both nodes are drained. --floor 0.25: oversubscribed cpu
+    ranks of two runs differ by up to about 2x, the injected slowdown is 8x."""
+    with tempfile.TemporaryDirectory() as tmp:
+        good = os.path.join(tmp, "good")
+        accept(ctx, good)
+        baseline = ["--baseline", os.path.join(good, "accept.json"), "--floor", "0.25"]
+        r, doc, drain = accept(ctx, os.path.join(tmp, "same"), baseline)
+        e2e.check(doc["passed"] and drain == [], "the same machine passes its own baseline", r)
+        slow = ["--inject", "slow:rank=all,factor=8,work=gemm"]
+        r, doc, drain = accept(ctx, os.path.join(tmp, "peers"), slow)
+        e2e.check(doc["passed"], "evenly slow: no rank slower than its peers, nominal figures", r)
+        r, doc, drain = accept(ctx, os.path.join(tmp, "slow"), baseline + slow, ACCEPTANCE)
+        gemm = [c for c in doc["checks"] if c["name"] == "gemm_rate"]
+        e2e.check(len(gemm) == 4 and all(c["status"] == "fail" and
+                                         c["source"].startswith("--baseline ") for c in gemm),
+                  "every rank's GEMM rate fails against the baseline: %r" % gemm, r)
+        e2e.check(len(drain) == 2, "both nodes drained: %r" % drain, r)
+
+
+def test_dcgm_results_name_their_node(ctx):
+    """--dcgm with %h: each emulated node's dcgmi diag -j file (DCGM 4.x passing on the first,
+    3.x with GPU 1's PCIe test failed on the second): one drain line, the second node, for its
+    rank of local index 1 (rank 3)."""
+    host = socket.gethostname()
+    data = os.path.join(ctx.repo, "tests", "data", "dcgm")
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copy(os.path.join(data, "diag-4.2-pass.json"), os.path.join(tmp, host + "-n0.json"))
+        shutil.copy(os.path.join(data, "diag-3.3-gpu1-pcie.json"),
+                    os.path.join(tmp, host + "-n1.json"))
+        r, doc, drain = accept(ctx, os.path.join(tmp, "acc"),
+                               ["--dcgm", os.path.join(tmp, "%h.json")], ACCEPTANCE)
+        e2e.check(len(drain) == 1 and drain[0].startswith("scontrol update NodeName=%s " %
+                                                          node_of(doc, 3)) and "dcgm rank 3" in
+                  drain[0], "one drain line, rank 3's node: %r" % drain, r)
+        dcgm = [c for c in doc["checks"] if c["name"] == "dcgm"]
+        e2e.check([c["status"] for c in dcgm] == ["pass", "fail"] and dcgm[1]["rank"] == 3 and
+                  "PCIe replays" in dcgm[1]["reason"], "a pass and rank 3's PCIe: %r" % dcgm, r)
+        # One file for two nodes: which node's results they are cannot be told.
+        r = e2e.run_moebench(ctx, ["accept", "--system", "cpu", "--ranks-per-node", 2, "--out",
+                                   os.path.join(tmp, "never"), "--dcgm",
+                                   os.path.join(data, "diag-4.2-pass.json")], np=4, timeout=120)
+        e2e.check(r.rc == e2e.EXIT_USAGE and "put %h in the path" in r.stderr and
+                  not os.path.exists(os.path.join(tmp, "never", "accept.json")),
+                  "one file for two nodes: exit 2", r)
+
+
+def relabel(path, node):
+    """Stands a one-node job's report for node `node`: the emulated fleet is one host, and a
+    real fleet's per-node jobs each run on their own."""
+    with open(path) as f:
+        doc = json.load(f)
+    for x in doc["ranks"]:
+        x["node_name"] = x["host"] = node
+    for c in doc["checks"]:
+        if c["node"] is not None:
+            c["node"] = node
+    with open(path, "w") as f:
+        json.dump(doc, f)
+
+
+def test_merge_names_the_nodes_to_drain(ctx):
+    """Two single-node jobs and one that wrote nothing, merged: the corrupt GEMM its own two-rank
+    job could not pin on a rank is named by the fleet (3 of 4 agree), and the node whose job
+    wrote no report is named from --nodes."""
+    with tempfile.TemporaryDirectory() as tmp:
+        jobs = {}
+        for node, extra, rc in (("nodeA", [], 0), ("nodeB", ["--inject", "sdc:rank=1"], ACCEPTANCE)):
+            out = os.path.join(tmp, node)
+            r = e2e.run_moebench(ctx, ["accept", "--system", "cpu", "--out", out] + extra, np=2,
+                                 timeout=300)
+            e2e.check(r.rc == rc, "the %s job: exit %d" % (node, rc), r)
+            relabel(os.path.join(out, "accept.json"), node)
+            jobs[node] = out
+        os.makedirs(os.path.join(tmp, "nodeC"))  # its job made the directory, then died
+        merged = os.path.join(tmp, "merged")
+        r = e2e.run_moebench(ctx, ["accept-merge", jobs["nodeA"], jobs["nodeB"] + "/accept.json",
+                                   os.path.join(tmp, "nodeC"), "--out", merged,
+                                   "--nodes", "nodeA,nodeB,nodeC"], timeout=60)
+        e2e.check(r.rc == ACCEPTANCE, "the merge fails: exit 9", r)
+        doc, drain = outputs(ctx, merged, r)
+        e2e.check(len(drain) == 2 and "NodeName=nodeB " in drain[0] and
+                  "fleet_sdc_gemm rank 1" in drain[0] and "NodeName=nodeC " in drain[1] and
+                  "report_missing" in drain[1], "nodeB and nodeC drained: %r" % drain, r)
+        e2e.check([x["path"] for x in doc["meta"]["reports"]] ==
+                  [jobs["nodeA"], jobs["nodeB"] + "/accept.json"], "the two reports listed", r)
+        e2e.check({x["report"] for x in doc["ranks"]} == {0, 1}, "ranks keep their report", r)
+        e2e.check([c["node"] for c in doc["checks"] if c["name"] == "report_missing"] ==
+                  ["nodeC"], "the empty directory, named for its node: one check", r)
+        e2e.check("accept-merge: 2 report(s), 3 node(s)" in r.stdout, "the summary line", r)
+        # A merge of the healthy node alone passes.
+        r = e2e.run_moebench(ctx, ["accept-merge", jobs["nodeA"], "--out", merged, "--quiet"],
+                             timeout=60)
+        e2e.check(r.rc == 0 and r.stdout == "", "one healthy report passes, quietly", r)
+        # A file that is not a report: one line, exit 2, nothing written.
+        bad = os.path.join(tmp, "bad.json")
+        with open(bad, "w") as f:
+            f.write("{}")
+        out = os.path.join(tmp, "never")
+        r = e2e.run_moebench(ctx, ["accept-merge", jobs["nodeA"], bad, "--out", out], timeout=60)
+        e2e.check(r.rc == e2e.EXIT_USAGE and "bad.json: not an acceptance report" in r.stderr and
+                  len(r.stderr.strip().splitlines()) == 1 and not os.path.exists(out),
+                  "a bad report: one line, exit 2, no output", r)
+
+
 TESTS = [test_clean_machine_passes, test_burn_in_keeps_every_round,
          test_silent_corruption_names_its_node,
-         test_slow_gpu_names_its_node, test_bad_flags_are_one_line]
+         test_slow_gpu_names_its_node, test_version_and_slow_port_name_their_node,
+         test_hang_names_its_node, test_sigterm_keeps_the_finished_stages,
+         test_bad_flags_are_one_line,
+         test_baseline_fails_a_uniformly_slow_rack, test_dcgm_results_name_their_node,
+         test_merge_names_the_nodes_to_drain]
 
 if __name__ == "__main__":
     e2e.run_main(TESTS)

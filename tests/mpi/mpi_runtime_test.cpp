@@ -2,6 +2,7 @@
 // the same again with the piece size lowered to a few elements, so that every broadcast, gather,
 // scatter and all-reduce runs in many pieces (and rounds) and must reassemble exactly: the values
 // are integers and indices, so every check is ==.
+// Last, the liveness question asked after a timeout (silent_ranks).
 // Usage: mpirun -n W mpi_runtime_test. Exit 0 only when every rank passed.
 #include <cstdint>
 #include <cstdio>
@@ -149,6 +150,23 @@ void test_bad_piece(mb::MpiRuntime& rt, Checker& ck) {
 
 }  // namespace
 
+// silent_ranks: with every rank answering, none is silent; with the last rank keeping quiet (a
+// hung one), rank 0 names it alone after the grace period. A barrier between the two rounds
+// keeps the first round's messages from answering the second's.
+void test_silent_ranks(const mb::MpiRuntime& rt, Checker& ck) {
+  const std::vector<int> none = rt.silent_ranks(30.0);
+  ck.check(none.empty(), "silent_ranks: everyone answered");
+  rt.barrier();
+  const int quiet = rt.size() - 1;
+  if (quiet == 0) return;
+  std::vector<int> silent;
+  if (rt.rank() != quiet) silent = rt.silent_ranks(5.0);
+  if (rt.rank() == 0) {
+    ck.check(silent == std::vector<int>{quiet}, "silent_ranks names the quiet rank alone");
+  }
+  rt.barrier();
+}
+
 int main(int argc, char** argv) {
   mb::MpiRuntime rt(&argc, &argv);
   Checker ck;
@@ -160,6 +178,7 @@ int main(int argc, char** argv) {
     }
     test_runtime(rt, ck);  // the default again
     test_bad_piece(rt, ck);
+    test_silent_ranks(rt, ck);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d: error: %s\n", rt.rank(), e.what());
     ++ck.failed;

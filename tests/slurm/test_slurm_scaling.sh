@@ -4,7 +4,9 @@
 # backend, the tiny preset, 2, 4 and 8 tasks on one node), and checks the jobs' states and exit
 # codes, the run reports and the scaling reports. Covers both launchers (srun --mpi=pmix, mpirun
 # in the allocation), a failing claim, a failing run job, --dry-run, a bad sizes list and
-# re-running one size. Stops the daemons it started, whatever happens.
+# re-running one size; then an acceptance with slurm/accept.sh (a job a node and the merge job
+# after it: a healthy node passes, a node with a corrupt GPU is the one drain line). Stops the
+# daemons it started, whatever happens.
 #
 #   test_slurm_scaling.sh --moebench BUILD/moebench [--keep]
 #
@@ -268,5 +270,43 @@ check_runs "$tmp/mpirun" mpirun 4 "${only_jobs[0]}"
 python3 "$here/check_study.py" scaling "$tmp/mpirun/scaling.json" --repo "$repo" --gpus 2,4 \
   --jobs "${mpi_jobs[0]},${only_jobs[0]}" --verdict PASS ||
   die "re-run: scaling report"
+
+# --- acceptance: slurm/accept.sh, a job a node and the merge job after it ---------------------
+accept_sh="$repo/slurm/accept.sh"
+step "accept.sh --dry-run: a node job and a merge job (no fleet job on one node)"
+out="$("$accept_sh" --dry-run --moebench "$bin" --nodes "$node" --gpus-per-node 4 --time 10 \
+  --dir "$tmp/acc-dry" -- --system cpu)"
+echo "$out"
+[[ "$(grep -c 'sbatch --parsable' <<<"$out")" == 2 ]] || die "accept dry run: expected 2 sbatch lines"
+grep -q -- "--dependency=afterany:\$JOB_0 .*accept-merge" <<<"$out" ||
+  die "accept dry run: no merge job after the node's"
+[[ ! -e "$tmp/acc-dry" ]] || die "accept dry run created its directory"
+slurm_queue_empty || die "accept dry run submitted jobs"
+accept_ids() { sed -n 's/^\(node\|merge\) job \([0-9]*\):.*/\2/p' <<<"$1"; }
+
+step "accept.sh: a healthy node (srun), and a node with a corrupt GPU (mpirun, rank 1 of 4)"
+out_ok="$("$accept_sh" --moebench "$bin" --nodes "$node" --gpus-per-node 4 --time 10 \
+  --dir "$tmp/acc-ok" -- --system cpu)"
+echo "$out_ok"
+mapfile -t ok_jobs < <(accept_ids "$out_ok")
+out_bad="$("$accept_sh" --moebench "$bin" --launcher mpirun --nodes "$node" --gpus-per-node 4 \
+  --time 10 --dir "$tmp/acc-bad" -- --system cpu --inject sdc:rank=1)"
+echo "$out_bad"
+mapfile -t bad_jobs < <(accept_ids "$out_bad")
+((${#ok_jobs[@]} == 2 && ${#bad_jobs[@]} == 2)) || die "accept: expected 2 job ids each"
+expect_job "${ok_jobs[0]}" "COMPLETED 0:0"
+expect_job "${ok_jobs[1]}" "COMPLETED 0:0"
+"$bin" validate "$tmp/acc-ok/nodes/$node/accept.json" "$tmp/acc-ok/merged/accept.json" ||
+  die "accept: the healthy node's reports do not validate"
+[[ -f "$tmp/acc-ok/merged/drain.txt" && ! -s "$tmp/acc-ok/merged/drain.txt" ]] ||
+  die "accept: the healthy node's merged drain.txt is missing or not empty"
+# The node's job fails (exit 9); the merge runs anyway (afterany) and fails with it.
+expect_job "${bad_jobs[0]}" "FAILED 9:0"
+expect_job "${bad_jobs[1]}" "FAILED 9:0"
+drain="$(cat "$tmp/acc-bad/merged/drain.txt")"
+echo "drain.txt: $drain"
+[[ "$(wc -l <<<"$drain")" == 1 && "$drain" == "scontrol update NodeName=$node State=DRAIN "* ]] ||
+  die "accept: the corrupt node's drain.txt does not name $node alone"
+grep -q "sdc_gemm" <<<"$drain" || die "accept: the drain reason is not the GEMM's corruption"
 
 step "all checks passed"

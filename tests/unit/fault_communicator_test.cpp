@@ -138,16 +138,36 @@ TEST_CASE("fault: slow and slowlink parse, with a factor above 1 and at most 100
   CHECK(l.peer == 6);
   CHECK(l.factor == 2.5);
   CHECK(to_string(l) == "slowlink:a=1,b=6,factor=2.5");
-  for (const char* bad :
-       {"slow:rank=1", "slow:rank=1,factor=1", "slow:rank=1,factor=0.5", "slow:rank=1,factor=1e4",
-        "slow:rank=1,factor=nan", "slow:factor=2", "slow:rank=1,factor=2,step=1",
-        "slow:rank=1,factor=2,phase=dispatch", "slowlink:a=1,factor=2", "slowlink:b=1,factor=2",
-        "slowlink:a=1,b=1,factor=2", "slowlink:rank=1,b=2,factor=2",
-        "delay:rank=1,seconds=1,factor=2", "slow:rank=1,factor=2,work=optimizer",
-        "corrupt:rank=all", "slowlink:a=all,b=1,factor=2", "delay:rank=1,seconds=1,work=gemm"}) {
+  const FaultSpec port = parse_fault_spec("slowlink:a=2,b=all,factor=20");
+  CHECK(port.peer == FaultSpec::kEveryPeer);
+  CHECK(to_string(port) == "slowlink:a=2,b=all,factor=20");
+  const FaultSpec v = parse_fault_spec("version:rank=3");
+  CHECK(v.kind == FaultSpec::Kind::version);
+  CHECK(v.rank == 3);
+  CHECK(to_string(v) == "version:rank=3");
+  for (const char* bad : {"slow:rank=1",
+                          "slow:rank=1,factor=1",
+                          "slow:rank=1,factor=0.5",
+                          "slow:rank=1,factor=1e4",
+                          "slow:rank=1,factor=nan",
+                          "slow:factor=2",
+                          "slow:rank=1,factor=2,step=1",
+                          "slow:rank=1,factor=2,phase=dispatch",
+                          "slowlink:a=1,factor=2",
+                          "slowlink:b=1,factor=2",
+                          "slowlink:a=1,b=1,factor=2",
+                          "slowlink:rank=1,b=2,factor=2",
+                          "delay:rank=1,seconds=1,factor=2",
+                          "slow:rank=1,factor=2,work=optimizer",
+                          "corrupt:rank=all",
+                          "slowlink:a=all,b=1,factor=2",
+                          "delay:rank=1,seconds=1,work=gemm",
+                          "version:rank=1,factor=2",
+                          "version:rank=1,step=1",
+                          "version:b=1"}) {
     CAPTURE(bad);
-    CHECK_THROWS_WITH_AS(parse_fault_spec(bad), doctest::Contains("slowlink:a=R1,b=R2,factor=F"),
-                         UsageError);
+    CHECK_THROWS_WITH_AS(parse_fault_spec(bad),
+                         doctest::Contains("slowlink:a=R1,b=R2|all,factor=F"), UsageError);
   }
 }
 

@@ -23,7 +23,7 @@ constexpr const char* kForms =
     "valid: corrupt:rank=R[,phase=dispatch|combine|grad_reduce|pp][,step=S], "
     "delay:rank=R,seconds=T[,phase=P][,step=S], hang:rank=R[,phase=P][,step=S] or "
     "die:rank=R[,phase=P][,step=S], slow:rank=R|all,factor=F[,work=gemm|grouped_gemm|attention], "
-    "slowlink:a=R1,b=R2,factor=F or sdc:rank=R[,every=K], with R "
+    "slowlink:a=R1,b=R2|all,factor=F, sdc:rank=R[,every=K] or version:rank=R, with R "
     "and S >= 0, T > 0 and F in (1, 1000]";
 constexpr double kMaxFactor = 1000;
 constexpr float kCorruptValue = 1000.0f;
@@ -46,10 +46,11 @@ class FaultCommunicator final : public Communicator {
         compute_(compute),
         spec_(spec),
         armed_(topology().rank == spec.rank && spec.kind != FaultSpec::Kind::slow &&
-               spec.kind != FaultSpec::Kind::slowlink && spec.kind != FaultSpec::Kind::sdc),
+               spec.kind != FaultSpec::Kind::slowlink && spec.kind != FaultSpec::Kind::sdc &&
+               spec.kind != FaultSpec::Kind::version),
         link_peer_(spec.kind == FaultSpec::Kind::slowlink && topology().rank == spec.rank
                        ? spec.peer
-                       : -1),
+                       : kNoPeer),
         link_clock_(spec.factor) {}
 
   std::string name() const override { return inner_->name(); }
@@ -196,10 +197,10 @@ class FaultCommunicator final : public Communicator {
     std::int64_t bytes;
   };
   std::optional<LinkTransfer> slow_link_transfer(Group g, std::span<const P2POp> ops) const {
-    if (link_peer_ < 0 || g != Group::world) return std::nullopt;
+    if (link_peer_ == kNoPeer || g != Group::world) return std::nullopt;
     std::optional<LinkTransfer> found;
     for (const P2POp& op : ops) {
-      if (op.peer != link_peer_) continue;
+      if (op.peer != link_peer_ && link_peer_ != FaultSpec::kEveryPeer) continue;
       const LinkTransfer t{op.kind == P2POp::Kind::send,
                            op.buf.numel() * static_cast<std::int64_t>(dtype_size(op.buf.dtype))};
       if (!t.send) return t;  // a receive from the other end decides
@@ -260,6 +261,7 @@ class FaultCommunicator final : public Communicator {
       case FaultSpec::Kind::slow:
       case FaultSpec::Kind::slowlink:
       case FaultSpec::Kind::sdc:
+      case FaultSpec::Kind::version:
         return;
     }
   }
@@ -275,7 +277,10 @@ class FaultCommunicator final : public Communicator {
   Compute& compute_;
   FaultSpec spec_;
   bool armed_;
-  int link_peer_;  // slowlink, on its waiting end: the world rank at the other end, or -1
+  // slowlink, on its waiting end: the world rank at the other end, FaultSpec::kEveryPeer, or
+  // kNoPeer.
+  static constexpr int kNoPeer = -1;
+  int link_peer_;
   SlowLinkClock link_clock_;
   int step_ = -1;  // the first clear_requests() starts step 0
   bool counts_seen_ = false;
@@ -299,7 +304,8 @@ double SlowLinkClock::after(bool send, std::int64_t bytes, double seconds) {
 
 // The names of FaultSpec::Kind, in its order, and every Point: what --inject parses and
 // to_string writes.
-constexpr const char* kKindNames[] = {"corrupt", "delay", "hang", "die", "slow", "slowlink", "sdc"};
+constexpr const char* kKindNames[] = {"corrupt", "delay",    "hang", "die",
+                                      "slow",    "slowlink", "sdc",  "version"};
 constexpr FaultSpec::Point kPoints[] = {FaultSpec::Point::dispatch, FaultSpec::Point::combine,
                                         FaultSpec::Point::grad_reduce, FaultSpec::Point::pp,
                                         FaultSpec::Point::step};
@@ -347,8 +353,9 @@ FaultSpec parse_fault_spec(const std::string& text) {
   f.kind = static_cast<FaultSpec::Kind>(k - std::begin(kKindNames));
   if (f.kind != FaultSpec::Kind::corrupt) f.point = FaultSpec::Point::step;
   const bool sdc = f.kind == FaultSpec::Kind::sdc;
-  const bool slow =
-      f.kind == FaultSpec::Kind::slow || f.kind == FaultSpec::Kind::slowlink || sdc;  // no step
+  const bool version = f.kind == FaultSpec::Kind::version;
+  const bool slow = f.kind == FaultSpec::Kind::slow || f.kind == FaultSpec::Kind::slowlink || sdc ||
+                    version;  // no step
   const bool link = f.kind == FaultSpec::Kind::slowlink;
   bool have_rank = false, have_seconds = false, have_factor = false, have_peer = false;
   std::string_view rest =
@@ -375,14 +382,14 @@ FaultSpec parse_fault_spec(const std::string& text) {
       }
       f.work = *w;
     } else if (key == "b" && link) {
-      f.peer = parse_count(text, key, value);
+      f.peer = value == "all" ? FaultSpec::kEveryPeer : parse_count(text, key, value);
       have_peer = true;
     } else if (key == "every" && sdc) {
       f.every = parse_count(text, key, value);
       if (f.every < 1) {
         throw UsageError("--inject " + text + ": every must be a whole number >= 1; " + kForms);
       }
-    } else if (key == "factor" && slow && !sdc) {
+    } else if (key == "factor" && slow && !sdc && !version) {
       char* end = nullptr;
       const std::string v(value);
       f.factor = std::strtod(v.c_str(), &end);
@@ -425,7 +432,7 @@ FaultSpec parse_fault_spec(const std::string& text) {
   if (link && f.peer == f.rank) {
     throw UsageError("--inject " + text + ": a and b must be two different ranks; " + kForms);
   }
-  if (slow && !sdc && !have_factor) {
+  if (slow && !sdc && !version && !have_factor) {
     throw UsageError("--inject " + text + ": factor=F is required; " + kForms);
   }
   if (f.kind == FaultSpec::Kind::delay && !have_seconds) {
@@ -451,8 +458,10 @@ std::string to_string(const FaultSpec& f) {
   }
   if (sdc_kind(f))
     return "sdc:rank=" + std::to_string(f.rank) + ",every=" + std::to_string(f.every);
+  if (f.kind == FaultSpec::Kind::version) return "version:rank=" + std::to_string(f.rank);
   if (f.kind == FaultSpec::Kind::slowlink) {
-    return "slowlink:a=" + std::to_string(f.rank) + ",b=" + std::to_string(f.peer) +
+    return "slowlink:a=" + std::to_string(f.rank) +
+           ",b=" + (f.peer == FaultSpec::kEveryPeer ? std::string("all") : std::to_string(f.peer)) +
            ",factor=" + factor;
   }
   std::string out =

@@ -38,20 +38,24 @@ struct FaultSpec {
   // slow: every compute operation of the rank (of every rank with rank=all; only the GEMMs, the
   // grouped GEMMs or core attention with work=gemm|grouped_gemm|attention) takes `factor` times
   // as long (slow_compute.hpp);
-  // slowlink: every transfer between world ranks `rank` and `peer` takes `factor` times as long
+  // slowlink: every transfer between world ranks `rank` and `peer` (every peer with b=all: a slow
+  // port) takes `factor` times as long
   // (the point-to-point exchanges of `moebench linkcheck`); `rank` does the waiting
   // (SlowLinkClock).
   // sdc: silent data corruption: one bit of the output of every `every`-th GEMM on `rank`
   // flipped (slow_compute.hpp), which `moebench accept`'s repeated-GEMM check must name.
-  enum class Kind { corrupt, delay, hang, die, slow, slowlink, sdc };
+  // version: the rank reports software that differs from its peers' (`moebench accept`'s
+  // inventory must name it).
+  enum class Kind { corrupt, delay, hang, die, slow, slowlink, sdc, version };
   // step: the start of the step (the default of delay, hang and die).
   enum class Point { dispatch, combine, grad_reduce, pp, step };
   Kind kind = Kind::corrupt;
   int rank = 0;  // the world rank the fault happens on
   Point point = Point::dispatch;
-  int step = 0;                   // 0-based, as counted above
-  double seconds = 0;             // delay only
-  double factor = 1;              // slow and slowlink
+  int step = 0;                          // 0-based, as counted above
+  double seconds = 0;                    // delay only
+  double factor = 1;                     // slow and slowlink
+  static constexpr int kEveryPeer = -2;  // slowlink b=all: every link of `rank` (a slow port)
   int peer = 0;                   // slowlink: the other end of the link (`rank` is the first)
   bool every_rank = false;        // slow: rank=all
   SlowWork work = SlowWork::all;  // slow: which operations
@@ -63,8 +67,8 @@ struct FaultSpec {
 // "die:rank=R[,phase=...][,step=S]" (delay, hang and die: at the start of the step unless a phase
 // is given, then just before that point's operation), "sdc:rank=R[,every=K]",
 // "slow:rank=R|all,factor=F[,work=W]" and
-// "slowlink:a=R1,b=R2,factor=F" (F in (1, 1000]); UsageError saying what is wrong and what is
-// valid otherwise. The ranks are checked against the world by the caller.
+// "slowlink:a=R1,b=R2|all,factor=F" (F in (1, 1000]) and "version:rank=R"; UsageError saying what
+// is wrong and what is valid otherwise. The ranks are checked against the world by the caller.
 FaultSpec parse_fault_spec(const std::string& text);
 std::string to_string(const FaultSpec& f);
 const char* point_name(FaultSpec::Point p);

@@ -1,0 +1,105 @@
+#include "harness/cli/accept_probes.hpp"
+
+#include <time.h>
+
+#include <chrono>
+
+#include "harness/cli/accept_checks.hpp"
+#include "harness/measure/stats.hpp"
+
+namespace moebench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Seconds of this rank's own work: its thread's CPU time on the host, where ranks share cores
+// and a wall clock would time the neighbours too; the wall clock around a synchronised device.
+class WorkClock {
+ public:
+  explicit WorkClock(Compute& c) : c_(c), host_(c.memory_is_host()) {}
+  double now() {
+    if (!host_) {
+      c_.synchronize();
+      return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+    }
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+  }
+
+ private:
+  Compute& c_;
+  bool host_;
+};
+
+std::uint64_t checksum(Compute& c, const Mat& m) {
+  std::vector<float> host(static_cast<std::size_t>(m.rows * m.cols));
+  c.download(m, host.data());
+  return fnv1a(host.data(), host.size() * sizeof(float));
+}
+
+}  // namespace
+
+GemmProbe probe_gemm(Compute& c, std::int64_t n, int repeats) {
+  Tensor a = c.alloc(n, n, DType::f32), b = c.alloc(n, n, DType::f32),
+         out = c.alloc(n, n, DType::f32);
+  c.fill_random(a.view(), 20261205, 0, 1.0f);
+  c.fill_random(b.view(), 20261205, 1, 1.0f);
+  c.gemm(false, false, 1.0f, a.view(), b.view(), 0.0f, out.view());  // untimed: plans, caches
+  WorkClock clock(c);
+  GemmProbe p;
+  std::vector<double> times;
+  for (int i = 0; i < repeats; ++i) {
+    const double t0 = clock.now();
+    c.gemm(false, false, 1.0f, a.view(), b.view(), 0.0f, out.view());
+    times.push_back(clock.now() - t0);
+    p.sums.push_back(checksum(c, out.view()));
+  }
+  p.flops_per_s = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) /
+                  std::max(1e-9, median(times));
+  return p;
+}
+
+double probe_memory(Compute& c, std::int64_t floats, int repeats) {
+  Tensor a = c.alloc(1, floats, DType::f32), b = c.alloc(1, floats, DType::f32);
+  c.fill(a.view(), 1.0f);
+  c.copy(a.view(), b.view());
+  WorkClock clock(c);
+  std::vector<double> times;
+  for (int i = 0; i < repeats; ++i) {
+    const double t0 = clock.now();
+    c.copy(a.view(), b.view());
+    times.push_back(clock.now() - t0);
+  }
+  return 2.0 * 4.0 * static_cast<double>(floats) / std::max(1e-9, median(times));
+}
+
+std::vector<std::uint64_t> parameter_sums(Compute& c, const TrainingStep& step) {
+  return {checksum(c, step.params().flat_params(ParamGroup::dense)),
+          checksum(c, step.params().flat_params(ParamGroup::expert))};
+}
+
+std::vector<std::vector<std::uint64_t>> gather_sums(const MpiRuntime& rt,
+                                                    const std::vector<std::uint64_t>& mine) {
+  std::vector<double> halves;
+  for (std::uint64_t x : mine) {
+    halves.push_back(static_cast<double>(x >> 32));
+    halves.push_back(static_cast<double>(x & 0xffffffffULL));
+  }
+  const std::vector<double> all = rt.gather_to_root(halves);
+  std::vector<std::vector<std::uint64_t>> out;
+  if (rt.rank() != 0) return out;
+  for (int r = 0; r < rt.size(); ++r) {
+    std::vector<std::uint64_t> sums;
+    for (std::size_t k = 0; k < mine.size(); ++k) {
+      const std::size_t at = static_cast<std::size_t>(r) * halves.size() + 2 * k;
+      sums.push_back((static_cast<std::uint64_t>(all[at]) << 32) |
+                     static_cast<std::uint64_t>(all[at + 1]));
+    }
+    out.push_back(sums);
+  }
+  return out;
+}
+
+}  // namespace moebench

@@ -1,0 +1,34 @@
+// What `moebench accept` measures on each rank, and how it brings checksums to rank 0: the GEMM
+// and memory probes, timed by the rank's own work; parameter checksums; an exact gather of
+// 64-bit checksums.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "harness/compute/compute.hpp"
+#include "harness/runtime/mpi_runtime.hpp"
+#include "workloads/step/training_step.hpp"
+
+namespace moebench {
+
+// The GEMM probe: the same n x n x n GEMM on the same inputs (the same seed on every rank),
+// `repeats` times: its rate (the median repeat's) and each result's checksum.
+struct GemmProbe {
+  double flops_per_s = 0;
+  std::vector<std::uint64_t> sums;
+};
+GemmProbe probe_gemm(Compute& c, std::int64_t n, int repeats);
+
+// A streaming copy's rate: bytes read and written over the median repeat's time.
+double probe_memory(Compute& c, std::int64_t floats, int repeats);
+
+// The checksums of this rank's parameters after a step: dense, then the experts'.
+std::vector<std::uint64_t> parameter_sums(Compute& c, const TrainingStep& step);
+
+// Every rank's checksums on rank 0 (each rank gives as many), exactly: each 64-bit value as two
+// 32-bit halves, which a double holds exactly (a string gather would cut a long list short).
+std::vector<std::vector<std::uint64_t>> gather_sums(const MpiRuntime& rt,
+                                                    const std::vector<std::uint64_t>& mine);
+
+}  // namespace moebench
