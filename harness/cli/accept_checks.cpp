@@ -446,6 +446,7 @@ nlohmann::ordered_json accept_json(const AcceptResult& r, const nlohmann::ordere
                          {"gemm_checksum", x.gemm_sum ? ordered_json(checksum_text(*x.gemm_sum))
                                                       : ordered_json(nullptr)}};
     if (x.report >= 0) rank["report"] = x.report;
+    if (x.nvml) rank["nvml"] = to_json(*x.nvml);
     ranks.push_back(rank);
   }
   j["ranks"] = ranks;

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/device/nvml_inventory.hpp"
 #include "harness/measure/health.hpp"
 #include "harness/measure/links.hpp"
 #include "harness/output/run_record.hpp"
@@ -27,6 +28,8 @@ struct AcceptRank {
   // The GEMM probe's result's checksum (the same inputs everywhere); none before stage 2 ran.
   std::optional<std::uint64_t> gemm_sum = std::nullopt;
   int report = -1;  // accept-merge: the index of the report it came from
+  // Its GPU as NVML sees it, where NVML is there.
+  std::optional<NvmlInventory> nvml = std::nullopt;
 };
 
 // One check's outcome: a rank's (rank >= 0), or the cluster's (rank and node -1).
@@ -110,8 +113,8 @@ std::vector<AcceptCheck> judge_checksums(const std::string& name, const std::str
                                          const std::vector<std::string>& group);
 
 // The link test's outliers (linkcheck's analysis): a rank with two or more slow links is its
-// node's failure; a single slow link, whose end cannot be told, the cluster's; one passing check
-// when there is none.
+// node's failure; a single slow link, whose end cannot be told, its node's when both ends share
+// one, else the cluster's; one passing check when there is none.
 std::vector<AcceptCheck> judge_links(const std::vector<AcceptRank>& ranks,
                                      const std::vector<LinkSample>& samples,
                                      const LinkAnalysis& analysis);

@@ -20,6 +20,7 @@
 #include "harness/cli/accept_collectives.hpp"
 #include "harness/cli/accept_dcgm.hpp"
 #include "harness/cli/accept_figures.hpp"
+#include "harness/cli/accept_nvml.hpp"
 #include "harness/cli/accept_outputs.hpp"
 #include "harness/cli/accept_probes.hpp"
 #include "harness/cli/commands.hpp"
@@ -228,6 +229,9 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
     if (c.inject && c.inject->kind == FaultSpec::Kind::version && c.inject->rank == rt.rank()) {
       software += ", injected: a different build";
     }
+    const NvmlRead nvml = read_nvml_inventory(s.topo.local_rank);
+    const std::vector<std::string> nvml_all =
+        rt.gather_strings_to_root(nvml.gpu ? to_json(*nvml.gpu).dump() : std::string());
     const std::vector<std::string> skus = rt.all_gather(sku);
     const std::vector<std::string> softwares = rt.gather_strings_to_root(software);
     const std::vector<std::string> nodes = rt.all_gather(std::to_string(s.topo.node));
@@ -253,6 +257,14 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
           }));
     if (rt.rank() == 0) {
       add(judge_inventory(result.ranks));
+      std::vector<std::optional<NvmlInventory>> gpus;
+      for (std::size_t i = 0; i < result.ranks.size(); ++i) {
+        if (!nvml_all[i].empty()) {
+          result.ranks[i].nvml = nvml_inventory_from_json(nlohmann::json::parse(nvml_all[i]));
+        }
+        gpus.push_back(result.ranks[i].nvml);
+      }
+      add(judge_nvml(result.ranks, gpus, nvml.why));
       for (std::size_t k = 0; k < dcgm.size() && !a.dcgm.empty(); ++k) {
         if (dcgm[k]) {
           add(judge_dcgm(result.ranks, static_cast<int>(k), result.node_names[k], *dcgm[k]));
@@ -320,9 +332,16 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
       LinkPlacement placement;
       for (const AcceptRank& r : result.ranks) placement.node.push_back(r.node);
       placement.domain = domains.of_rank;
-      add(judge_links(result.ranks, links.samples,
-                      analyse_links(links.samples, placement,
-                                    {6.0, host ? kHostLinkMinSlowdown : kDeviceMinSlowdown})));
+      LinkAnalysis analysis = analyse_links(
+          links.samples, placement, {6.0, host ? kHostLinkMinSlowdown : kDeviceMinSlowdown});
+      // On the cpu backend ranks share cores: a ping-pong's latency is how the scheduler
+      // happened to run both ends (thousands of times the median under load), so only
+      // bandwidth is judged there.
+      if (host) {
+        std::erase_if(analysis.outliers,
+                      [](const LinkOutlier& x) { return x.metric == "latency"; });
+      }
+      add(judge_links(result.ranks, links.samples, analysis));
     }
     end_stage("links");
 

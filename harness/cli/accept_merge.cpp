@@ -116,6 +116,7 @@ MergedAccept merge_accept(const std::vector<AcceptInput>& inputs, const MergeSpe
         a.gemm_sum = std::stoull(x["gemm_checksum"].get<std::string>(), nullptr, 16);
       }
       a.report = k;
+      if (x.contains("nvml")) a.nvml = nvml_inventory_from_json(x["nvml"]);
       rank_at[{k, a.rank}] = r.ranks.size();
       r.ranks.push_back(a);
       gemm_group.push_back(a.sku + strprintf(" (%lld^3 GEMM)", static_cast<long long>(n)));

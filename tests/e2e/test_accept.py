@@ -191,8 +191,37 @@ def test_sigterm_keeps_the_finished_stages(ctx):
         e2e.check(drain == [], "a signal drains no node", r)
         names = [s["name"] for s in doc["stages"]]
         e2e.check(names[:2] == ["inventory", "gpu"], "the finished stages kept: %r" % names, r)
-        if "burnin" in names:
+        # Agreed after a round, the burn-in's finished rounds are judged; a wait still blocked
+        # when the signal came wrote the files at once, the burn-in stage marked stopped.
+        if "burnin" in names and not doc["stages"][-1].get("stopped", False):
             e2e.check(doc["burnin"]["rounds"] >= 1, "the burn-in's finished rounds kept", r)
+
+
+def test_nvml_inventory_names_its_node(ctx):
+    """accept's NVML inventory against the NVML stand-in the tests build (tests/fake_nvml, first in
+    LD_LIBRARY_PATH): every rank's GPU read and passing; then rank 3 with 2 uncorrected ECC errors
+    and rank 2 with a 500 W power limit where its peers have 700 W, both on the second node: each
+    rank's `nvml` check fails, and drain.txt names that node alone."""
+    fake = os.path.join(os.path.dirname(os.path.abspath(ctx.binary)), "tests", "fake_nvml")
+    e2e.check(os.path.isfile(os.path.join(fake, "libnvidia-ml.so.1")), "the NVML stand-in built")
+    saved = dict(os.environ)
+    os.environ["LD_LIBRARY_PATH"] = fake + ":" + saved.get("LD_LIBRARY_PATH", "")
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            r, doc, drain = accept(ctx, os.path.join(tmp, "clean"))
+            nvml = [c for c in doc["checks"] if c["name"] == "nvml"]
+            e2e.check(len(nvml) == 4 and all(c["status"] == "pass" for c in nvml) and
+                      all(x["nvml"]["nvlinks_up"] == 18 for x in doc["ranks"]),
+                      "four GPUs read, each passing: %r" % nvml, r)
+            os.environ["MOEBENCH_FAKE_NVML"] = "rank=3:ecc=2;rank=2:power_w=500"
+            r, doc, drain = accept(ctx, os.path.join(tmp, "bad"), rc=ACCEPTANCE)
+            bad = [(c["name"], c["rank"]) for c in doc["checks"] if c["status"] == "fail"]
+            e2e.check(bad == [("nvml", 2), ("nvml", 3)], "ranks 2 and 3's GPUs: %r" % bad, r)
+            e2e.check(len(drain) == 1 and "NodeName=%s " % node_of(doc, 3) in drain[0] and
+                      node_of(doc, 2) == node_of(doc, 3), "their node alone: %r" % drain, r)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def test_bad_flags_are_one_line(ctx):
@@ -319,6 +348,7 @@ TESTS = [test_clean_machine_passes, test_burn_in_keeps_every_round,
          test_silent_corruption_names_its_node,
          test_slow_gpu_names_its_node, test_version_and_slow_port_name_their_node,
          test_hang_names_its_node, test_sigterm_keeps_the_finished_stages,
+         test_nvml_inventory_names_its_node,
          test_bad_flags_are_one_line,
          test_baseline_fails_a_uniformly_slow_rack, test_dcgm_results_name_their_node,
          test_merge_names_the_nodes_to_drain]

@@ -145,7 +145,9 @@ LinkOutlier outlier(int a, int b) {
   return o;
 }
 
-TEST_CASE("accept: a rank with two slow links is its node's; one slow link the cluster's") {
+TEST_CASE(
+    "accept: a rank with two slow links is its node's; one slow link the cluster's, or its "
+    "node's when both ends share one") {
   const std::vector<AcceptRank> ranks = four_ranks();
   LinkAnalysis a;
   a.outliers = {outlier(0, 3), outlier(1, 3), outlier(2, 3)};
@@ -160,6 +162,12 @@ TEST_CASE("accept: a rank with two slow links is its node's; one slow link the c
   CHECK(checks.front().rank == -1);
   CHECK(checks.front().status == "fail");
   CHECK(checks.front().reason.find("either end") != std::string::npos);
+  a.outliers = {outlier(2, 3)};  // both ends on node 1: the node's, either rank
+  checks = judge_links(ranks, {}, a);
+  REQUIRE(checks.size() == 1);
+  CHECK(checks.front().rank == -1);
+  CHECK(checks.front().node == 1);
+  CHECK(checks.front().reason.find("inside the node of b") != std::string::npos);
   a.outliers.clear();
   checks = judge_links(ranks, std::vector<LinkSample>(12), a);
   REQUIRE(checks.size() == 1);
