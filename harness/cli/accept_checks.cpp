@@ -12,13 +12,6 @@ namespace moebench {
 
 namespace {
 
-// A figure for people: TFLOP/s or GB/s.
-std::string human_rate(double v, const std::string& unit) {
-  if (unit == "FLOP/s") return strprintf("%.4g TFLOP/s", v / 1e12);
-  if (unit == "bytes/s") return strprintf("%.4g GB/s", v / 1e9);
-  return strprintf("%.4g %s", v, unit.c_str());
-}
-
 std::string rank_text(const AcceptRank& r) {
   return "rank " + std::to_string(r.rank) + " on " + r.host;
 }
@@ -139,9 +132,10 @@ std::vector<AcceptCheck> judge_rates(const RateSpec& spec, const std::vector<Acc
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     const AcceptRank& r = ranks[i];
     const double v = values[i];
+    const std::optional<double> expected = spec.expected_for(r.sku);
     AcceptCheck c = rank_check(spec.name, spec.stage, r);
     c.measured = v;
-    c.expected = spec.expected;
+    c.expected = expected;
     c.unit = spec.unit;
     c.source = spec.source;
     c.status = "pass";
@@ -154,19 +148,18 @@ std::vector<AcceptCheck> judge_rates(const RateSpec& spec, const std::vector<Acc
             strprintf("%.2fx the median rank's %s", v / m, human_rate(m, spec.unit).c_str()));
       }
     }
-    if (spec.expected && !spec.nominal && v < spec.floor * *spec.expected) {
-      why.push_back(spec.floor == 1.0
-                        ? "under the floor of " + human_rate(*spec.expected, spec.unit)
-                        : strprintf("under %.2f x the SKU's expected %s", spec.floor,
-                                    human_rate(*spec.expected, spec.unit).c_str()));
+    if (expected && !spec.nominal && v < spec.floor * *expected) {
+      why.push_back(spec.floor == 1.0 ? "under the floor of " + human_rate(*expected, spec.unit)
+                                      : strprintf("under %.2f x the SKU's expected %s", spec.floor,
+                                                  human_rate(*expected, spec.unit).c_str()));
     }
     c.reason = rank_text(r) + ": " + human_rate(v, spec.unit);
     if (!why.empty()) {
       c.status = "fail";
       c.reason += ", " + why.front() + (why.size() > 1 ? "; " + why.back() : "");
-    } else if (spec.expected) {
-      c.reason += strprintf(", %.2f x the expected %s%s", v / *spec.expected,
-                            human_rate(*spec.expected, spec.unit).c_str(),
+    } else if (expected) {
+      c.reason += strprintf(", %.2f x the expected %s%s", v / *expected,
+                            human_rate(*expected, spec.unit).c_str(),
                             spec.nominal ? " (nominal: not judged)" : "");
     }
     out.push_back(c);

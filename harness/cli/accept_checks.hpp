@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -99,6 +100,12 @@ struct RateSpec {
   bool nominal = false;
   double floor = 0.8;
   double min_slowdown = 0.1;
+  // A SKU's own expected figure (the site's: --baseline, --floors), in place of `expected`.
+  std::map<std::string, double> expected_by_sku = {};
+  std::optional<double> expected_for(const std::string& sku) const {
+    const auto it = expected_by_sku.find(sku);
+    return it != expected_by_sku.end() ? std::optional<double>(it->second) : expected;
+  }
 };
 std::vector<AcceptCheck> judge_rates(const RateSpec& spec, const std::vector<AcceptRank>& ranks,
                                      const std::vector<double>& values);

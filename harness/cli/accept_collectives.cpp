@@ -1,9 +1,9 @@
 #include "harness/cli/accept_collectives.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <map>
 
+#include "harness/core/clock.hpp"
 #include "harness/core/human.hpp"
 
 namespace moebench {
@@ -12,10 +12,6 @@ namespace {
 
 constexpr const char* kOps[] = {"all_reduce", "reduce_scatter", "all_gather", "all_to_all"};
 constexpr std::int64_t kCols = 256;  // floats a row
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 }  // namespace
 
@@ -56,10 +52,10 @@ std::vector<CollectiveRow> measure_collectives(Communicator& comm, Compute& comp
       once();  // untimed: buffers registered, connections made
       comm.synchronize();
       comm.barrier(Group::world);
-      const double t0 = now_s();
+      const Clock::time_point t0 = Clock::now();
       for (int i = 0; i < iters; ++i) once();
       comm.synchronize();
-      const double mine = (now_s() - t0) / iters;
+      const double mine = seconds_since(t0) / iters;
       CollectiveRow row;
       row.op = op;
       row.bytes = total * kCols * 4;
@@ -100,11 +96,12 @@ std::vector<AcceptCheck> judge_collectives(const std::vector<CollectiveRow>& row
     c.expected = spec.expected;
     c.unit = "bytes/s";
     c.source = spec.source;
-    c.reason = strprintf("%s of %lld bytes over every rank: bus bandwidth %.4g GB/s", op,
-                         static_cast<long long>(r.bytes), r.busbw / 1e9);
+    c.reason = strprintf("%s of %lld bytes over every rank: bus bandwidth ", op,
+                         static_cast<long long>(r.bytes)) +
+               human_rate(r.busbw, "bytes/s");
     if (spec.expected) {
-      c.reason += strprintf(", %.2f x the expected %.4g GB/s", r.busbw / *spec.expected,
-                            *spec.expected / 1e9);
+      c.reason += strprintf(", %.2f x the expected ", r.busbw / *spec.expected) +
+                  human_rate(*spec.expected, "bytes/s");
       if (spec.nominal) c.reason += " (nominal: not judged)";
       if (low) c.reason += strprintf(", under %.2f x it", spec.floor);
     }

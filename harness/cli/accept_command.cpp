@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <iostream>
 #include <numeric>
-#include <set>
 #include <thread>
 
 #include "harness/backends/cpu/blas_core.hpp"
@@ -27,6 +26,7 @@
 #include "harness/cli/link_pairs.hpp"
 #include "harness/cli/run_gather.hpp"
 #include "harness/cli/run_setup.hpp"
+#include "harness/core/clock.hpp"
 #include "harness/core/human.hpp"
 #include "harness/core/regular_file.hpp"
 #include "harness/core/stop_request.hpp"
@@ -43,8 +43,6 @@ namespace moebench {
 using namespace run_parts;
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // The step stage's expert parallelism unless --ep is given: every rank, as far as the experts
 // divide (the all-to-all then crosses every node).
@@ -78,34 +76,18 @@ void read_dcgm_files(const std::string& pattern, const std::vector<std::string>&
   }
 }
 
-// A rate judged against the site's figure where --floors or --baseline gives one (each SKU's
-// ranks against its own), else against the system's (`spec`).
-std::vector<AcceptCheck> judge_site_rates(const RateSpec& spec, const SiteFigures& site,
-                                          const std::vector<AcceptRank>& ranks,
-                                          const std::vector<double>& values) {
-  if (site.value.count(spec.name) == 0) return judge_rates(spec, ranks, values);
-  std::set<std::string> skus;
-  for (const AcceptRank& r : ranks) skus.insert(r.sku);
-  std::vector<AcceptCheck> out;
-  for (const std::string& sku : skus) {  // each has a value: check_site_skus
-    std::vector<AcceptRank> of_sku;
-    std::vector<double> v;
-    for (std::size_t i = 0; i < ranks.size(); ++i) {
-      if (ranks[i].sku != sku) continue;
-      of_sku.push_back(ranks[i]);
-      v.push_back(values[i]);
-    }
-    RateSpec x = spec;
-    x.expected = site_value(site, spec.name, sku);
-    x.nominal = false;
-    x.source = site.source;
-    if (site.floors) x.floor = 1.0;
-    const std::vector<AcceptCheck> judged = judge_rates(x, of_sku, v);
-    out.insert(out.end(), judged.begin(), judged.end());
-  }
-  std::stable_sort(out.begin(), out.end(),
-                   [](const AcceptCheck& p, const AcceptCheck& q) { return p.rank < q.rank; });
-  return out;
+// `spec` with the site's figures where --floors or --baseline gives them (each SKU's own; every
+// SKU of the run has one: check_site_skus), else as it is (the system's).
+RateSpec site_spec(const RateSpec& spec, const SiteFigures& site,
+                   const std::vector<AcceptRank>& ranks) {
+  if (site.value.count(spec.name) == 0) return spec;
+  RateSpec x = spec;
+  x.expected.reset();
+  x.nominal = false;
+  x.source = site.source;
+  if (site.floors) x.floor = 1.0;
+  for (const AcceptRank& r : ranks) x.expected_by_sku[r.sku] = *site_value(site, x.name, r.sku);
+  return x;
 }
 
 }  // namespace
@@ -116,18 +98,10 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
   install_stop_handlers();
   CliOptions o = given;
   o.verify = true;
-  // A slow link is the link stage's (the step's configuration has no such fault).
-  std::optional<FaultSpec> link_fault;
-  if (o.inject && o.inject->kind == FaultSpec::Kind::slowlink) link_fault.swap(o.inject);
   const AcceptOptions& a = o.accept;
   Setup s;
   SiteFigures site;
   agree(rt, usage_problem([&] {
-          if (link_fault && std::max(link_fault->rank, link_fault->peer) >= rt.size()) {
-            throw UsageError("--inject " + to_string(*link_fault) +
-                             ": no such rank in a world of " + std::to_string(rt.size()) +
-                             "; valid: a and b 0 to " + std::to_string(rt.size() - 1));
-          }
           if (!a.floors.empty()) site = read_floors(a.floors);
           if (!a.baseline.empty()) site = read_baseline(a.baseline);
           default_ep(o, rt.size());
@@ -141,8 +115,10 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
   const RunConfig& c = s.config;
   Compute& compute = *s.compute;
   std::unique_ptr<Communicator> comm = connect_and_check_memory(s, rt);
-  if (link_fault) comm = make_fault_communicator(std::move(comm), compute, *link_fault);
-  if (c.inject && c.inject->kind == FaultSpec::Kind::hang) {  // in the step stage's steps
+  // A slow link (the link stage's exchanges) and a hang (the step stage's steps) are the
+  // communicator's faults.
+  if (c.inject &&
+      (c.inject->kind == FaultSpec::Kind::slowlink || c.inject->kind == FaultSpec::Kind::hang)) {
     comm = make_fault_communicator(std::move(comm), compute, *c.inject);
   }
   const bool host = compute.memory_is_host();
@@ -155,7 +131,7 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
   // After each stage every rank agrees on a pending stop signal (Slurm's time limit, scancel):
   // the stages after it do not run.
   const auto end_stage = [&](const std::string& name, bool check_stop = true) {
-    const double t = std::chrono::duration<double>(Clock::now() - stage_start).count();
+    const double t = seconds_since(stage_start);
     result.stages.push_back({name, t});
     say(name + " done in " + strprintf("%.1f", t) + " s");
     stage_start = Clock::now();
@@ -173,20 +149,19 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
   std::optional<SystemSpec> system = s.system;
   const std::int64_t n = a.gemm_n.value_or(host ? 1024 : 8192);
   const auto meta = [&] {
-    return nlohmann::ordered_json{
-        {"tool_version", kToolVersion},
-        {"git_sha", git_sha()},
-        {"argv", o.argv},
-        {"start_time", start},
-        {"backend", to_string(c.backend)},
-        {"system", system ? system->name : std::string("none")},
-        {"world", rt.size()},
-        {"nodes", result.node_names.size()},
-        {"floor", a.floor},
-        {"min_slowdown", min_slowdown},
-        {"gemm_n", n},
-        {"duration_s", a.duration_s},
-        {"inject", given.inject ? to_string(*given.inject) : std::string()}};
+    return nlohmann::ordered_json{{"tool_version", kToolVersion},
+                                  {"git_sha", git_sha()},
+                                  {"argv", o.argv},
+                                  {"start_time", start},
+                                  {"backend", to_string(c.backend)},
+                                  {"system", system ? system->name : std::string("none")},
+                                  {"world", rt.size()},
+                                  {"nodes", result.node_names.size()},
+                                  {"floor", a.floor},
+                                  {"min_slowdown", min_slowdown},
+                                  {"gemm_n", n},
+                                  {"duration_s", a.duration_s},
+                                  {"inject", c.inject ? to_string(*c.inject) : std::string()}};
   };
   std::string stage_now = "inventory";
   // Rank 0's files of what the finished stages found, with the stage in flight marked stopped
@@ -194,8 +169,7 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
   const auto write_stopped = [&](const std::vector<AcceptCheck>& why, bool in_flight) {
     AcceptResult partial = result;
     if (in_flight) {
-      partial.stages.push_back(
-          {stage_now, std::chrono::duration<double>(Clock::now() - stage_start).count(), true});
+      partial.stages.push_back({stage_now, seconds_since(stage_start), true});
     }
     partial.checks.insert(partial.checks.end(), why.begin(), why.end());
     write_accept_outputs(a.out, partial, meta());
@@ -316,8 +290,8 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
         gemm_rates.push_back(rates[2 * static_cast<std::size_t>(r)]);
         memory_rates.push_back(rates[2 * static_cast<std::size_t>(r) + 1]);
       }
-      add(judge_site_rates(g, site, result.ranks, gemm_rates));
-      add(judge_site_rates(m, site, result.ranks, memory_rates));
+      add(judge_rates(site_spec(g, site, result.ranks), result.ranks, gemm_rates));
+      add(judge_rates(site_spec(m, site, result.ranks), result.ranks, memory_rates));
     }
     end_stage("gpu");
 
@@ -433,8 +407,7 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
         burn_rates.push_back(p.flops_per_s);
         all_sums.insert(all_sums.end(), p.sums.begin(), p.sums.end());
         burn_steps.push_back(step.run().step_time_s);
-        double agreed[2] = {std::chrono::duration<double>(Clock::now() - begin).count(),
-                            static_cast<double>(stop_signal())};
+        double agreed[2] = {seconds_since(begin), static_cast<double>(stop_signal())};
         rt.allreduce_max(std::span<double>(agreed, 2));
         elapsed = agreed[0];
         burn_stopped = static_cast<int>(agreed[1]);

@@ -1,17 +1,14 @@
 #include "harness/cli/accept_probes.hpp"
 
-#include <time.h>
-
 #include <chrono>
 
 #include "harness/cli/accept_checks.hpp"
+#include "harness/core/clock.hpp"
 #include "harness/measure/stats.hpp"
 
 namespace moebench {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // Seconds of this rank's own work: its thread's CPU time on the host, where ranks share cores
 // and a wall clock would time the neighbours too; the wall clock around a synchronised device.
@@ -23,9 +20,7 @@ class WorkClock {
       c_.synchronize();
       return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
     }
-    timespec t{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+    return thread_cpu_seconds();
   }
 
  private:

@@ -174,10 +174,9 @@ Verdict like_for_like(const std::string& name, const SizeResult& s, ClaimBasis b
   if (!v.passed) {
     for (const Need& n : b.needs) {
       if (n.needed && *n.needed > n.measured) {
-        const double k = n.unit == "FLOP/s" ? 1e12 : 1e9;
-        const char* unit = n.unit == "FLOP/s" ? " TFLOP/s" : " GB/s";
-        v.reason += "; it needs " + n.name + " at " + sig(*n.needed / k) + unit +
-                    " (this cluster: " + sig(n.measured / k) + ")";
+        const RateScale k = rate_scale(n.unit);
+        v.reason += "; it needs " + n.name + " at " + sig(*n.needed / k.per) + " " + k.name +
+                    " (this cluster: " + sig(n.measured / k.per) + ")";
         break;
       }
     }

@@ -664,6 +664,12 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
                        "hang:rank=R[,step=S]");
     }
   }
+  if (o.inject && o.inject->kind == FaultSpec::Kind::slowlink && o.command != Command::accept &&
+      o.command != Command::linkcheck) {
+    throw UsageError("--inject " + to_string(*o.inject) +
+                     ": a slow link is injected into `moebench linkcheck`, which measures the "
+                     "links; run slows compute (slow:rank=R,factor=F)");
+  }
   if (o.inject && o.inject->kind == FaultSpec::Kind::version && o.command != Command::accept) {
     throw UsageError("--inject " + to_string(*o.inject) +
                      ": only moebench accept compares the ranks' versions");

@@ -64,4 +64,15 @@ double finite_figure(double v, std::string_view what) {
   return v;
 }
 
+RateScale rate_scale(const std::string& si_unit) {
+  if (si_unit == "FLOP/s") return {1e12, "TFLOP/s"};
+  if (si_unit == "bytes/s") return {1e9, "GB/s"};
+  return {1, si_unit};
+}
+
+std::string human_rate(double v, const std::string& si_unit) {
+  const RateScale s = rate_scale(si_unit);
+  return strprintf("%.4g %s", v / s.per, s.name.c_str());
+}
+
 }  // namespace moebench

@@ -25,6 +25,15 @@ std::string strprintf(const char* format, ...) __attribute__((format(printf, 1, 
 // formatted for a person or a file, so that none that is not a number reaches either.
 double finite_figure(double v, std::string_view what);
 
+// A rate for people: FLOP/s in TFLOP/s, bytes/s in GB/s (any other unit as it is).
+struct RateScale {
+  double per = 1;    // SI units in one of `name`
+  std::string name;  // "TFLOP/s", "GB/s"
+};
+RateScale rate_scale(const std::string& si_unit);
+// "1.234 TFLOP/s", "812.3 GB/s": four significant digits.
+std::string human_rate(double v, const std::string& si_unit);
+
 // The items one after another with `sep` between them ("" for none).
 std::string join(const std::vector<std::string>& items, std::string_view sep);
 

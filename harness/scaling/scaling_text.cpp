@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "harness/core/human.hpp"
+
 namespace moebench {
 
 namespace {
@@ -118,7 +120,7 @@ std::string verdict_line(const Verdict& v) {
 // A need's figure for people: TFLOP/s or GB/s.
 std::string need_value(const std::optional<double>& x, const std::string& unit) {
   if (!x) return "not alone";
-  return printf_string("%.4g", *x / (unit == "FLOP/s" ? 1e12 : 1e9));
+  return printf_string("%.4g", *x / rate_scale(unit).per);
 }
 
 // What a like-for-like claim needs of each part: rows of words and numbers.
@@ -128,7 +130,7 @@ std::vector<std::vector<std::string>> needs_rows(const ClaimBasis& b) {
   for (const Need& n : b.needs) {
     rows.push_back({n.name, need_value(n.measured, n.unit), need_value(n.needed, n.unit),
                     need_value(n.needed_to_pass, n.unit), need_value(n.datasheet, n.unit),
-                    n.unit == "FLOP/s" ? "TFLOP/s" : "GB/s", n.from});
+                    rate_scale(n.unit).name, n.from});
   }
   return rows;
 }

@@ -322,11 +322,6 @@ void validate(const RunConfig& c) {
                        " in a world of " + s(p.world) + "; valid: " + (link ? "a and b " : "") +
                        "rank=0 to rank=" + s(p.world - 1));
     }
-    if (link) {
-      throw UsageError("--inject " + to_string(*c.inject) +
-                       ": a slow link is injected into `moebench linkcheck`, which measures the "
-                       "links; run slows compute (slow:rank=R,factor=F)");
-    }
     if (c.inject->kind == FaultSpec::Kind::corrupt && !c.verify) {
       throw UsageError("--inject " + to_string(*c.inject) +
                        ": only --verify's comparison catches a corrupted value, and without it the "

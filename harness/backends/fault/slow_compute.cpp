@@ -1,12 +1,11 @@
 #include "harness/backends/fault/slow_compute.hpp"
 
-#include <time.h>
-
 #include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <thread>
 
+#include "harness/core/clock.hpp"
 #include "harness/core/error.hpp"
 
 namespace moebench {
@@ -172,7 +171,6 @@ class SlowCompute final : public Compute {
   }
 
  private:
-  using Clock = std::chrono::steady_clock;
   using Seconds = std::chrono::duration<double>;
 
   // Runs op and owes (factor - 1) times as long as it took; the debt is paid once it reaches a
@@ -241,9 +239,7 @@ class SlowCompute final : public Compute {
   // The device's clock is the wall's; the host's, this thread's CPU time.
   static Seconds now(bool device) {
     if (device) return Clock::now().time_since_epoch();
-    timespec t{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return Seconds(static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec));
+    return Seconds(thread_cpu_seconds());
   }
 
   std::unique_ptr<Compute> inner_;
