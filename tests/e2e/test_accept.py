@@ -9,8 +9,11 @@ job wrote none; bad flags are one line, exit 2, and no output."""
 import json
 import os
 import shutil
+import signal
 import socket
+import subprocess
 import tempfile
+import time
 import xml.etree.ElementTree as ET
 
 import moebench_e2e as e2e
@@ -173,16 +176,30 @@ def test_hang_names_its_node(ctx):
 
 
 def test_sigterm_keeps_the_finished_stages(ctx):
-    """SIGTERM to every process mid-run (as scancel or Slurm's time limit sends it), during a burn-in
-    of 10 minutes: rank 0 writes the four files with every finished stage's checks and an
-    `interrupted` failure, and the job ends well before the burn-in would have (exit 7, or the
-    launcher's own code for the signal)."""
+    """SIGTERM to every rank 25 s into a 10-minute burn-in, as Slurm's time limit or scancel sends
+    it (to the tasks, then SIGKILL only after its KillWait): the ranks agree on it after the stage
+    or burn-in round in flight, rank 0 writes the four files with every finished stage's checks
+    and an `interrupted` failure, and the job ends with exit 7, long before the burn-in would."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "acc")
-        r = e2e.run_moebench(ctx, ["accept", "--system", "cpu", "--ranks-per-node", 2, "--out",
-                                   out, "--duration", "10m"], np=4, timeout=30)
-        e2e.check(r.timed_out and r.rc != 0, "ended by the signal, not by itself", r)
-        e2e.check(r.wall_s < 120, "ended soon after the signal: %.0f s" % r.wall_s, r)
+        cmd = ["mpirun", "-np", "4", "--oversubscribe", ctx.binary, "accept", "--system", "cpu",
+               "--ranks-per-node", "2", "--out", out, "--duration", "10m"]
+        start = time.monotonic()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=e2e.mpi_env(), start_new_session=True)
+        time.sleep(25)
+        ranks = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
+                               text=True).stdout.split()
+        for pid in ranks:
+            os.kill(int(pid), signal.SIGTERM)
+        try:
+            stdout, stderr = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            stdout, stderr = proc.communicate()
+        r = e2e.Result(cmd, proc.returncode, stdout, stderr, time.monotonic() - start, False)
+        e2e.check(len(ranks) == 4, "four ranks signalled: %r" % ranks, r)
+        e2e.check(r.rc == 7 and r.wall_s < 145, "exit 7 soon after the signal", r)
         doc, drain = outputs(ctx, out, r)
         stopped = [c for c in doc["checks"] if c["name"] == "interrupted"]
         e2e.check(len(stopped) == 1 and stopped[0]["status"] == "fail" and
