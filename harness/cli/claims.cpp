@@ -119,11 +119,16 @@ std::vector<Need> claim_needs(const RecipePricing& p, double claim, double band)
     n.needed = smallest_reaching(f, n.measured, claim);
     n.needed_to_pass = smallest_reaching(f, n.measured, claim / (1 + band));
   }
-  // The least raise that reaches the claim first: what holds the claim back most cheaply.
-  std::stable_sort(out.begin(), out.end(), [](const Need& a, const Need& b) {
-    if (a.needed.has_value() != b.needed.has_value()) return a.needed.has_value();
-    if (!a.needed) return false;
-    return *a.needed / a.measured < *b.needed / b.measured;
+  // The least raise that reaches the claim first: what holds the claim back most cheaply. Where
+  // no part alone reaches the claim (the others fell too), the least raise that passes it.
+  const auto tier = [](const Need& n) { return n.needed ? 0 : n.needed_to_pass ? 1 : 2; };
+  const auto raise = [](const Need& n) {
+    const std::optional<double>& x = n.needed ? n.needed : n.needed_to_pass;
+    return x ? *x / n.measured : 0.0;
+  };
+  std::stable_sort(out.begin(), out.end(), [&](const Need& a, const Need& b) {
+    if (tier(a) != tier(b)) return tier(a) < tier(b);
+    return tier(a) < 2 && raise(a) < raise(b);
   });
   return out;
 }
@@ -171,14 +176,16 @@ Verdict like_for_like(const std::string& name, const SizeResult& s, ClaimBasis b
              "cluster's figures, " + sig(b.expected) + " (band +" +
              strprintf("%.1f", 100 * b.band) + "%, up to " + upper +
              "): " + (v.passed ? "within or below the band" : "above the band");
-  if (!v.passed) {
-    for (const Need& n : b.needs) {
-      if (n.needed && *n.needed > n.measured) {
-        const RateScale k = rate_scale(n.unit);
-        v.reason += "; it needs " + n.name + " at " + sig(*n.needed / k.per) + " " + k.name +
-                    " (this cluster: " + sig(n.measured / k.per) + ")";
-        break;
-      }
+  if (!v.passed && !b.needs.empty()) {
+    // needs comes sorted: its first names the least raise (to reach the claim, else to pass it).
+    const Need& n = b.needs.front();
+    const bool reach = n.needed.has_value();
+    const std::optional<double>& x = reach ? n.needed : n.needed_to_pass;
+    if (x && *x > n.measured) {
+      const RateScale k = rate_scale(n.unit);
+      v.reason += "; it needs " + n.name + " at " + sig(*x / k.per) + " " + k.name +
+                  (reach ? "" : " to pass (no part alone reaches the claim)") +
+                  " (this cluster: " + sig(n.measured / k.per) + ")";
     }
   }
   if (!s.failed_runs.empty()) {

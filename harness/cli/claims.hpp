@@ -56,7 +56,8 @@ std::optional<double> smallest_reaching(const std::function<double(double)>& f, 
                                         double target);
 
 // What the claim needs of each figure (`needed`: reach `claim`; `needed_to_pass`: reach
-// claim / (1 + band)), the least raise first (needed / measured), those no value reaches last.
+// claim / (1 + band)), the least raise first (needed / measured); then, where no value of a
+// part reaches the claim, the least raise that passes it; those no value passes last.
 std::vector<Need> claim_needs(const RecipePricing& p, double claim, double band);
 
 // A claim about a recipe's stack, as `report` was given it.

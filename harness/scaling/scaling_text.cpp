@@ -231,7 +231,7 @@ std::string scaling_terminal(const ScalingResult& r, std::size_t input_count) {
     for (const Verdict& v : r.verdicts) {
       if (!v.like_for_like || v.like_for_like->needs.empty()) continue;
       os << "# " << v.name << " needs, each part alone with the others as measured (first: the "
-         << "least raise that reaches the claim):\n";
+         << "least raise that reaches the claim, else that passes it):\n";
       const auto rows = needs_rows(*v.like_for_like);
       std::vector<std::size_t> width(rows.front().size(), 0);
       for (const auto& row : rows) {

@@ -82,7 +82,11 @@ def test_slowed_grouped_gemms_turn_the_claim_from_pass_to_fail(ctx):
         v = verdict(doc, "claim_tflops")
         e2e.check(not v["passed"] and v["expected_tflops_per_gpu"] < expected,
                   "the slowed study fails: %r" % v, r)
-        short = [n for n in v["needs"] if n["needed"] is not None and n["measured"] < n["needed"]]
+        # Under load the other parts slow too, and no part alone may reach the claim: then the
+        # first entry is the least raise that passes it (needed_to_pass).
+        def wanted(n):
+            return n["needed"] if n["needed"] is not None else n["needed_to_pass"]
+        short = [n for n in v["needs"] if wanted(n) is not None and n["measured"] < wanted(n)]
         e2e.check(short and short[0]["name"] == "grouped_gemm",
                   "grouped_gemm first short in needs: %r" % v["needs"], r)
         e2e.check("it needs grouped_gemm at" in v["reason"], "the reason names it", r)

@@ -114,5 +114,44 @@ TEST_CASE("claims: the model's figures price the recipe as predict does; a halve
   }
 }
 
+TEST_CASE("claims: where no part alone reaches the claim, the least raise that passes it first") {
+  const SystemSpec system = find_system("cpu");
+  const EfficiencySet& eff = efficiencies_for(system);
+  CliOptions o;
+  o.workload.recipe = "gb300-mxfp8-256";
+  o.workload.precision = Precision::fp32;
+  const RunConfig c = predict_config(o, 256, system);
+  const RecipePricing full("gb300-mxfp8-256", 256, false, system, eff,
+                           model_figures(system, c, 1.0));
+  // Every figure at 70% of the model's, the grouped GEMM at a tenth: at the full-rate figure's
+  // claim no part alone is enough (the others fell too), but with a band of 50% the grouped GEMM
+  // alone passes. It comes first, with only needed_to_pass.
+  MeasuredFigures slowed = model_figures(system, c, 0.1);
+  for (MeasuredTerm& t : slowed.terms) {
+    if (t.name == "grouped_gemm") continue;
+    t.factor *= 0.7;
+    t.measured *= 0.7;
+  }
+  const RecipePricing slow("gb300-mxfp8-256", 256, false, system, eff, slowed);
+  const std::vector<Need> needs = claim_needs(slow, full.tflops_per_gpu(), 0.5);
+  REQUIRE(!needs.empty());
+  for (const Need& n : needs) {
+    CAPTURE(n.name);
+    CHECK(!n.needed.has_value());
+  }
+  CHECK(needs.front().name == "grouped_gemm");
+  REQUIRE(needs.front().needed_to_pass.has_value());
+  CHECK(*needs.front().needed_to_pass > needs.front().measured);
+  // The rest in order: each passing part by its raise, then those that cannot pass alone.
+  for (std::size_t i = 1; i < needs.size(); ++i) {
+    CAPTURE(needs[i].name);
+    if (needs[i].needed_to_pass) {
+      REQUIRE(needs[i - 1].needed_to_pass.has_value());
+      CHECK(*needs[i - 1].needed_to_pass / needs[i - 1].measured <=
+            *needs[i].needed_to_pass / needs[i].measured);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace moebench
