@@ -76,13 +76,18 @@ MeasuredFigures model_figures(const SystemSpec& system, const RunConfig& c, doub
   return m;
 }
 
-TEST_CASE("claims: the model's figures price the recipe as predict does; a halved one is needed") {
-  const SystemSpec system = find_system("cpu");
-  const EfficiencySet& eff = efficiencies_for(system);
+// gb300-mxfp8-256 at its 256 GPUs on `system`, in fp32 (the cpu system's precision).
+RunConfig recipe_config(const SystemSpec& system) {
   CliOptions o;
   o.workload.recipe = "gb300-mxfp8-256";
   o.workload.precision = Precision::fp32;
-  const RunConfig c = predict_config(o, 256, system);
+  return predict_config(o, 256, system);
+}
+
+TEST_CASE("claims: the model's figures price the recipe as predict does; a halved one is needed") {
+  const SystemSpec system = find_system("cpu");
+  const EfficiencySet& eff = efficiencies_for(system);
+  const RunConfig c = recipe_config(system);
   // The recipe's trainer terms (HybridEP, its overlap, CUDA graphs) stay: the same prediction as
   // predict's, to rounding (1e-9 relative: the same arithmetic with factors of exactly 1).
   const double predicted =
@@ -117,10 +122,7 @@ TEST_CASE("claims: the model's figures price the recipe as predict does; a halve
 TEST_CASE("claims: where no part alone reaches the claim, the least raise that passes it first") {
   const SystemSpec system = find_system("cpu");
   const EfficiencySet& eff = efficiencies_for(system);
-  CliOptions o;
-  o.workload.recipe = "gb300-mxfp8-256";
-  o.workload.precision = Precision::fp32;
-  const RunConfig c = predict_config(o, 256, system);
+  const RunConfig c = recipe_config(system);
   const RecipePricing full("gb300-mxfp8-256", 256, false, system, eff,
                            model_figures(system, c, 1.0));
   // Every figure at 70% of the model's, the grouped GEMM at a tenth: at the full-rate figure's
