@@ -12,20 +12,6 @@ namespace moebench {
 
 namespace {
 
-std::string rank_text(const AcceptRank& r) {
-  return "rank " + std::to_string(r.rank) + " on " + r.host;
-}
-
-AcceptCheck rank_check(const std::string& name, const std::string& stage, const AcceptRank& r) {
-  AcceptCheck c;
-  c.name = name;
-  c.stage = stage;
-  c.rank = r.rank;
-  c.node = r.node;
-  c.report = r.report;
-  return c;
-}
-
 // The most common value among a group's members, and whether more than half hold it.
 template <typename K>
 struct Majority {
@@ -91,6 +77,20 @@ std::uint64_t fnv1a(const void* data, std::size_t bytes, std::uint64_t h) {
     h *= 1099511628211ULL;
   }
   return h;
+}
+
+std::string rank_text(const AcceptRank& r) {
+  return "rank " + std::to_string(r.rank) + " on " + r.host;
+}
+
+AcceptCheck rank_check(const std::string& name, const std::string& stage, const AcceptRank& r) {
+  AcceptCheck c;
+  c.name = name;
+  c.stage = stage;
+  c.rank = r.rank;
+  c.node = r.node;
+  c.report = r.report;
+  return c;
 }
 
 AcceptCheck cluster_check(const std::string& name, const std::string& stage,
@@ -422,6 +422,31 @@ std::vector<std::string> drain_lines(const AcceptResult& r) {
   return out;
 }
 
+namespace {
+
+// A rank's burn-in telemetry, a series a figure (null where a round did not have it).
+nlohmann::ordered_json rounds_json(const std::vector<RoundTelemetry>& rounds) {
+  using nlohmann::ordered_json;
+  ordered_json samples = ordered_json::array(), clock = ordered_json::array(),
+               temperature = ordered_json::array(), power = ordered_json::array(),
+               slowdown = ordered_json::array(), cap = ordered_json::array();
+  const auto opt = [](const std::optional<double>& v) {
+    return v ? ordered_json(*v) : ordered_json();
+  };
+  for (const RoundTelemetry& r : rounds) {
+    samples.push_back(r.samples);
+    clock.push_back(opt(r.sm_clock_mhz));
+    temperature.push_back(opt(r.temperature_c));
+    power.push_back(opt(r.power_w));
+    slowdown.push_back(r.slowdown_share);
+    cap.push_back(r.power_cap_share);
+  }
+  return {{"samples", samples}, {"sm_clock_mhz", clock},      {"temperature_c", temperature},
+          {"power_w", power},   {"slowdown_share", slowdown}, {"power_cap_share", cap}};
+}
+
+}  // namespace
+
 nlohmann::ordered_json accept_json(const AcceptResult& r, const nlohmann::ordered_json& meta) {
   using nlohmann::ordered_json;
   ordered_json j;
@@ -472,12 +497,19 @@ nlohmann::ordered_json accept_json(const AcceptResult& r, const nlohmann::ordere
   if (r.burnin) {
     ordered_json per_rank = ordered_json::array();
     for (std::size_t i = 0; i < r.burnin->gemm_rate.size(); ++i) {
-      per_rank.push_back({{"rank", i},
-                          {"gemm_rate", r.burnin->gemm_rate[i]},
-                          {"step_time_s", r.burnin->step_time_s[i]}});
+      per_rank.push_back(
+          {{"rank", i},
+           {"gemm_rate", r.burnin->gemm_rate[i]},
+           {"step_time_s", r.burnin->step_time_s[i]},
+           {"telemetry", i < r.burnin->telemetry.size() ? rounds_json(r.burnin->telemetry[i])
+                                                        : ordered_json(nullptr)}});
     }
-    j["burnin"] = {
-        {"duration_s", r.burnin->duration_s}, {"rounds", r.burnin->rounds}, {"ranks", per_rank}};
+    j["burnin"] = {{"duration_s", r.burnin->duration_s},
+                   {"rounds", r.burnin->rounds},
+                   {"telemetry_note", r.burnin->telemetry_note.empty()
+                                          ? ordered_json(nullptr)
+                                          : ordered_json(r.burnin->telemetry_note)},
+                   {"ranks", per_rank}};
   } else {
     j["burnin"] = nullptr;
   }

@@ -15,6 +15,7 @@
 #include "harness/device/nvml_inventory.hpp"
 #include "harness/measure/health.hpp"
 #include "harness/measure/links.hpp"
+#include "harness/measure/telemetry.hpp"
 #include "harness/output/run_record.hpp"
 
 namespace moebench {
@@ -48,6 +49,10 @@ struct AcceptCheck {
   int report = -1;     // accept-merge: the index of the report it came from (-1: the merge's own)
 };
 
+// "rank R on HOST", and a check of that rank (its node's).
+std::string rank_text(const AcceptRank& r);
+AcceptCheck rank_check(const std::string& name, const std::string& stage, const AcceptRank& r);
+
 // A check of the cluster as a whole, or (node >= 0) of one node but no rank of it.
 AcceptCheck cluster_check(const std::string& name, const std::string& stage,
                           const std::string& status, const std::string& reason, int node = -1);
@@ -58,12 +63,15 @@ struct AcceptStage {
   bool stopped = false;  // a rank stopped answering in it
 };
 
-// --duration's rounds, per rank: each round's GEMM rate and step time.
+// --duration's rounds, per rank: each round's GEMM rate and step time, and its GPU's telemetry
+// where every rank has NVML (else `telemetry_note` says why not).
 struct BurnIn {
   double duration_s = 0;
   int rounds = 0;
-  std::vector<std::vector<double>> gemm_rate;    // [rank][round], FLOP/s
-  std::vector<std::vector<double>> step_time_s;  // [rank][round]
+  std::vector<std::vector<double>> gemm_rate;          // [rank][round], FLOP/s
+  std::vector<std::vector<double>> step_time_s;        // [rank][round]
+  std::vector<std::vector<RoundTelemetry>> telemetry;  // [rank][round], or empty
+  std::string telemetry_note;
 };
 
 // One collective at one size (accept_collectives.hpp measures them).

@@ -15,6 +15,7 @@
 #include "harness/backends/cpu/blas_core.hpp"
 #include "harness/backends/fault/fault_communicator.hpp"
 #include "harness/backends/registry/registry.hpp"
+#include "harness/cli/accept_burnin.hpp"
 #include "harness/cli/accept_checks.hpp"
 #include "harness/cli/accept_collectives.hpp"
 #include "harness/cli/accept_dcgm.hpp"
@@ -186,6 +187,11 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
                                      ": the stages after it did not run")},
                   true);
   });
+  // This rank's GPU as NVML names it: its CUDA device's PCI bus id, else (a host backend) the
+  // node's GPU of its local index, as the NVML stand-in numbers them.
+  const std::optional<DeviceInfo> device = compute.device_info();
+  const NvmlGpuId gpu_id =
+      device ? NvmlGpuId{device->pci_bus_id, -1} : NvmlGpuId{std::string(), s.topo.local_rank};
   try {
     // 1. Inventory: who each rank is and what it runs.
     const std::vector<DeviceRecord> devices = gather_device_records(rt, compute);
@@ -203,7 +209,7 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
     if (c.inject && c.inject->kind == FaultSpec::Kind::version && c.inject->rank == rt.rank()) {
       software += ", injected: a different build";
     }
-    const NvmlRead nvml = read_nvml_inventory(s.topo.local_rank);
+    const NvmlRead nvml = read_nvml_inventory(gpu_id);
     const std::vector<std::string> nvml_all =
         rt.gather_strings_to_root(nvml.gpu ? to_json(*nvml.gpu).dump() : std::string());
     const std::vector<std::string> skus = rt.all_gather(sku);
@@ -399,22 +405,29 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
     std::vector<std::uint64_t> all_sums = gemm.sums;
     std::vector<double> burn_rates, burn_steps;
     int burn_stopped = 0;  // a stop signal every rank saw during the burn-in
+    std::optional<BurninTelemetry> telemetry;
     if (a.duration_s > 0) {
       stage_now = "burnin";
       const auto begin = Clock::now();
+      telemetry.emplace(gpu_id);
+      telemetry->start();
       for (double elapsed = 0; elapsed < a.duration_s;) {
         const GemmProbe p = probe_gemm(compute, n, 2);
         burn_rates.push_back(p.flops_per_s);
         all_sums.insert(all_sums.end(), p.sums.begin(), p.sums.end());
         burn_steps.push_back(step.run().step_time_s);
+        telemetry->end_round();
         double agreed[2] = {seconds_since(begin), static_cast<double>(stop_signal())};
         rt.allreduce_max(std::span<double>(agreed, 2));
         elapsed = agreed[0];
         burn_stopped = static_cast<int>(agreed[1]);
         if (burn_stopped) break;  // the rounds that finished are judged, then the job stops
       }
+      telemetry->stop();
       end_stage("burnin", false);
     }
+    const BurninTelemetryAll gpus =
+        telemetry ? gather_burnin_telemetry(rt, *telemetry) : BurninTelemetryAll{};
     const std::vector<std::vector<std::uint64_t>> gemm_sums = gather_sums(rt, all_sums);
     const std::vector<double> burn = rt.gather_to_root(burn_rates);
     const std::vector<double> burn_time = rt.gather_to_root(burn_steps);
@@ -436,6 +449,12 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
           b.step_time_s.emplace_back(burn_time.begin() + at, burn_time.begin() + at + b.rounds);
         }
         add(judge_drift("burnin_gemm_drift", "FLOP/s", result.ranks, b.gemm_rate, min_slowdown));
+        if (gpus.available) {
+          b.telemetry = gpus.rounds;
+          add(judge_burnin_telemetry(result.ranks, gpus.rounds, gpus.counters));
+        } else {
+          b.telemetry_note = "no GPU telemetry (" + gpus.note + ")";
+        }
         result.burnin = std::move(b);
       }
     }

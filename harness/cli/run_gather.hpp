@@ -100,7 +100,7 @@ class Telemetry {
       note_ = "the " + compute.name() + " backend has no GPU telemetry";
       return;
     }
-    gpu_ = NvmlGpu::open(gpu->pci_bus_id, note_);
+    gpu_ = NvmlGpu::open({gpu->pci_bus_id, -1}, note_);
     if (gpu_) sampler_.emplace(*gpu_, kTelemetryIntervalS);
   }
   void start() {

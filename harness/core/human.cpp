@@ -67,6 +67,7 @@ double finite_figure(double v, std::string_view what) {
 RateScale rate_scale(const std::string& si_unit) {
   if (si_unit == "FLOP/s") return {1e12, "TFLOP/s"};
   if (si_unit == "bytes/s") return {1e9, "GB/s"};
+  if (si_unit == "fraction") return {0.01, "%"};
   return {1, si_unit};
 }
 

@@ -28,7 +28,7 @@ double finite_figure(double v, std::string_view what);
 // A rate for people: FLOP/s in TFLOP/s, bytes/s in GB/s (any other unit as it is).
 struct RateScale {
   double per = 1;    // SI units in one of `name`
-  std::string name;  // "TFLOP/s", "GB/s"
+  std::string name;  // "TFLOP/s", "GB/s", "%" (of a fraction)
 };
 RateScale rate_scale(const std::string& si_unit);
 // "1.234 TFLOP/s", "812.3 GB/s": four significant digits.

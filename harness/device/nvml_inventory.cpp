@@ -15,7 +15,6 @@ constexpr int kUncorrected = 1, kVolatile = 0;
 constexpr unsigned kMaxLinks = 18;
 
 using Device = void*;
-using HandleFn = int (*)(unsigned, Device*);
 using TextFn = int (*)(Device, char*, unsigned);
 using ClockFn = int (*)(Device, int, unsigned*);
 using UintFn = int (*)(Device, unsigned*);
@@ -52,14 +51,11 @@ void get(const nlohmann::json& j, const char* key, std::optional<T>& v) {
 
 }  // namespace
 
-NvmlRead read_nvml_inventory(int index) {
+NvmlRead read_nvml_inventory(const NvmlGpuId& id) {
   const NvmlLibrary nvml;
-  if (!nvml.ok()) return {std::nullopt, nvml.why()};
-  const auto handle = nvml.symbol<HandleFn>("nvmlDeviceGetHandleByIndex_v2");
-  Device d = nullptr;
-  if (handle == nullptr || handle(static_cast<unsigned>(index), &d) != kOk) {
-    return {std::nullopt, "NVML has no GPU " + std::to_string(index)};
-  }
+  std::string why;
+  Device d = nvml.device(id, why);
+  if (d == nullptr) return {std::nullopt, why};
   NvmlInventory x;
   x.name = text(nvml, "nvmlDeviceGetName", d);
   x.uuid = text(nvml, "nvmlDeviceGetUUID", d);

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/device/nvml_library.hpp"
+
 namespace moebench {
 
 struct NvmlInventory {
@@ -22,13 +24,12 @@ struct NvmlInventory {
   std::optional<unsigned> pcie_max_gen, pcie_max_width, pcie_gen, pcie_width;
 };
 
-// GPU `index` (the node-local index, as CUDA and NVML number them by default), or why not: NVML
-// absent, not initialised, or no such GPU.
+// The GPU `id` names, or why not: NVML absent, not initialised, or no such GPU.
 struct NvmlRead {
   std::optional<NvmlInventory> gpu;
   std::string why;
 };
-NvmlRead read_nvml_inventory(int index);
+NvmlRead read_nvml_inventory(const NvmlGpuId& id);
 
 nlohmann::ordered_json to_json(const NvmlInventory& x);
 NvmlInventory nvml_inventory_from_json(const nlohmann::json& j);

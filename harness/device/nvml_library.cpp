@@ -6,7 +6,13 @@ namespace moebench {
 
 namespace {
 using InitFn = int (*)();  // nvmlInit_v2, nvmlShutdown: 0 is NVML_SUCCESS
+using ByPciFn = int (*)(const char*, void**);
+using ByIndexFn = int (*)(unsigned, void**);
 }  // namespace
+
+std::string NvmlGpuId::text() const {
+  return pci_bus_id.empty() ? "GPU " + std::to_string(index) : "the GPU at " + pci_bus_id;
+}
 
 NvmlLibrary::NvmlLibrary() {
   lib_ = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -24,6 +30,29 @@ NvmlLibrary::~NvmlLibrary() {
     if (const auto shutdown = symbol<InitFn>("nvmlShutdown")) shutdown();
   }
   if (lib_ != nullptr) dlclose(lib_);
+}
+
+void* NvmlLibrary::device(const NvmlGpuId& id, std::string& why) const {
+  if (!initialised_) {
+    why = why_;
+    return nullptr;
+  }
+  void* d = nullptr;
+  int rc = -1;
+  if (!id.pci_bus_id.empty()) {
+    if (const auto f = symbol<ByPciFn>("nvmlDeviceGetHandleByPciBusId_v2")) {
+      rc = f(id.pci_bus_id.c_str(), &d);
+    }
+  } else if (id.index >= 0) {
+    if (const auto f = symbol<ByIndexFn>("nvmlDeviceGetHandleByIndex_v2")) {
+      rc = f(static_cast<unsigned>(id.index), &d);
+    }
+  }
+  if (rc != 0 || d == nullptr) {
+    why = "NVML does not know " + id.text();
+    return nullptr;
+  }
+  return d;
 }
 
 void* NvmlLibrary::lookup(const char* name) const {

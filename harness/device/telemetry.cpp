@@ -8,7 +8,6 @@ namespace moebench {
 // NVML_SUCCESS; the enums are passed as their values.
 struct NvmlGpu::Api {
   NvmlLibrary nvml;
-  int (*handle_by_pci)(const char*, void**) = nullptr;
   int (*clock)(void*, int, unsigned int*) = nullptr;  // NVML_CLOCK_SM 1, NVML_CLOCK_MEM 2
   int (*power)(void*, unsigned int*) = nullptr;       // milliwatts
   int (*power_limit)(void*, unsigned int*) = nullptr;
@@ -37,22 +36,10 @@ constexpr unsigned int kMaxNvlinks = 18;  // NVML_NVLINK_MAX_LINKS
 NvmlGpu::NvmlGpu(std::unique_ptr<Api> api, void* device) : api_(std::move(api)), device_(device) {}
 NvmlGpu::~NvmlGpu() = default;
 
-std::unique_ptr<NvmlGpu> NvmlGpu::open(const std::string& pci_bus_id, std::string& why) {
+std::unique_ptr<NvmlGpu> NvmlGpu::open(const NvmlGpuId& id, std::string& why) {
   auto api = std::make_unique<Api>();
-  if (!api->nvml.ok()) {
-    why = api->nvml.why();
-    return nullptr;
-  }
-  api->bind(api->handle_by_pci, "nvmlDeviceGetHandleByPciBusId_v2");
-  void* device = nullptr;
-  if (api->handle_by_pci == nullptr) {
-    why = "NVML has no nvmlDeviceGetHandleByPciBusId_v2";
-    return nullptr;
-  }
-  if (api->handle_by_pci(pci_bus_id.c_str(), &device) != 0) {
-    why = "NVML does not know the GPU at " + pci_bus_id;
-    return nullptr;
-  }
+  void* device = api->nvml.device(id, why);
+  if (device == nullptr) return nullptr;
   api->bind(api->clock, "nvmlDeviceGetClockInfo");
   api->bind(api->power, "nvmlDeviceGetPowerUsage");
   api->bind(api->power_limit, "nvmlDeviceGetEnforcedPowerLimit");
@@ -134,10 +121,16 @@ void TelemetrySampler::start() {
   });
 }
 
+std::vector<GpuSample> TelemetrySampler::take() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<GpuSample> out;
+  out.swap(samples_);
+  return out;
+}
+
 std::vector<GpuSample> TelemetrySampler::stop() {
   if (running_.exchange(false) && thread_.joinable()) thread_.join();
-  std::lock_guard<std::mutex> lock(mutex_);
-  return std::move(samples_);
+  return take();
 }
 
 }  // namespace moebench

@@ -18,9 +18,9 @@ namespace moebench {
 
 class NvmlGpu {
  public:
-  // The GPU at `pci_bus_id`; nullptr where NVML cannot be loaded or does not know it (`why` then
-  // says which).
-  static std::unique_ptr<NvmlGpu> open(const std::string& pci_bus_id, std::string& why);
+  // The GPU `id` names; nullptr where NVML cannot be loaded or does not know it (`why` then says
+  // which).
+  static std::unique_ptr<NvmlGpu> open(const NvmlGpuId& id, std::string& why);
   ~NvmlGpu();
   NvmlGpu(const NvmlGpu&) = delete;
   NvmlGpu& operator=(const NvmlGpu&) = delete;
@@ -41,7 +41,8 @@ class TelemetrySampler {
   TelemetrySampler(const NvmlGpu& gpu, double interval_s) : gpu_(gpu), interval_s_(interval_s) {}
   ~TelemetrySampler() { stop(); }
   void start();
-  std::vector<GpuSample> stop();  // the readings taken; joins the thread
+  std::vector<GpuSample> take();  // the readings taken since the last take(); it goes on
+  std::vector<GpuSample> stop();  // the readings not yet taken; joins the thread
 
  private:
   const NvmlGpu& gpu_;

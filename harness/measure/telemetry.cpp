@@ -68,6 +68,32 @@ GpuTelemetrySummary summarize_telemetry(const GpuTelemetry& t) {
   return s;
 }
 
+RoundTelemetry summarize_round(const std::vector<GpuSample>& samples) {
+  RoundTelemetry r;
+  r.samples = static_cast<int>(samples.size());
+  if (const auto x = range_of(samples, [](const GpuSample& g) { return g.sm_clock_mhz; })) {
+    r.sm_clock_mhz = x->mean;
+  }
+  if (const auto x = range_of(samples, [](const GpuSample& g) { return g.temperature_c; })) {
+    r.temperature_c = x->max;
+  }
+  if (const auto x = range_of(samples, [](const GpuSample& g) { return g.power_w; })) {
+    r.power_w = x->mean;
+  }
+  int with_reasons = 0, slowdown = 0, cap = 0;
+  for (const GpuSample& g : samples) {
+    if (!g.clock_event_reasons) continue;
+    ++with_reasons;
+    slowdown += (*g.clock_event_reasons & kSlowdownReasons) != 0;
+    cap += (*g.clock_event_reasons & kClockEventSwPowerCap) != 0;
+  }
+  if (with_reasons > 0) {
+    r.slowdown_share = static_cast<double>(slowdown) / with_reasons;
+    r.power_cap_share = static_cast<double>(cap) / with_reasons;
+  }
+  return r;
+}
+
 std::vector<double> flatten(const GpuTelemetrySummary& s) {
   std::vector<double> v = {static_cast<double>(s.rank), static_cast<double>(s.samples)};
   for (const auto* r : {&s.sm_clock_mhz, &s.memory_clock_mhz, &s.power_w, &s.temperature_c}) {

@@ -39,6 +39,23 @@ constexpr std::uint64_t kThermalReasons = kClockEventSwThermal | kClockEventHwTh
 constexpr std::uint64_t kPowerReasons =
     kClockEventSwPowerCap | kClockEventHwSlowdown | kClockEventHwPowerBrake;
 
+// The reasons that mean a fault rather than a GPU working at its limit: heat, the board's
+// hardware slowdown, the power brake. A software power cap alone is a GPU at its power limit,
+// as a GEMM-heavy load runs an H100 or B200 most of the time.
+constexpr std::uint64_t kSlowdownReasons =
+    kThermalReasons | kClockEventHwSlowdown | kClockEventHwPowerBrake;
+
+// One GPU over one stretch of a burn-in (a round): its SM clock's mean, its hottest reading, its
+// power's mean (each empty where no sample has it), and the shares of the samples with a
+// slowdown reason (kSlowdownReasons) and with the software power cap.
+struct RoundTelemetry {
+  int samples = 0;
+  std::optional<double> sm_clock_mhz, temperature_c, power_w;
+  double slowdown_share = 0;
+  double power_cap_share = 0;
+};
+RoundTelemetry summarize_round(const std::vector<GpuSample>& samples);
+
 // One GPU over a run: a reading before the timed steps, the readings during them, one after.
 struct GpuTelemetry {
   int rank = 0;

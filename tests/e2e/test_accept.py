@@ -3,9 +3,11 @@ output written (accept.json valid against reports/accept.schema.json, accept.md,
 empty drain.txt); each injected fault (a GEMM silently wrong, a slow GPU, a rank whose software
 differs, a slow port, a hung rank) fails with exactly one drain line, naming that rank's node; a
 uniformly slow rack fails against a known-good node's report (--baseline); DCGM's results name
-their node (--dcgm); accept-merge joins per-node reports into one verdict, naming the node whose
+their node (--dcgm); a GPU in thermal slowdown through the burn-in names its node (the NVML
+stand-in's telemetry); accept-merge joins per-node reports into one verdict, naming the node whose
 job wrote none; bad flags are one line, exit 2, and no output."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -103,6 +105,11 @@ def test_burn_in_keeps_every_round(ctx):
         e2e.check(len(b["ranks"]) == 4 and all(len(x["gemm_rate"]) == b["rounds"] and
                                               len(x["step_time_s"]) == b["rounds"]
                                               for x in b["ranks"]), "a value a round a rank", r)
+        # With no NVML, no rank's telemetry and the reason; with NVML (a GPU machine), every
+        # rank's.
+        no_telemetry = [x["telemetry"] is None for x in b["ranks"]]
+        e2e.check(all(no_telemetry) == (b["telemetry_note"] is not None) and
+                  len(set(no_telemetry)) == 1, "telemetry from every rank or none: %r" % b, r)
         drift = [c for c in doc["checks"] if c["name"] == "burnin_gemm_drift"]
         e2e.check(len(drift) == 4, "a drift check a rank", r)
         e2e.check([s["name"] for s in doc["stages"]][-1] == "burnin", "the burn-in last", r)
@@ -214,16 +221,27 @@ def test_sigterm_keeps_the_finished_stages(ctx):
             e2e.check(doc["burnin"]["rounds"] >= 1, "the burn-in's finished rounds kept", r)
 
 
-def test_nvml_inventory_names_its_node(ctx):
-    """accept's NVML inventory against the NVML stand-in the tests build (tests/fake_nvml, first in
-    LD_LIBRARY_PATH): every rank's GPU read and passing; then rank 3 with 2 uncorrected ECC errors
-    and rank 2 with a 500 W power limit where its peers have 700 W, both on the second node: each
-    rank's `nvml` check fails, and drain.txt names that node alone."""
+@contextlib.contextmanager
+def fake_nvml(ctx):
+    """The NVML stand-in the tests build (tests/fake_nvml) first in LD_LIBRARY_PATH, and the
+    environment as it was afterwards (MOEBENCH_FAKE_NVML included)."""
     fake = os.path.join(os.path.dirname(os.path.abspath(ctx.binary)), "tests", "fake_nvml")
     e2e.check(os.path.isfile(os.path.join(fake, "libnvidia-ml.so.1")), "the NVML stand-in built")
     saved = dict(os.environ)
     os.environ["LD_LIBRARY_PATH"] = fake + ":" + saved.get("LD_LIBRARY_PATH", "")
     try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def test_nvml_inventory_names_its_node(ctx):
+    """accept's NVML inventory against the NVML stand-in the tests build (tests/fake_nvml, first in
+    LD_LIBRARY_PATH): every rank's GPU read and passing; then rank 3 with 2 uncorrected ECC errors
+    and rank 2 with a 500 W power limit where its peers have 700 W, both on the second node: each
+    rank's `nvml` check fails, and drain.txt names that node alone."""
+    with fake_nvml(ctx):
         with tempfile.TemporaryDirectory() as tmp:
             r, doc, drain = accept(ctx, os.path.join(tmp, "clean"))
             nvml = [c for c in doc["checks"] if c["name"] == "nvml"]
@@ -236,9 +254,38 @@ def test_nvml_inventory_names_its_node(ctx):
             e2e.check(bad == [("nvml", 2), ("nvml", 3)], "ranks 2 and 3's GPUs: %r" % bad, r)
             e2e.check(len(drain) == 1 and "NodeName=%s " % node_of(doc, 3) in drain[0] and
                       node_of(doc, 2) == node_of(doc, 3), "their node alone: %r" % drain, r)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+
+
+def test_burn_in_telemetry_names_a_hot_gpu(ctx):
+    """The burn-in's GPU telemetry through the NVML stand-in: every rank's clock, temperature and
+    power a round, each rank's `burnin_telemetry` passing; then rank 1's GPU in hardware thermal
+    slowdown (MOEBENCH_FAKE_NVML rank=1:throttle=64): its check alone fails, naming the share, and
+    drain.txt names its node alone."""
+    with fake_nvml(ctx):
+        with tempfile.TemporaryDirectory() as tmp:
+            r, doc, drain = accept(ctx, os.path.join(tmp, "clean"), ["--duration", "2s"])
+            b = doc["burnin"]
+            e2e.check(b["telemetry_note"] is None, "every rank has telemetry: %r" % b, r)
+            for x in b["ranks"]:
+                t = x["telemetry"]
+                e2e.check(t is not None and len(t["sm_clock_mhz"]) == b["rounds"] and
+                          all(n >= 1 for n in t["samples"]) and
+                          all(v == 1980 for v in t["sm_clock_mhz"]) and
+                          all(v == 62 for v in t["temperature_c"]),
+                          "a reading a round at the stand-in's figures: %r" % t, r)
+            tel = [c for c in doc["checks"] if c["name"] == "burnin_telemetry"]
+            e2e.check(len(tel) == 4 and all(c["status"] == "pass" for c in tel),
+                      "four GPUs, each passing: %r" % tel, r)
+            os.environ["MOEBENCH_FAKE_NVML"] = "rank=1:throttle=64"
+            r, doc, drain = accept(ctx, os.path.join(tmp, "hot"), ["--duration", "2s"],
+                                   rc=ACCEPTANCE)
+            bad = [(c["name"], c["rank"]) for c in doc["checks"] if c["status"] == "fail"]
+            e2e.check(bad == [("burnin_telemetry", 1)], "rank 1's GPU alone: %r" % bad, r)
+            hot = [c for c in doc["checks"] if c["name"] == "burnin_telemetry" and c["rank"] == 1]
+            e2e.check(hot[0]["measured"] == 1 and "slowed down" in hot[0]["reason"] and
+                      "up to 92 C" in hot[0]["reason"], "the share and why: %r" % hot[0], r)
+            e2e.check(len(drain) == 1 and "NodeName=%s " % node_of(doc, 1) in drain[0],
+                      "its node alone: %r" % drain, r)
 
 
 def test_bad_flags_are_one_line(ctx):
@@ -365,7 +412,7 @@ TESTS = [test_clean_machine_passes, test_burn_in_keeps_every_round,
          test_silent_corruption_names_its_node,
          test_slow_gpu_names_its_node, test_version_and_slow_port_name_their_node,
          test_hang_names_its_node, test_sigterm_keeps_the_finished_stages,
-         test_nvml_inventory_names_its_node,
+         test_nvml_inventory_names_its_node, test_burn_in_telemetry_names_a_hot_gpu,
          test_bad_flags_are_one_line,
          test_baseline_fails_a_uniformly_slow_rack, test_dcgm_results_name_their_node,
          test_merge_names_the_nodes_to_drain]

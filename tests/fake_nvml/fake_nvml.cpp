@@ -1,9 +1,12 @@
 // A stand-in for NVML (libnvidia-ml.so.1) that the tests build, so that `moebench accept`'s NVML
 // inventory runs on machines without a GPU: put its directory first in LD_LIBRARY_PATH. Every
 // GPU is an HGX H100 in good order (18 NVLinks up, 700 W, PCIe Gen5 x16, no ECC error, no row
-// remapped) unless MOEBENCH_FAKE_NVML says otherwise for a rank (the launcher's rank variable):
+// remapped; at work: 1980 MHz, 62 C, 650 W, no clocks-event reason) unless MOEBENCH_FAKE_NVML
+// says otherwise for a rank (the launcher's rank variable):
 //
 //   MOEBENCH_FAKE_NVML="rank=3:ecc=2;rank=2:power_w=500,nvlinks_down=2,pcie_width=8,remap_pending=1"
+//   MOEBENCH_FAKE_NVML="rank=1:throttle=64"   (clocks-event reasons, here HW thermal slowdown: the
+//                                               GPU also reads 1350 MHz and 92 C)
 //
 // Only the functions moebench calls are here, with nvml.h's signatures (handles are opaque).
 #include <cstdio>
@@ -19,6 +22,7 @@ struct Gpu {
   unsigned links_down = 0;
   unsigned pcie_width = 16;
   unsigned remap_pending = 0;
+  unsigned long long throttle = 0;  // nvmlClocksEventReason bits
 };
 
 int my_rank() {
@@ -54,6 +58,7 @@ Gpu gpu() {
       if (key == "nvlinks_down") g.links_down = static_cast<unsigned>(value);
       if (key == "pcie_width") g.pcie_width = static_cast<unsigned>(value);
       if (key == "remap_pending") g.remap_pending = static_cast<unsigned>(value);
+      if (key == "throttle") g.throttle = value;
     }
   }
   return g;
@@ -127,6 +132,27 @@ int nvmlDeviceGetRemappedRows(void*, unsigned* corr, unsigned* unc, unsigned* pe
 int nvmlDeviceGetNvLinkState(void*, unsigned link, int* active) {
   if (link >= kLinks) return kNotSupported;
   *active = link < kLinks - gpu().links_down ? 1 : 0;
+  return kOk;
+}
+// At work (the burn-in's telemetry).
+int nvmlDeviceGetClockInfo(void*, int type, unsigned* mhz) {
+  *mhz = type == 1 ? (gpu().throttle != 0 ? 1350 : 1980) : 2619;  // SM, memory
+  return kOk;
+}
+int nvmlDeviceGetPowerUsage(void*, unsigned* mw) {
+  *mw = 650000;
+  return kOk;
+}
+int nvmlDeviceGetEnforcedPowerLimit(void*, unsigned* mw) {
+  *mw = gpu().power_mw;
+  return kOk;
+}
+int nvmlDeviceGetTemperature(void*, int, unsigned* celsius) {
+  *celsius = gpu().throttle != 0 ? 92 : 62;
+  return kOk;
+}
+int nvmlDeviceGetCurrentClocksEventReasons(void*, unsigned long long* reasons) {
+  *reasons = gpu().throttle;
   return kOk;
 }
 int nvmlDeviceGetMaxPcieLinkGeneration(void*, unsigned* v) {

@@ -25,7 +25,7 @@ TEST_CASE("telemetry: NVML reads device 0 and the sampler records in the backgro
   const std::optional<DeviceInfo> info = cuda->device_info();
   REQUIRE(info.has_value());
   std::string why;
-  const std::unique_ptr<NvmlGpu> gpu = NvmlGpu::open(info->pci_bus_id, why);
+  const std::unique_ptr<NvmlGpu> gpu = NvmlGpu::open({info->pci_bus_id, -1}, why);
   REQUIRE_MESSAGE(gpu != nullptr, why);
   const GpuSample s = gpu->read(0);
   // Every data-centre GPU answers these; an H200 idles at about 345 MHz SM and 30-40 C.

@@ -47,8 +47,9 @@ TEST_CASE("join puts the separator between items only") {
   CHECK(join({"", "b"}, ",") == ",b");  // an empty first item still gets its separator
 }
 
-TEST_CASE("rates for people: FLOP/s in TFLOP/s, bytes/s in GB/s, four digits") {
+TEST_CASE("rates for people: FLOP/s in TFLOP/s, bytes/s in GB/s, a fraction in %, four digits") {
   CHECK(human_rate(1.2346e15, "FLOP/s") == "1235 TFLOP/s");
+  CHECK(human_rate(0.05, "fraction") == "5 %");
   CHECK(human_rate(8.123e11, "bytes/s") == "812.3 GB/s");
   CHECK(human_rate(3, "values") == "3 values");
   CHECK(rate_scale("FLOP/s").per == 1e12);

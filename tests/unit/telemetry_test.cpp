@@ -1,6 +1,7 @@
 // The telemetry summary and its flags on recorded samples: an H200-like GPU over 20 samples of
 // a timed window (clocks, power, temperature as NVML reports them), clean, then with thermal
-// slowdown, new ECC and NVLink errors, a link down; and the MPI round trip of a summary.
+// slowdown, new ECC and NVLink errors, a link down; the MPI round trip of a summary; and a burn-in
+// round's summary (a power cap told from a slowdown).
 #include "harness/measure/telemetry.hpp"
 
 #include <doctest/doctest.h>
@@ -118,6 +119,39 @@ TEST_CASE("telemetry: a summary survives the trip through doubles") {
   CHECK(back.new_ecc_uncorrected == 2);
   CHECK(back.new_pcie_replays == 7);
   CHECK_FALSE(unflatten_telemetry(flatten(GpuTelemetrySummary{}).data()).power_w.has_value());
+}
+
+TEST_CASE("telemetry: a burn-in round's summary tells a power cap from a slowdown") {
+  // 10 readings: 4 at the software power cap (1755 MHz), 2 with the hardware power brake
+  // (1200 MHz), 4 unthrottled (1980 MHz); 60 C rising 1 C a reading; 600 W then 700 W.
+  std::vector<GpuSample> samples;
+  for (int i = 0; i < 10; ++i) {
+    const std::uint64_t reasons = i < 4   ? kClockEventSwPowerCap
+                                  : i < 6 ? kClockEventHwPowerBrake
+                                          : 0;
+    const double sm = i < 4 ? 1755 : i < 6 ? 1200 : 1980;
+    samples.push_back(reading(0.1 * i, sm, i < 5 ? 600 : 700, 60 + i, reasons));
+  }
+  const RoundTelemetry r = summarize_round(samples);
+  CHECK(r.samples == 10);
+  // Exact: means of values exactly representable in binary (sums of integers / 10).
+  REQUIRE(r.sm_clock_mhz.has_value());
+  CHECK(*r.sm_clock_mhz == doctest::Approx((4 * 1755 + 2 * 1200 + 4 * 1980) / 10.0));
+  CHECK(r.temperature_c == 69);
+  CHECK(r.power_w == doctest::Approx(650));
+  CHECK(r.slowdown_share == doctest::Approx(0.2));
+  CHECK(r.power_cap_share == doctest::Approx(0.4));
+  // Thermal reasons are a slowdown too; a reading without reasons counts in neither share.
+  samples[9].clock_event_reasons = kClockEventHwThermal;
+  samples[8].clock_event_reasons.reset();
+  const RoundTelemetry hot = summarize_round(samples);
+  CHECK(hot.slowdown_share == doctest::Approx(3.0 / 9));
+  // No readings: nothing known, no share.
+  const RoundTelemetry none = summarize_round({});
+  CHECK(none.samples == 0);
+  CHECK(!none.sm_clock_mhz.has_value());
+  CHECK(!none.temperature_c.has_value());
+  CHECK(none.slowdown_share == 0);
 }
 
 }  // namespace
