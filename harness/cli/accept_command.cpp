@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
+#include <mutex>
 #include <numeric>
 #include <thread>
 
@@ -23,6 +25,7 @@
 #include "harness/cli/accept_nvml.hpp"
 #include "harness/cli/accept_outputs.hpp"
 #include "harness/cli/accept_probes.hpp"
+#include "harness/cli/accept_watch.hpp"
 #include "harness/cli/commands.hpp"
 #include "harness/cli/link_pairs.hpp"
 #include "harness/cli/run_gather.hpp"
@@ -129,6 +132,7 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
   };
   AcceptResult result;
   auto stage_start = Clock::now();
+  std::function<void(const std::string&)> publish = [](const std::string&) {};
   // After each stage every rank agrees on a pending stop signal (Slurm's time limit, scancel):
   // the stages after it do not run.
   const auto end_stage = [&](const std::string& name, bool check_stop = true) {
@@ -136,6 +140,7 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
     result.stages.push_back({name, t});
     say(name + " done in " + strprintf("%.1f", t) + " s");
     stage_start = Clock::now();
+    publish("");
     if (!check_stop) return;
     if (const int sig = static_cast<int>(rt.allreduce_max(static_cast<double>(stop_signal())))) {
       throw Error(ExitCode::interrupted, signal_name(sig) + " arrived in stage " + name +
@@ -149,7 +154,7 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
   };
   std::optional<SystemSpec> system = s.system;
   const std::int64_t n = a.gemm_n.value_or(host ? 1024 : 8192);
-  const auto meta = [&] {
+  const auto meta = [&](const AcceptResult& r) {
     return nlohmann::ordered_json{{"tool_version", kToolVersion},
                                   {"git_sha", git_sha()},
                                   {"argv", o.argv},
@@ -157,7 +162,7 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
                                   {"backend", to_string(c.backend)},
                                   {"system", system ? system->name : std::string("none")},
                                   {"world", rt.size()},
-                                  {"nodes", result.node_names.size()},
+                                  {"nodes", r.node_names.size()},
                                   {"floor", a.floor},
                                   {"min_slowdown", min_slowdown},
                                   {"gemm_n", n},
@@ -165,17 +170,32 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
                                   {"inject", c.inject ? to_string(*c.inject) : std::string()}};
   };
   std::string stage_now = "inventory";
-  // Rank 0's files of what the finished stages found, with the stage in flight marked stopped
-  // and the failing checks that say why.
-  const auto write_stopped = [&](const std::vector<AcceptCheck>& why, bool in_flight) {
-    AcceptResult partial = result;
-    if (in_flight) {
-      partial.stages.push_back({stage_now, seconds_since(stage_start), true});
-    }
+  // Rank 0's files of what `base`'s finished stages found, with the stage in flight (`stage`; ""
+  // between stages) marked stopped and the failing checks that say why. Its caller holds
+  // watch.files().
+  const auto write_partial = [&](const AcceptResult& base, const std::string& stage, double stage_s,
+                                 const std::vector<AcceptCheck>& why) {
+    AcceptResult partial = base;
+    if (!stage.empty()) partial.stages.push_back({stage, stage_s, true});
     partial.checks.insert(partial.checks.end(), why.begin(), why.end());
-    write_accept_outputs(a.out, partial, meta());
-    say("stopped in stage " + stage_now + ": " + std::to_string(drain_lines(partial).size()) +
-        " node(s) to drain; FAIL (" + a.out + "/accept.json, accept.md, junit.xml, drain.txt)");
+    write_accept_outputs(a.out, partial, meta(partial));
+    say((stage.empty() ? "stopped between stages" : "stopped in stage " + stage) + ": " +
+        std::to_string(drain_lines(partial).size()) + " node(s) to drain; FAIL (" + a.out +
+        "/accept.json, accept.md, junit.xml, drain.txt)");
+  };
+  // A stop signal's files within a poll of it, from the last published state (accept_watch.hpp).
+  AcceptWatch watch(rt.rank() == 0, [&](const AcceptResult& finished, const std::string& stage,
+                                        double stage_s, const AcceptCheck& why) {
+    write_partial(finished, stage, stage_s, {why});
+  });
+  publish = [&](const std::string& in_flight) { watch.publish(result, in_flight, stage_start); };
+  const auto begin_stage = [&](const std::string& name) {
+    stage_now = name;
+    publish(name);
+  };
+  const auto write_stopped = [&](const std::vector<AcceptCheck>& why, bool in_flight) {
+    std::lock_guard<std::mutex> lock(watch.files());
+    write_partial(result, in_flight ? stage_now : std::string(), seconds_since(stage_start), why);
   };
   // A signal while a wait is blocked (a launcher's SIGTERM before its SIGKILL): the files at
   // once, replaced if the stage still ends.
@@ -263,7 +283,7 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
     // 2. Each GPU: the GEMM rate (its repeats' checksums kept for stage 5) and memory bandwidth,
     // against the SKU's expected figures: the system's peak and bandwidth x the generation's
     // efficiencies, as `predict` prices them (or the site's: --floors, --baseline).
-    stage_now = "gpu";
+    begin_stage("gpu");
     const GemmProbe gemm = probe_gemm(compute, n, a.sdc_repeats);
     const double memory =
         probe_memory(compute, host ? (std::int64_t{8} << 20) : (std::int64_t{256} << 20), 5);
@@ -302,7 +322,7 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
     end_stage("gpu");
 
     // 3. Links: every pair of ranks, each link against its class's median (linkcheck's rule).
-    stage_now = "links";
+    begin_stage("links");
     const PairMeasurement links =
         measure_pairs(*comm, compute, rt, all_pairs_rounds(rt.size()),
                       host ? (std::int64_t{4} << 20) : (std::int64_t{64} << 20), 8, host ? 5 : 10);
@@ -328,7 +348,7 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
     // 3b. Collectives over every rank at a few sizes (nccl-tests' bus bandwidth), against the
     // bandwidth of the links they cross: the scale-out network's across nodes (outside an NVLink
     // domain), else NVLink's, x the generation's efficiency.
-    stage_now = "collectives";
+    begin_stage("collectives");
     result.collectives = measure_collectives(
         *comm, compute, rt,
         host ? std::vector<std::int64_t>{std::int64_t{256} << 10, std::int64_t{4} << 20}
@@ -363,7 +383,7 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
     end_stage("collectives");
 
     // 4. The MoE step: verified, then timed, with per-rank health.
-    stage_now = "step";
+    begin_stage("step");
     TrainingStep step(c, s.topo, compute, *comm);
     step.initialize();
     RunRecord record = make_record(o, s, rt, compute, start);
@@ -383,7 +403,7 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
 
     // 5. Silent data corruption: the same step from the same state twice, the replicas'
     // parameters after it, and the GEMM's repeats (stage 2, and the burn-in's).
-    stage_now = "sdc";
+    begin_stage("sdc");
     step.initialize();
     step.run();
     const std::vector<std::uint64_t> first = parameter_sums(compute, step);
@@ -407,7 +427,7 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
     int burn_stopped = 0;  // a stop signal every rank saw during the burn-in
     std::optional<BurninTelemetry> telemetry;
     if (a.duration_s > 0) {
-      stage_now = "burnin";
+      begin_stage("burnin");
       const auto begin = Clock::now();
       telemetry.emplace(gpu_id);
       telemetry->start();
@@ -468,6 +488,7 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
     // A rank stopped answering: rank 0 writes what the finished stages found, with the silent
     // ranks' failure, and ends the job (exit 9); the others wait for that.
     set_stopped_wait_hook(nullptr);
+    watch.stop();  // what follows replaces its files: none of its may come after
     const std::vector<int> silent = rt.silent_ranks(std::min(c.comm_timeout_s, 60.0));
     if (rt.rank() != 0) {
       std::this_thread::sleep_for(std::chrono::duration<double>(c.comm_timeout_s + 120));
@@ -479,6 +500,7 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
   } catch (const Error& e) {
     // A stop signal: agreed after a stage (every rank here), or a wait that gave up on it.
     set_stopped_wait_hook(nullptr);
+    watch.stop();
     if (e.code() != ExitCode::interrupted) throw;
     const bool in_flight = result.stages.empty() || result.stages.back().name != stage_now;
     if (rt.rank() == 0 && !result.ranks.empty()) {
@@ -488,10 +510,11 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
     return static_cast<int>(ExitCode::interrupted);
   }
   set_stopped_wait_hook(nullptr);
+  watch.stop();
 
   int failed = 0;
   if (rt.rank() == 0) {
-    failed = write_accept_outputs(a.out, result, meta());
+    failed = write_accept_outputs(a.out, result, meta(result));
     say(std::to_string(checks.size()) + " checks, " + std::to_string(failed) + " failed; " +
         std::to_string(drain_lines(result).size()) + " node(s) to drain; " +
         (result.passed() ? "PASS" : "FAIL") + " (" + a.out + "/accept.json, accept.md, " +

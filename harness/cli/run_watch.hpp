@@ -19,6 +19,7 @@
 #include "harness/compute/compute.hpp"
 #include "harness/core/clock.hpp"
 #include "harness/core/host.hpp"
+#include "harness/core/polling_thread.hpp"
 #include "harness/core/stop_request.hpp"
 #include "harness/device/telemetry.hpp"
 #include "harness/measure/health.hpp"
@@ -50,26 +51,6 @@ struct Progress {
   bool stepping = false;
   Clock::time_point step_start{};
   Clock::time_point last_line{};
-};
-
-// A thread that calls `poll` every `period` until stop() (or `poll` returns false): rank 0's
-// watchers beside the steps.
-class PollingThread {
- public:
-  void start(std::chrono::milliseconds period, std::function<bool()> poll) {
-    thread_ = std::thread([this, period, poll = std::move(poll)] {
-      while (!done_.load() && poll()) std::this_thread::sleep_for(period);
-    });
-  }
-  ~PollingThread() { stop(); }
-  void stop() {
-    done_.store(true);
-    if (thread_.joinable()) thread_.join();
-  }
-
- private:
-  std::atomic<bool> done_{false};
-  std::thread thread_;
 };
 
 // Rank 0's line every kTickS while a step runs longer, saying where rank 0 is in it, so that a

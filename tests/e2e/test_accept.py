@@ -182,43 +182,80 @@ def test_hang_names_its_node(ctx):
                   "the GPU stage's checks kept", r)
 
 
+def signalled_burn_in(ctx, tmp, to_ranks, extra=()):
+    """A 10-minute burn-in at 4 ranks, SIGTERM 2 s into it (once rank 0 has said the stage before
+    it, sdc, is done): to every rank (`to_ranks`) or to mpirun alone. The result, once the job
+    ended, with its four files checked (one `interrupted` failure, the stages that finished
+    before it kept), and drain.txt's lines."""
+    out = os.path.join(tmp, "acc")
+    cmd = ["mpirun", "-np", "4", "--oversubscribe", ctx.binary, "accept", "--system", "cpu",
+           "--ranks-per-node", "2", "--out", out, "--duration", "10m"] + list(extra)
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=e2e.mpi_env(), start_new_session=True)
+    head = []
+    for line in proc.stdout:  # rank 0's progress lines, until the burn-in starts
+        head.append(line)
+        if line.startswith("# accept: sdc done") or time.monotonic() - start > 400:
+            break
+    time.sleep(2)
+    ranks = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
+                           text=True).stdout.split()
+    for pid in ranks if to_ranks else [proc.pid]:
+        os.kill(int(pid), signal.SIGTERM)
+    try:
+        stdout, stderr = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+    r = e2e.Result(cmd, proc.returncode, "".join(head) + stdout, stderr,
+                   time.monotonic() - start, False)
+    e2e.check(any(x.startswith("# accept: sdc done") for x in head),
+              "the burn-in started before the signal", r)
+    e2e.check(len(ranks) == 4, "four ranks running: %r" % ranks, r)
+    e2e.check(r.rc != 0, "a failing exit", r)
+    doc, drain = outputs(ctx, out, r)
+    stopped = [c for c in doc["checks"] if c["name"] == "interrupted"]
+    e2e.check(len(stopped) == 1 and stopped[0]["status"] == "fail" and
+              "SIGTERM arrived " in stopped[0]["reason"] and not doc["passed"],
+              "one interrupted failure: %r" % stopped, r)
+    names = [s["name"] for s in doc["stages"]]
+    e2e.check(names[:2] == ["inventory", "gpu"], "the finished stages kept: %r" % names, r)
+    return r, doc, drain
+
+
 def test_sigterm_keeps_the_finished_stages(ctx):
-    """SIGTERM to every rank 25 s into a 10-minute burn-in, as Slurm's time limit or scancel sends
+    """SIGTERM to every rank 2 s into a 10-minute burn-in, as Slurm's time limit or scancel sends
     it (to the tasks, then SIGKILL only after its KillWait): the ranks agree on it after the stage
     or burn-in round in flight, rank 0 writes the four files with every finished stage's checks
     and an `interrupted` failure, and the job ends with exit 7, long before the burn-in would."""
     with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "acc")
-        cmd = ["mpirun", "-np", "4", "--oversubscribe", ctx.binary, "accept", "--system", "cpu",
-               "--ranks-per-node", "2", "--out", out, "--duration", "10m"]
-        start = time.monotonic()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=e2e.mpi_env(), start_new_session=True)
-        time.sleep(25)
-        ranks = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
-                               text=True).stdout.split()
-        for pid in ranks:
-            os.kill(int(pid), signal.SIGTERM)
-        try:
-            stdout, stderr = proc.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            stdout, stderr = proc.communicate()
-        r = e2e.Result(cmd, proc.returncode, stdout, stderr, time.monotonic() - start, False)
-        e2e.check(len(ranks) == 4, "four ranks signalled: %r" % ranks, r)
-        e2e.check(r.rc == 7 and r.wall_s < 145, "exit 7 soon after the signal", r)
-        doc, drain = outputs(ctx, out, r)
-        stopped = [c for c in doc["checks"] if c["name"] == "interrupted"]
-        e2e.check(len(stopped) == 1 and stopped[0]["status"] == "fail" and
-                  "SIGTERM arrived in" in stopped[0]["reason"] and not doc["passed"],
-                  "one interrupted failure: %r" % stopped, r)
+        r, doc, drain = signalled_burn_in(ctx, tmp, to_ranks=True)
+        e2e.check(r.rc == 7, "exit 7", r)
         e2e.check(drain == [], "a signal drains no node", r)
-        names = [s["name"] for s in doc["stages"]]
-        e2e.check(names[:2] == ["inventory", "gpu"], "the finished stages kept: %r" % names, r)
         # Agreed after a round, the burn-in's finished rounds are judged; a wait still blocked
         # when the signal came wrote the files at once, the burn-in stage marked stopped.
+        names = [s["name"] for s in doc["stages"]]
         if "burnin" in names and not doc["stages"][-1].get("stopped", False):
             e2e.check(doc["burnin"]["rounds"] >= 1, "the burn-in's finished rounds kept", r)
+
+
+def test_sigterm_to_mpirun_keeps_the_finished_stages(ctx):
+    """SIGTERM to mpirun alone (a user's `kill`, a batch system that signals the launcher): mpirun
+    forwards it and kills its ranks about a second later, before a burn-in round can end on a
+    loaded machine. Rank 0's watch writes the four files within a poll of the signal, so the
+    finished stages' checks and the `interrupted` failure are there whatever the exit code. Rank
+    0's GEMMs 100x slow keep it computing, not waiting, for seconds after the signal (the
+    stopped-wait hook cannot run): without the watch, no file would be written (it was so before
+    it). The slow rank's node is drained for its GEMM rate, found before the signal."""
+    with tempfile.TemporaryDirectory() as tmp:
+        r, doc, drain = signalled_burn_in(ctx, tmp, to_ranks=False,
+                                          extra=["--inject", "slow:rank=0,factor=100,work=gemm"])
+        e2e.check(len(drain) == 1 and "NodeName=%s " % node_of(doc, 0) in drain[0] and
+                  "gemm_rate rank 0" in drain[0], "the slow rank's node alone: %r" % drain, r)
+        stages = doc["stages"]
+        e2e.check(stages[-1]["name"] == "burnin" and stages[-1]["stopped"],
+                  "the burn-in, in flight, marked stopped: %r" % stages, r)
 
 
 @contextlib.contextmanager
@@ -412,6 +449,7 @@ TESTS = [test_clean_machine_passes, test_burn_in_keeps_every_round,
          test_silent_corruption_names_its_node,
          test_slow_gpu_names_its_node, test_version_and_slow_port_name_their_node,
          test_hang_names_its_node, test_sigterm_keeps_the_finished_stages,
+         test_sigterm_to_mpirun_keeps_the_finished_stages,
          test_nvml_inventory_names_its_node, test_burn_in_telemetry_names_a_hot_gpu,
          test_bad_flags_are_one_line,
          test_baseline_fails_a_uniformly_slow_rack, test_dcgm_results_name_their_node,
