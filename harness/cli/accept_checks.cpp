@@ -465,6 +465,7 @@ nlohmann::ordered_json accept_json(const AcceptResult& r, const nlohmann::ordere
                                                       : ordered_json(nullptr)}};
     if (x.report >= 0) rank["report"] = x.report;
     if (x.nvml) rank["nvml"] = to_json(*x.nvml);
+    if (x.nccl) rank["nccl_transports"] = to_json(*x.nccl);
     ranks.push_back(rank);
   }
   j["ranks"] = ranks;

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/cli/nccl_log.hpp"
 #include "harness/device/nvml_inventory.hpp"
 #include "harness/measure/health.hpp"
 #include "harness/measure/links.hpp"
@@ -32,6 +33,8 @@ struct AcceptRank {
   int report = -1;  // accept-merge: the index of the report it came from
   // Its GPU as NVML sees it, where NVML is there.
   std::optional<NvmlInventory> nvml = std::nullopt;
+  // The transports NCCL used for the collectives, where its log was read.
+  std::optional<NcclTransports> nccl = std::nullopt;
 };
 
 // One check's outcome: a rank's (rank >= 0), or the cluster's (rank and node -1).

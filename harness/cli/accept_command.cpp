@@ -25,6 +25,7 @@
 #include "harness/cli/accept_nvml.hpp"
 #include "harness/cli/accept_outputs.hpp"
 #include "harness/cli/accept_probes.hpp"
+#include "harness/cli/accept_transport.hpp"
 #include "harness/cli/accept_watch.hpp"
 #include "harness/cli/commands.hpp"
 #include "harness/cli/link_pairs.hpp"
@@ -118,6 +119,10 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
         }));
   const RunConfig& c = s.config;
   Compute& compute = *s.compute;
+  // NCCL's log of the transports it uses, asked for before it starts (accept_transport.hpp).
+  std::string nccl_why = "the collectives run over MPI, not NCCL";
+  const std::optional<std::string> nccl_log =
+      c.comm == CommBackend::nccl ? request_nccl_log(nccl_why) : std::nullopt;
   std::unique_ptr<Communicator> comm = connect_and_check_memory(s, rt);
   // A slow link (the link stage's exchanges) and a hang (the step stage's steps) are the
   // communicator's faults.
@@ -355,7 +360,26 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
              : std::vector<std::int64_t>{std::int64_t{8} << 20, std::int64_t{64} << 20,
                                          std::int64_t{512} << 20},
         host ? 3 : 20);
+    const std::vector<std::string> transports =
+        rt.gather_strings_to_root(nccl_log ? read_nccl_log(*nccl_log, nccl_why) : std::string());
     if (rt.rank() == 0) {
+      std::vector<std::optional<NcclTransports>> seen;
+      for (std::size_t i = 0; i < transports.size(); ++i) {
+        if (transports[i].empty()) {
+          seen.emplace_back();
+        } else {
+          seen.push_back(nccl_transports_from_json(nlohmann::json::parse(transports[i])));
+          result.ranks[i].nccl = seen.back();
+        }
+      }
+      TransportExpectation expect;
+      expect.spans_nodes = result.node_names.size() > 1;
+      if (system) {
+        const Hardware hw = hardware_for(*system, c);
+        expect.nvlink = hw.nvlink_domain > 1;
+        expect.scale_out_bytes_per_s = hw.scale_out.bandwidth_bytes_per_s;
+      }
+      add(judge_transports(result.ranks, seen, expect, nccl_why));
       RateSpec k{"collective_busbw", "collectives", "bytes/s", "",
                  std::nullopt,       false,         a.floor,   min_slowdown};
       if (system) {

@@ -117,6 +117,9 @@ MergedAccept merge_accept(const std::vector<AcceptInput>& inputs, const MergeSpe
       }
       a.report = k;
       if (x.contains("nvml")) a.nvml = nvml_inventory_from_json(x["nvml"]);
+      if (x.contains("nccl_transports")) {
+        a.nccl = nccl_transports_from_json(x["nccl_transports"]);
+      }
       rank_at[{k, a.rank}] = r.ranks.size();
       r.ranks.push_back(a);
       gemm_group.push_back(a.sku + strprintf(" (%lld^3 GEMM)", static_cast<long long>(n)));

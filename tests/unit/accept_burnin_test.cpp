@@ -7,14 +7,10 @@
 
 #include <doctest/doctest.h>
 
+#include "tests/unit/accept_fixture.hpp"
+
 namespace moebench {
 namespace {
-
-std::vector<AcceptRank> ranks(int n) {
-  std::vector<AcceptRank> r;
-  for (int i = 0; i < n; ++i) r.push_back({i, i / 2, i < 2 ? "a" : "b", "H100", "s"});
-  return r;
-}
 
 // Three rounds of 8 samples at 1755 MHz, 70 C, 690 W, power-capped in half of them; `slowed` of
 // each round's samples slowed down.
@@ -32,7 +28,7 @@ std::vector<RoundTelemetry> rounds(double slowed) {
 TEST_CASE("accept burnin: a power cap passes, a slowdown or a grown counter fails its rank alone") {
   std::vector<std::vector<RoundTelemetry>> series(4, rounds(0));
   std::vector<GpuTelemetrySummary> counters(4);
-  std::vector<AcceptCheck> checks = judge_burnin_telemetry(ranks(4), series, counters);
+  std::vector<AcceptCheck> checks = judge_burnin_telemetry(accept_ranks(4), series, counters);
   REQUIRE(checks.size() == 4);
   for (const AcceptCheck& c : checks) {
     CAPTURE(c.reason);
@@ -51,7 +47,7 @@ TEST_CASE("accept burnin: a power cap passes, a slowdown or a grown counter fail
   counters[3].new_ecc_uncorrected = 2;
   counters[0].new_ecc_corrected = 7;
   series[0][2].sm_clock_mhz = 1700;
-  checks = judge_burnin_telemetry(ranks(4), series, counters);
+  checks = judge_burnin_telemetry(accept_ranks(4), series, counters);
   REQUIRE(checks.size() == 4);
   CHECK(checks[0].status == "pass");
   CHECK(checks[0].reason.find("SM clock 1700-1755 MHz (round means)") != std::string::npos);

@@ -7,6 +7,8 @@
 
 #include <doctest/doctest.h>
 
+#include "tests/unit/accept_fixture.hpp"
+
 namespace moebench {
 namespace {
 
@@ -26,21 +28,15 @@ NvmlInventory h100() {
   return g;
 }
 
-std::vector<AcceptRank> ranks(int n) {
-  std::vector<AcceptRank> r;
-  for (int i = 0; i < n; ++i) r.push_back({i, i / 2, i < 2 ? "a" : "b", "H100", "s"});
-  return r;
-}
-
 TEST_CASE("accept nvml: health counters fail their rank, settings against the model's majority") {
   std::vector<std::optional<NvmlInventory>> gpus(4, h100());
-  CHECK(judge_nvml(ranks(4), gpus, "").size() == 4);
-  for (const AcceptCheck& c : judge_nvml(ranks(4), gpus, "")) CHECK(c.status == "pass");
+  CHECK(judge_nvml(accept_ranks(4), gpus, "").size() == 4);
+  for (const AcceptCheck& c : judge_nvml(accept_ranks(4), gpus, "")) CHECK(c.status == "pass");
   gpus[3]->ecc_uncorrected = 2;
   gpus[1]->power_limit_w = 500;
   gpus[2]->nvlinks_up = 16;
   gpus[0]->remap_pending = true;
-  const std::vector<AcceptCheck> c = judge_nvml(ranks(4), gpus, "");
+  const std::vector<AcceptCheck> c = judge_nvml(accept_ranks(4), gpus, "");
   REQUIRE(c.size() == 4);
   CHECK(c[3].status == "fail");
   CHECK(c[3].reason.find("2 uncorrected ECC errors") != std::string::npos);
@@ -52,12 +48,12 @@ TEST_CASE("accept nvml: health counters fail their rank, settings against the mo
   // Two against two: no majority, no setting finding (the counters still fail on their own).
   std::vector<std::optional<NvmlInventory>> split(4, h100());
   split[0]->power_limit_w = split[1]->power_limit_w = 500;
-  for (const AcceptCheck& x : judge_nvml(ranks(4), split, "")) CHECK(x.status == "pass");
+  for (const AcceptCheck& x : judge_nvml(accept_ranks(4), split, "")) CHECK(x.status == "pass");
 }
 
 TEST_CASE("accept nvml: no NVML on any rank is one check that fails nothing") {
-  const std::vector<AcceptCheck> c =
-      judge_nvml(ranks(2), {std::nullopt, std::nullopt}, "libnvidia-ml.so.1 cannot be loaded");
+  const std::vector<AcceptCheck> c = judge_nvml(accept_ranks(2), {std::nullopt, std::nullopt},
+                                                "libnvidia-ml.so.1 cannot be loaded");
   REQUIRE(c.size() == 1);
   CHECK(c[0].status == "info");
   CHECK(c[0].reason.find("cannot be loaded") != std::string::npos);
