@@ -292,7 +292,11 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
     const GemmProbe gemm = probe_gemm(compute, n, a.sdc_repeats);
     const double memory =
         probe_memory(compute, host ? (std::int64_t{8} << 20) : (std::int64_t{256} << 20), 5);
-    const std::vector<double> rates = rt.gather_to_root({gemm.flops_per_s, memory});
+    // Core attention at DeepSeek-V3's shapes over 4,096 tokens on a GPU; the step's model over
+    // 512 on the cpu backend (seconds, not minutes, on shared cores).
+    const double attention = host ? probe_attention(compute, c.model, 512, 5)
+                                  : probe_attention(compute, preset("deepseek-v3"), 4096, 5);
+    const std::vector<double> rates = rt.gather_to_root({gemm.flops_per_s, memory, attention});
     const std::vector<std::vector<std::uint64_t>> probe_sums = gather_sums(rt, {gemm.sums.front()});
     if (rt.rank() == 0) {
       if (!system && host) system = find_system("cpu");
@@ -303,6 +307,8 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
       RateSpec g{"gemm_rate", "gpu", "FLOP/s", "", std::nullopt, false, a.floor, min_slowdown};
       RateSpec m{"memory_bandwidth", "gpu", "bytes/s", "",
                  std::nullopt,       false, a.floor,   min_slowdown};
+      RateSpec at{"attention_rate", "gpu", "FLOP/s", "",
+                  std::nullopt,     false, a.floor,  min_slowdown};
       if (system) {
         const Hardware hw = hardware_for(*system, c);
         const Efficiencies& e = efficiencies_for(*system).values;
@@ -313,16 +319,22 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
                    system->generation + " dense-GEMM efficiency (moebench predict's)";
         m.source = "system " + system->name + ": memory bandwidth x the " + system->generation +
                    " memory efficiency";
+        at.expected = hw.attention_flops * e.attention;
+        at.nominal = g.nominal;
+        at.source = "system " + system->name + ": the core-attention peak x the " +
+                    system->generation + " attention efficiency (moebench predict's)";
       }
-      std::vector<double> gemm_rates, memory_rates;
+      std::vector<double> gemm_rates, memory_rates, attention_rates;
       for (int r = 0; r < rt.size(); ++r) {
-        result.ranks[static_cast<std::size_t>(r)].gemm_sum =
-            probe_sums[static_cast<std::size_t>(r)].front();
-        gemm_rates.push_back(rates[2 * static_cast<std::size_t>(r)]);
-        memory_rates.push_back(rates[2 * static_cast<std::size_t>(r) + 1]);
+        const std::size_t i = static_cast<std::size_t>(r);
+        result.ranks[i].gemm_sum = probe_sums[i].front();
+        gemm_rates.push_back(rates[3 * i]);
+        memory_rates.push_back(rates[3 * i + 1]);
+        attention_rates.push_back(rates[3 * i + 2]);
       }
       add(judge_rates(site_spec(g, site, result.ranks), result.ranks, gemm_rates));
       add(judge_rates(site_spec(m, site, result.ranks), result.ranks, memory_rates));
+      add(judge_rates(site_spec(at, site, result.ranks), result.ranks, attention_rates));
     }
     end_stage("gpu");
 

@@ -40,9 +40,11 @@ SiteFigures read_floors(const std::string& path) {
   const nlohmann::json doc = parse_json(path, "--floors", what);
   if (doc.is_object()) {
     for (const auto& [key, value] : doc.items()) {
-      if (key != "gemm_rate" && key != "memory_bandwidth" && key != "source") {
+      if (key != "gemm_rate" && key != "memory_bandwidth" && key != "attention_rate" &&
+          key != "source") {
         throw UsageError("--floors " + path + ": unknown key '" + key +
-                         "'; give gemm_rate (FLOP/s), memory_bandwidth (bytes/s) and source");
+                         "'; give gemm_rate (FLOP/s), memory_bandwidth (bytes/s), "
+                         "attention_rate (FLOP/s) and source");
       }
     }
   }
@@ -51,7 +53,7 @@ SiteFigures read_floors(const std::string& path) {
   f.floors = true;
   f.source = "--floors " + path +
              (doc.contains("source") ? ": " + doc["source"].get<std::string>() : std::string());
-  for (const char* name : {"gemm_rate", "memory_bandwidth"}) {
+  for (const char* name : {"gemm_rate", "memory_bandwidth", "attention_rate"}) {
     if (doc.contains(name)) f.value[name][""] = doc[name].get<double>();
   }
   return f;
@@ -66,8 +68,8 @@ SiteFigures read_baseline(const std::string& path) {
   std::map<std::string, std::map<std::string, std::vector<double>>> values;
   for (const nlohmann::json& c : doc["checks"]) {
     const std::string name = c["name"];
-    if ((name != "gemm_rate" && name != "memory_bandwidth") || !c["rank"].is_number() ||
-        !c["measured"].is_number() || c.contains("report")) {
+    if ((name != "gemm_rate" && name != "memory_bandwidth" && name != "attention_rate") ||
+        !c["rank"].is_number() || !c["measured"].is_number() || c.contains("report")) {
       continue;
     }
     values[name][sku_of[c["rank"].get<int>()]].push_back(c["measured"].get<double>());

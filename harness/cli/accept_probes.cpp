@@ -3,8 +3,10 @@
 #include <chrono>
 
 #include "harness/cli/accept_checks.hpp"
+#include "harness/compute/mla_attention_case.hpp"
 #include "harness/core/clock.hpp"
 #include "harness/measure/stats.hpp"
+#include "workloads/accounting/accounting.hpp"
 
 namespace moebench {
 
@@ -54,6 +56,22 @@ GemmProbe probe_gemm(Compute& c, std::int64_t n, int repeats) {
   p.flops_per_s = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) /
                   std::max(1e-9, median(times));
   return p;
+}
+
+double probe_attention(Compute& c, const ModelConfig& m, std::int64_t seq, int repeats) {
+  MlaAttentionCase attention(
+      c, MlaDims{m.num_attention_heads, m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim}, seq,
+      20261205);
+  attention.forward_backward();  // untimed: plans, caches
+  WorkClock clock(c);
+  std::vector<double> times;
+  for (int i = 0; i < repeats; ++i) {
+    const double t0 = clock.now();
+    attention.forward_backward();
+    times.push_back(clock.now() - t0);
+  }
+  return core_attention_flops_per_token(m, seq) * static_cast<double>(seq) /
+         std::max(1e-9, median(times));
 }
 
 double probe_memory(Compute& c, std::int64_t floats, int repeats) {

@@ -8,6 +8,7 @@
 
 #include "harness/compute/compute.hpp"
 #include "harness/runtime/mpi_runtime.hpp"
+#include "workloads/config/model_config.hpp"
 #include "workloads/step/training_step.hpp"
 
 namespace moebench {
@@ -19,6 +20,11 @@ struct GemmProbe {
   std::vector<std::uint64_t> sums;
 };
 GemmProbe probe_gemm(Compute& c, std::int64_t n, int repeats);
+
+// The attention probe: core attention of one layer over one sequence of `seq` tokens at `m`'s MLA
+// shapes, forward and backward, `repeats` times after an untimed pass: its rate, Megatron's
+// causal FLOP count (core_attention_flops_per_token) over the median repeat's time.
+double probe_attention(Compute& c, const ModelConfig& m, std::int64_t seq, int repeats);
 
 // A streaming copy's rate: bytes read and written over the median repeat's time.
 double probe_memory(Compute& c, std::int64_t floats, int repeats);

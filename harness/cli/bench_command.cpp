@@ -13,6 +13,7 @@
 #include "harness/bench/bench.hpp"
 #include "harness/bench/bench_report.hpp"
 #include "harness/cli/commands.hpp"
+#include "harness/compute/mla_attention_case.hpp"
 #include "harness/core/clock.hpp"
 #include "harness/core/host.hpp"
 #include "harness/core/human.hpp"
@@ -205,29 +206,17 @@ AttentionCaseResult measure_attention(Compute& c, const ModelConfig& m, std::int
                  4.0 * static_cast<double>(seq * d.heads) + static_cast<double>(c.reserved_bytes()),
              c, "core attention over " + std::to_string(seq) + " tokens");
   c.set_attention_impl(impl);
-  Tensor q = c.alloc(seq, d.heads * d.dq()), kv = c.alloc(seq, d.kv_width()),
-         kr = c.alloc(seq, d.dr), out = c.alloc(seq, d.heads * d.dv),
-         stats = c.alloc(seq, d.heads, DType::f32), dout = c.alloc(seq, d.heads * d.dv),
-         dq = c.alloc(seq, d.heads * d.dq()), dkv = c.alloc(seq, d.kv_width()),
-         dkr = c.alloc(seq, d.dr);
-  std::uint64_t stream = 1;
-  for (const Tensor* t : {&q, &kv, &kr, &dout}) c.fill_random(*t, 13, stream++, 1.0f);
-  const AttentionOperands in = AttentionOperands::mla(d, q, kv, kr);
-  const AttentionOperands grad = AttentionOperands::mla(d, dq, dkv, dkr);
+  MlaAttentionCase attention(c, d, seq, 13);
   AttentionCaseResult r;
   r.impl = to_string(impl);
-  r.batch = s.batch;
+  r.batch = attention.shape().batch;
   r.seq_len = seq;
   r.heads = d.heads;
   r.qk_dim = d.dq();
   r.v_dim = d.dv;
   r.flops = core_attention_flops_per_token(m, seq) * static_cast<double>(seq);
-  r.forward_time_s =
-      time_calls(c, warmup, iterations, [&] { c.attention_forward(s, in, out, stats); });
-  r.time_s = time_calls(c, warmup, iterations, [&] {
-    c.attention_forward(s, in, out, stats);
-    c.attention_backward(s, in, out, dout, stats, grad);
-  });
+  r.forward_time_s = time_calls(c, warmup, iterations, [&] { attention.forward(); });
+  r.time_s = time_calls(c, warmup, iterations, [&] { attention.forward_backward(); });
   r.path = c.attention_path();
   return r;
 }

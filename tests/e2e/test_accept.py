@@ -71,7 +71,8 @@ def test_clean_machine_passes(ctx):
         e2e.check(doc["burnin"] is None, "no burn-in without --duration", r)
         e2e.check(len({x["node_name"] for x in doc["ranks"]}) == 2, "two emulated nodes", r)
         names = {c["name"] for c in doc["checks"]}
-        for want in ("inventory", "gemm_rate", "memory_bandwidth", "link", "collective_busbw",
+        for want in ("inventory", "gemm_rate", "attention_rate", "memory_bandwidth", "link",
+                     "collective_busbw", "collective_transport",
                      "verification", "health", "sdc_same_step", "sdc_replicas", "sdc_gemm"):
             e2e.check(want in names, "a %s check in %r" % (want, sorted(names)), r)
         for c in doc["checks"]:

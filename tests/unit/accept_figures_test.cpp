@@ -31,6 +31,9 @@ TEST_CASE("accept --floors: the site's floors, each figure optional, anything el
   CHECK_FALSE(site_value(f, "memory_bandwidth", "any GPU"));
   CHECK(f.source.find("site spec 7") != std::string::npos);
   CHECK_NOTHROW(check_site_skus(f, {"H200", "B200"}));  // a floor for any SKU
+  const SiteFigures a = read_floors(write(dir, "a.json", R"({"attention_rate": 3e14})"));
+  CHECK(site_value(a, "attention_rate", "any GPU") == 3e14);
+  CHECK_FALSE(site_value(a, "gemm_rate", "any GPU"));
   CHECK_THROWS_WITH_AS(read_floors(write(dir, "typo.json", R"({"gemm_rat": 6e14})")),
                        doctest::Contains("unknown key 'gemm_rat'"), UsageError);
   CHECK_THROWS_WITH_AS(read_floors(write(dir, "zero.json", R"({"gemm_rate": 0})")),
@@ -57,6 +60,9 @@ TEST_CASE("accept --baseline: each figure's median over the baseline's ranks of 
     c.unit = "FLOP/s";
     c.reason = "r";
     r.checks.push_back(c);
+    c.name = "attention_rate";  // a third of the GEMM's rate
+    c.measured = gemm[i] / 3;
+    r.checks.push_back(c);
   }
   r.node_names = node_names(r.ranks);
   const nlohmann::ordered_json meta = {
@@ -69,10 +75,11 @@ TEST_CASE("accept --baseline: each figure's median over the baseline's ranks of 
   CHECK_FALSE(f.floors);                                // expected figures, judged x --floor
   CHECK(site_value(f, "gemm_rate", "H200") == 900e12);  // the median of 900, 800, 1000
   CHECK(site_value(f, "gemm_rate", "H100") == 500e12);
+  CHECK(site_value(f, "attention_rate", "H200") == 300e12);
   CHECK_FALSE(site_value(f, "gemm_rate", "B200"));
   CHECK_NOTHROW(check_site_skus(f, {"H200", "H100"}));
   CHECK_THROWS_WITH_AS(check_site_skus(f, {"H200", "B200"}),
-                       doctest::Contains("has no gemm_rate for B200 (it has H100, H200)"),
+                       doctest::Contains("_rate for B200 (it has H100, H200)"),
                        UsageError);
   CHECK_THROWS_WITH_AS(read_baseline(write(dir, "run.json", R"({"kind": "moebench.run"})")),
                        doctest::Contains("accept.schema.json"), UsageError);
