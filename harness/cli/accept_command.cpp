@@ -1,10 +1,11 @@
 // `moebench accept`: the acceptance ladder in one job (docs/accept.md). Every rank goes through
-// the stages in order: its inventory; its GEMM and memory rates at the model's sizes; every
-// link to every other rank; the MoE
-// step, verified against the single-process reference, with per-rank health; silent data
-// corruption (the same step twice, the data-parallel replicas' parameters, the same GEMM
-// repeated). Rank 0 judges what the ranks measured (accept_checks.hpp) and writes accept.json,
-// accept.md, junit.xml and drain.txt; the exit code is 9 when a check failed.
+// the stages in order: its inventory, its GEMM, attention and memory rates, every link, the
+// collectives (accept_stages.hpp); the MoE step, verified against the single-process reference,
+// with per-rank health; silent data corruption (the same step twice, the data-parallel replicas'
+// parameters, the same GEMM repeated); the burn-in (--duration). Rank 0 judges what the ranks
+// measured (accept_checks.hpp) and writes accept.json, accept.md, junit.xml and drain.txt, also
+// when a rank hangs or a stop signal comes (accept_watch.hpp); the exit code is 9 when a check
+// failed.
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -25,6 +26,7 @@
 #include "harness/cli/accept_nvml.hpp"
 #include "harness/cli/accept_outputs.hpp"
 #include "harness/cli/accept_probes.hpp"
+#include "harness/cli/accept_stages.hpp"
 #include "harness/cli/accept_transport.hpp"
 #include "harness/cli/accept_watch.hpp"
 #include "harness/cli/commands.hpp"
@@ -55,44 +57,6 @@ void default_ep(CliOptions& o, int world) {
   if (!o.workload.recipe.empty() || o.workload.ep != 1) return;
   const RunConfig probe = resolve_run_config(o, world);
   o.workload.ep = std::gcd(world, static_cast<int>(probe.model.n_routed_experts));
-}
-
-// --dcgm: each node's file (FILE with %h its name) read and parsed; a node whose file cannot be
-// read or is not DCGM's is a finding (its error kept), unless no node's is: bad input.
-void read_dcgm_files(const std::string& pattern, const std::vector<std::string>& nodes,
-                     std::vector<std::optional<DcgmDiag>>& diags,
-                     std::vector<std::string>& errors) {
-  if (pattern.find("%h") == std::string::npos && nodes.size() > 1) {
-    throw UsageError("--dcgm " + pattern + " is one node's results and this job has " +
-                     std::to_string(nodes.size()) +
-                     " nodes: put %h in the path for each node's file (e.g. dcgm-%h.json)");
-  }
-  for (std::size_t k = 0; k < nodes.size(); ++k) {
-    const std::string path = dcgm_path(pattern, nodes[k]);
-    try {
-      const std::string text = read_regular_file(path, "give --dcgm dcgmi diag -j output");
-      diags[k] = parse_dcgm(nlohmann::json::parse(text));
-    } catch (const std::exception& e) {
-      errors[k] = std::string(e.what()).find(path) == 0 ? e.what() : path + ": " + e.what();
-    }
-  }
-  if (std::none_of(diags.begin(), diags.end(), [](const auto& d) { return d.has_value(); })) {
-    throw UsageError("--dcgm " + errors.front());
-  }
-}
-
-// `spec` with the site's figures where --floors or --baseline gives them (each SKU's own; every
-// SKU of the run has one: check_site_skus), else as it is (the system's).
-RateSpec site_spec(const RateSpec& spec, const SiteFigures& site,
-                   const std::vector<AcceptRank>& ranks) {
-  if (site.value.count(spec.name) == 0) return spec;
-  RateSpec x = spec;
-  x.expected.reset();
-  x.nominal = false;
-  x.source = site.source;
-  if (site.floors) x.floor = 1.0;
-  for (const AcceptRank& r : ranks) x.expected_by_sku[r.sku] = *site_value(site, x.name, r.sku);
-  return x;
 }
 
 }  // namespace
@@ -132,10 +96,11 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
   }
   const bool host = compute.memory_is_host();
   const double min_slowdown = a.min_slowdown.value_or(host ? 1.0 : 0.1);
-  const auto say = [&](const std::string& line) {
-    if (rt.rank() == 0 && !o.quiet) std::cout << "# accept: " << line << "\n" << std::flush;
-  };
   AcceptResult result;
+  std::optional<SystemSpec> system = s.system;
+  AcceptJob job{o, a, c, s, rt, compute, *comm, site, result, system, host, min_slowdown};
+  const auto say = [&](const std::string& line) { job.say(line); };
+  const auto add = [&](const std::vector<AcceptCheck>& more) { job.add(more); };
   auto stage_start = Clock::now();
   std::function<void(const std::string&)> publish = [](const std::string&) {};
   // After each stage every rank agrees on a pending stop signal (Slurm's time limit, scancel):
@@ -153,11 +118,6 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
     }
   };
 
-  std::vector<AcceptCheck>& checks = result.checks;  // rank 0's, judged stage by stage
-  const auto add = [&](std::vector<AcceptCheck> more) {
-    checks.insert(checks.end(), more.begin(), more.end());
-  };
-  std::optional<SystemSpec> system = s.system;
   const std::int64_t n = a.gemm_n.value_or(host ? 1024 : 8192);
   const auto meta = [&](const AcceptResult& r) {
     return nlohmann::ordered_json{{"tool_version", kToolVersion},
@@ -218,204 +178,18 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
   const NvmlGpuId gpu_id =
       device ? NvmlGpuId{device->pci_bus_id, -1} : NvmlGpuId{std::string(), s.topo.local_rank};
   try {
-    // 1. Inventory: who each rank is and what it runs.
-    const std::vector<DeviceRecord> devices = gather_device_records(rt, compute);
-    std::string sku,
-        software = "moebench " + std::string(kToolVersion) + ", " + MpiRuntime::library_version();
-    if (const std::optional<DeviceRecord> d = local_device_record(compute, rt.rank(), rt.host())) {
-      sku = d->info.name;
-      software += ", driver " + d->driver_version + ", CUDA " + d->info.runtime_version +
-                  ", NCCL " + d->nccl_version;
-    } else {
-      const BlasCore core = blas_core();
-      sku = "cpu (" + (core.name.empty() ? std::string("BLAS") : core.name) + ")";
-      software += ", BLAS core " + core.name;
-    }
-    if (c.inject && c.inject->kind == FaultSpec::Kind::version && c.inject->rank == rt.rank()) {
-      software += ", injected: a different build";
-    }
-    const NvmlRead nvml = read_nvml_inventory(gpu_id);
-    const std::vector<std::string> nvml_all =
-        rt.gather_strings_to_root(nvml.gpu ? to_json(*nvml.gpu).dump() : std::string());
-    const std::vector<std::string> skus = rt.all_gather(sku);
-    const std::vector<std::string> softwares = rt.gather_strings_to_root(software);
-    const std::vector<std::string> nodes = rt.all_gather(std::to_string(s.topo.node));
-    // A node's name is Slurm's where the job runs under Slurm (what drain.txt's scontrol lines
-    // and --nodes need), else its host name.
-    const char* slurm_name = std::getenv("SLURMD_NODENAME");
-    const std::vector<std::string> hosts =
-        rt.all_gather(slurm_name != nullptr && *slurm_name != '\0' ? slurm_name : rt.host());
-    for (int r = 0; r < rt.size(); ++r) {
-      const std::size_t i = static_cast<std::size_t>(r);
-      result.ranks.push_back({r, std::stoi(nodes[i]), hosts[i], skus[i],
-                              rt.rank() == 0 ? softwares[i] : std::string()});
-    }
-    result.node_names = node_names(result.ranks);
-    // --dcgm: each node's results, read and parsed before any work (none usable: bad input).
-    std::vector<std::optional<DcgmDiag>> dcgm(result.node_names.size());
-    std::vector<std::string> dcgm_errors(result.node_names.size());
-    agree(rt, usage_problem([&] {
-            check_site_skus(site, skus);
-            if (rt.rank() == 0 && !a.dcgm.empty()) {
-              read_dcgm_files(a.dcgm, result.node_names, dcgm, dcgm_errors);
-            }
-          }));
-    if (rt.rank() == 0) {
-      add(judge_inventory(result.ranks));
-      std::vector<std::optional<NvmlInventory>> gpus;
-      for (std::size_t i = 0; i < result.ranks.size(); ++i) {
-        if (!nvml_all[i].empty()) {
-          result.ranks[i].nvml = nvml_inventory_from_json(nlohmann::json::parse(nvml_all[i]));
-        }
-        gpus.push_back(result.ranks[i].nvml);
-      }
-      add(judge_nvml(result.ranks, gpus, nvml.why));
-      for (std::size_t k = 0; k < dcgm.size() && !a.dcgm.empty(); ++k) {
-        if (dcgm[k]) {
-          add(judge_dcgm(result.ranks, static_cast<int>(k), result.node_names[k], *dcgm[k]));
-          continue;
-        }
-        AcceptCheck x;
-        x.name = x.stage = "dcgm";
-        x.node = static_cast<int>(k);
-        x.status = "fail";
-        x.reason = result.node_names[k] + ": no DCGM results: " + dcgm_errors[k];
-        checks.push_back(x);
-      }
-    }
+    // The stages of accept_stages.hpp, then the step's, which share one training step.
+    const std::vector<DeviceRecord> devices = run_inventory(job, gpu_id);
     end_stage("inventory");
 
-    // 2. Each GPU: the GEMM rate (its repeats' checksums kept for stage 5) and memory bandwidth,
-    // against the SKU's expected figures: the system's peak and bandwidth x the generation's
-    // efficiencies, as `predict` prices them (or the site's: --floors, --baseline).
     begin_stage("gpu");
-    const GemmProbe gemm = probe_gemm(compute, n, a.sdc_repeats);
-    const double memory =
-        probe_memory(compute, host ? (std::int64_t{8} << 20) : (std::int64_t{256} << 20), 5);
-    // Core attention at DeepSeek-V3's shapes over 4,096 tokens on a GPU; the step's model over
-    // 512 on the cpu backend (seconds, not minutes, on shared cores).
-    const double attention = host ? probe_attention(compute, c.model, 512, 5)
-                                  : probe_attention(compute, preset("deepseek-v3"), 4096, 5);
-    const std::vector<double> rates = rt.gather_to_root({gemm.flops_per_s, memory, attention});
-    const std::vector<std::vector<std::uint64_t>> probe_sums = gather_sums(rt, {gemm.sums.front()});
-    if (rt.rank() == 0) {
-      if (!system && host) system = find_system("cpu");
-      if (!system && !devices.empty()) {
-        std::string why;
-        system = detected_system(devices.front().info.name, c, &why);
-      }
-      RateSpec g{"gemm_rate", "gpu", "FLOP/s", "", std::nullopt, false, a.floor, min_slowdown};
-      RateSpec m{"memory_bandwidth", "gpu", "bytes/s", "",
-                 std::nullopt,       false, a.floor,   min_slowdown};
-      RateSpec at{"attention_rate", "gpu", "FLOP/s", "",
-                  std::nullopt,     false, a.floor,  min_slowdown};
-      if (system) {
-        const Hardware hw = hardware_for(*system, c);
-        const Efficiencies& e = efficiencies_for(*system).values;
-        g.expected = hw.gemm_flops * e.dense_gemm;
-        m.expected = hw.memory_bandwidth * e.memory;
-        g.nominal = m.nominal = system->generation == "cpu";
-        g.source = "system " + system->name + ": peak " + to_string(c.precision) + " x the " +
-                   system->generation + " dense-GEMM efficiency (moebench predict's)";
-        m.source = "system " + system->name + ": memory bandwidth x the " + system->generation +
-                   " memory efficiency";
-        at.expected = hw.attention_flops * e.attention;
-        at.nominal = g.nominal;
-        at.source = "system " + system->name + ": the core-attention peak x the " +
-                    system->generation + " attention efficiency (moebench predict's)";
-      }
-      std::vector<double> gemm_rates, memory_rates, attention_rates;
-      for (int r = 0; r < rt.size(); ++r) {
-        const std::size_t i = static_cast<std::size_t>(r);
-        result.ranks[i].gemm_sum = probe_sums[i].front();
-        gemm_rates.push_back(rates[3 * i]);
-        memory_rates.push_back(rates[3 * i + 1]);
-        attention_rates.push_back(rates[3 * i + 2]);
-      }
-      add(judge_rates(site_spec(g, site, result.ranks), result.ranks, gemm_rates));
-      add(judge_rates(site_spec(m, site, result.ranks), result.ranks, memory_rates));
-      add(judge_rates(site_spec(at, site, result.ranks), result.ranks, attention_rates));
-    }
+    const GemmProbe gemm = run_gpu_stage(job, n, devices);  // its checksums join stage 5's
     end_stage("gpu");
-
-    // 3. Links: every pair of ranks, each link against its class's median (linkcheck's rule).
     begin_stage("links");
-    const PairMeasurement links =
-        measure_pairs(*comm, compute, rt, all_pairs_rounds(rt.size()),
-                      host ? (std::int64_t{4} << 20) : (std::int64_t{64} << 20), 8, host ? 5 : 10);
-    const NvlinkDomains domains =
-        find_nvlink_domains(rt, compute, c.layout.nvlink_domain_size, s.topo.node);
-    if (rt.rank() == 0) {
-      LinkPlacement placement;
-      for (const AcceptRank& r : result.ranks) placement.node.push_back(r.node);
-      placement.domain = domains.of_rank;
-      LinkAnalysis analysis = analyse_links(
-          links.samples, placement, {6.0, host ? kHostLinkMinSlowdown : kDeviceMinSlowdown});
-      // On the cpu backend ranks share cores: a ping-pong's latency is how the scheduler
-      // happened to run both ends (thousands of times the median under load), so only
-      // bandwidth is judged there.
-      if (host) {
-        std::erase_if(analysis.outliers,
-                      [](const LinkOutlier& x) { return x.metric == "latency"; });
-      }
-      add(judge_links(result.ranks, links.samples, analysis));
-    }
+    run_links(job);
     end_stage("links");
-
-    // 3b. Collectives over every rank at a few sizes (nccl-tests' bus bandwidth), against the
-    // bandwidth of the links they cross: the scale-out network's across nodes (outside an NVLink
-    // domain), else NVLink's, x the generation's efficiency.
     begin_stage("collectives");
-    result.collectives = measure_collectives(
-        *comm, compute, rt,
-        host ? std::vector<std::int64_t>{std::int64_t{256} << 10, std::int64_t{4} << 20}
-             : std::vector<std::int64_t>{std::int64_t{8} << 20, std::int64_t{64} << 20,
-                                         std::int64_t{512} << 20},
-        host ? 3 : 20);
-    const std::vector<std::string> transports =
-        rt.gather_strings_to_root(nccl_log ? read_nccl_log(*nccl_log, nccl_why) : std::string());
-    if (rt.rank() == 0) {
-      std::vector<std::optional<NcclTransports>> seen;
-      for (std::size_t i = 0; i < transports.size(); ++i) {
-        if (transports[i].empty()) {
-          seen.emplace_back();
-        } else {
-          seen.push_back(nccl_transports_from_json(nlohmann::json::parse(transports[i])));
-          result.ranks[i].nccl = seen.back();
-        }
-      }
-      TransportExpectation expect;
-      expect.spans_nodes = result.node_names.size() > 1;
-      if (system) {
-        const Hardware hw = hardware_for(*system, c);
-        expect.nvlink = hw.nvlink_domain > 1;
-        expect.scale_out_bytes_per_s = hw.scale_out.bandwidth_bytes_per_s;
-      }
-      add(judge_transports(result.ranks, seen, expect, nccl_why));
-      RateSpec k{"collective_busbw", "collectives", "bytes/s", "",
-                 std::nullopt,       false,         a.floor,   min_slowdown};
-      if (system) {
-        const Hardware hw = hardware_for(*system, c);
-        const Efficiencies& e = efficiencies_for(*system).values;
-        const bool across = result.node_names.size() > 1 && hw.nvlink_domain < rt.size();
-        const LinkCost& link = across || hw.nvlink_domain <= 1 ? hw.scale_out : hw.nvlink;
-        const double eff = &link == &hw.scale_out ? e.scale_out : e.nvlink;
-        if (link.bandwidth_bytes_per_s > 0) k.expected = link.bandwidth_bytes_per_s * eff;
-        k.nominal = system->generation == "cpu";
-        k.source = "system " + system->name + ": the " +
-                   (&link == &hw.scale_out ? "scale-out" : "NVLink") +
-                   " bandwidth a GPU each way x the " + system->generation + " " +
-                   (&link == &hw.scale_out ? "scale-out" : "NVLink") + " efficiency";
-      }
-      add(judge_collectives(result.collectives, k));
-      if (!o.quiet) {
-        say("collectives over " + std::to_string(rt.size()) + " ranks (nccl-tests' columns):");
-        for (const std::string& line : collectives_table(result.collectives)) {
-          std::cout << "#   " << line << "\n";
-        }
-        std::cout << std::flush;
-      }
-    }
+    run_collectives(job, nccl_log, nccl_why);
     end_stage("collectives");
 
     // 4. The MoE step: verified, then timed, with per-rank health.
@@ -551,7 +325,7 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
   int failed = 0;
   if (rt.rank() == 0) {
     failed = write_accept_outputs(a.out, result, meta(result));
-    say(std::to_string(checks.size()) + " checks, " + std::to_string(failed) + " failed; " +
+    say(std::to_string(result.checks.size()) + " checks, " + std::to_string(failed) + " failed; " +
         std::to_string(drain_lines(result).size()) + " node(s) to drain; " +
         (result.passed() ? "PASS" : "FAIL") + " (" + a.out + "/accept.json, accept.md, " +
         "junit.xml, drain.txt)");
