@@ -47,25 +47,38 @@ class BurninTelemetry {
   double elapsed_s_ = 0;
 };
 
-// Every rank's rounds and counters on rank 0, where every rank has telemetry; else rank 0's
-// `note` says which rank has none and why. Collective.
+// Every rank's rounds and counters on rank 0, and which ranks have them (`available`; `notes`
+// says why not, by rank). `rounds` is the burn-in's count, the same on every rank. Collective.
 struct BurninTelemetryAll {
-  bool available = false;
-  std::string note;
-  std::vector<std::vector<RoundTelemetry>> rounds;  // [rank][round]
+  std::vector<char> available;                      // [rank]
+  std::vector<std::string> notes;                   // [rank]: why none, "" where available
+  std::vector<std::vector<RoundTelemetry>> rounds;  // [rank][round]; empty where none
   std::vector<GpuTelemetrySummary> counters;        // [rank]
+  bool any() const;
+  std::string note() const;  // "rank R: why" of the first rank without telemetry, else ""
 };
-BurninTelemetryAll gather_burnin_telemetry(const MpiRuntime& rt, const BurninTelemetry& t);
+BurninTelemetryAll gather_burnin_telemetry(const MpiRuntime& rt, const BurninTelemetry& t,
+                                           std::size_t rounds);
 
 // A round as a fixed number of doubles for gathering (NaN where a figure is unknown), and back.
-constexpr std::size_t kRoundDoubles = 6;
+constexpr std::size_t kRoundDoubles = 7;
 void append_round(std::vector<double>& out, const RoundTelemetry& r);
 RoundTelemetry round_from(const double* p);
 
-// One `burnin_telemetry` check a rank (stage burnin): its slowdown share over every round's
-// samples (measured) against `max_share` (expected), with the counters' findings.
-std::vector<AcceptCheck> judge_burnin_telemetry(
-    const std::vector<AcceptRank>& ranks, const std::vector<std::vector<RoundTelemetry>>& rounds,
-    const std::vector<GpuTelemetrySummary>& counters, double max_share = kMaxThrottledShare);
+// The counters' limits, DCGM's (GpuHardwareLimits.h): NVLink errors matter from 100 a second
+// (its CRC limit; replay, recovery and CRC counts are summed here), PCIe replays from 8 a minute.
+constexpr double kMaxNvlinkErrorsPerS = 100;
+constexpr double kMaxPcieReplaysPerMin = 8;
+
+// One `burnin_telemetry` check a rank with telemetry (stage burnin), where any rank has it: its
+// slowdown share over every round's readings with reasons (measured) against `max_share`
+// (expected); new uncorrected ECC errors, a row remapping pending, NVLink errors or PCIe replays
+// past DCGM's rates over `duration_s` fail it; corrected ECC errors, NVLinks down (the
+// inventory's to judge) and counts under the rates are stated. No reasons from NVML at all: an
+// `info` check, the slowdown not known. A rank without telemetry beside ranks with it: `info`,
+// with its reason.
+std::vector<AcceptCheck> judge_burnin_telemetry(const std::vector<AcceptRank>& ranks,
+                                                const BurninTelemetryAll& all, double duration_s,
+                                                double max_share = kMaxThrottledShare);
 
 }  // namespace moebench

@@ -67,14 +67,14 @@ struct AcceptStage {
 };
 
 // --duration's rounds, per rank: each round's GEMM rate and step time, and its GPU's telemetry
-// where every rank has NVML (else `telemetry_note` says why not).
+// where it has NVML (`telemetry_note` names the first rank without and why).
 struct BurnIn {
   double duration_s = 0;
   int rounds = 0;
-  std::vector<std::vector<double>> gemm_rate;          // [rank][round], FLOP/s
-  std::vector<std::vector<double>> step_time_s;        // [rank][round]
-  std::vector<std::vector<RoundTelemetry>> telemetry;  // [rank][round], or empty
-  std::string telemetry_note;
+  std::vector<std::vector<double>> gemm_rate;                         // [rank][round], FLOP/s
+  std::vector<std::vector<double>> step_time_s;                       // [rank][round]
+  std::vector<std::optional<std::vector<RoundTelemetry>>> telemetry;  // [rank][round]
+  std::string telemetry_note;  // "rank R: why" where a rank has no telemetry
 };
 
 // One collective at one size (accept_collectives.hpp measures them).
@@ -138,11 +138,13 @@ std::vector<AcceptCheck> judge_links(const std::vector<AcceptRank>& ranks,
                                      const LinkAnalysis& analysis);
 
 // A rate each rank measured round after round in the burn-in (larger is better): a rank whose
-// last round fell more than `min_slowdown` below its first fails (throttling, a failing part).
+// last third of the rounds (their median; a round at least) fell more than `min_slowdown` below
+// its first third fails (throttling, a part failing warm). Stated only where not `judged` (the
+// cpu backend, whose ranks share cores: a round's rate there is what the neighbours left).
 std::vector<AcceptCheck> judge_drift(const std::string& name, const std::string& unit,
                                      const std::vector<AcceptRank>& ranks,
                                      const std::vector<std::vector<double>>& series,
-                                     double min_slowdown);
+                                     double min_slowdown, bool judged = true);
 
 // The ranks of one SKU whose software differs from the majority's, each a failing check; one
 // passing check when none does.

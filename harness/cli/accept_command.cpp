@@ -83,10 +83,9 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
         }));
   const RunConfig& c = s.config;
   Compute& compute = *s.compute;
-  // NCCL's log of the transports it uses, asked for before it starts (accept_transport.hpp).
-  std::string nccl_why = "the collectives run over MPI, not NCCL";
-  const std::optional<std::string> nccl_log =
-      c.comm == CommBackend::nccl ? request_nccl_log(nccl_why) : std::nullopt;
+  // NCCL's log of the transports it uses, asked for before it starts (nccl_log.hpp).
+  std::optional<NcclLogRequest> nccl_log;
+  if (c.comm == CommBackend::nccl) nccl_log.emplace();
   std::unique_ptr<Communicator> comm = connect_and_check_memory(s, rt);
   // A slow link (the link stage's exchanges) and a hang (the step stage's steps) are the
   // communicator's faults.
@@ -138,29 +137,36 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
   // Rank 0's files of what `base`'s finished stages found, with the stage in flight (`stage`; ""
   // between stages) marked stopped and the failing checks that say why. Its caller holds
   // watch.files().
-  const auto write_partial = [&](const AcceptResult& base, const std::string& stage, double stage_s,
+  const auto write_partial = [&](const AcceptResult& base, const nlohmann::ordered_json& m,
+                                 const std::string& stage, double stage_s,
                                  const std::vector<AcceptCheck>& why) {
     AcceptResult partial = base;
     if (!stage.empty()) partial.stages.push_back({stage, stage_s, true});
     partial.checks.insert(partial.checks.end(), why.begin(), why.end());
-    write_accept_outputs(a.out, partial, meta(partial));
+    write_accept_outputs(a.out, partial, m);
     say((stage.empty() ? "stopped between stages" : "stopped in stage " + stage) + ": " +
         std::to_string(drain_lines(partial).size()) + " node(s) to drain; FAIL (" + a.out +
         "/accept.json, accept.md, junit.xml, drain.txt)");
   };
   // A stop signal's files within a poll of it, from the last published state (accept_watch.hpp).
-  AcceptWatch watch(rt.rank() == 0, [&](const AcceptResult& finished, const std::string& stage,
-                                        double stage_s, const AcceptCheck& why) {
-    write_partial(finished, stage, stage_s, {why});
-  });
-  publish = [&](const std::string& in_flight) { watch.publish(result, in_flight, stage_start); };
+  AcceptWatch watch(rt.rank() == 0,
+                    [&](const AcceptResult& finished, const nlohmann::ordered_json& m,
+                        const std::string& stage, double stage_s, const AcceptCheck& why) {
+                      write_partial(finished, m, stage, stage_s, {why});
+                    });
+  // Only copies cross to the watch's thread: the result, and the meta (which names the system
+  // the gpu stage may detect meanwhile).
+  publish = [&](const std::string& in_flight) {
+    if (rt.rank() == 0) watch.publish(result, meta(result), in_flight, stage_start);
+  };
   const auto begin_stage = [&](const std::string& name) {
     stage_now = name;
     publish(name);
   };
   const auto write_stopped = [&](const std::vector<AcceptCheck>& why, bool in_flight) {
     std::lock_guard<std::mutex> lock(watch.files());
-    write_partial(result, in_flight ? stage_now : std::string(), seconds_since(stage_start), why);
+    write_partial(result, meta(result), in_flight ? stage_now : std::string(),
+                  seconds_since(stage_start), why);
   };
   // A signal while a wait is blocked (a launcher's SIGTERM before its SIGKILL): the files at
   // once, replaced if the stage still ends.
@@ -172,6 +178,10 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
                                      ": the stages after it did not run")},
                   true);
   });
+  // The hook refers to this function's state: gone with it, however the function ends.
+  struct HookReset {
+    ~HookReset() { set_stopped_wait_hook(nullptr); }
+  } hook_reset;
   // This rank's GPU as NVML names it: its CUDA device's PCI bus id, else (a host backend) the
   // node's GPU of its local index, as the NVML stand-in numbers them.
   const std::optional<DeviceInfo> device = compute.device_info();
@@ -189,7 +199,7 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
     run_links(job);
     end_stage("links");
     begin_stage("collectives");
-    run_collectives(job, nccl_log, nccl_why);
+    run_collectives(job, nccl_log ? &*nccl_log : nullptr);
     end_stage("collectives");
 
     // 4. The MoE step: verified, then timed, with per-rank health.
@@ -256,8 +266,9 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
       telemetry->stop();
       end_stage("burnin", false);
     }
-    const BurninTelemetryAll gpus =
-        telemetry ? gather_burnin_telemetry(rt, *telemetry) : BurninTelemetryAll{};
+    const BurninTelemetryAll gpus = telemetry
+                                        ? gather_burnin_telemetry(rt, *telemetry, burn_rates.size())
+                                        : BurninTelemetryAll{};
     const std::vector<std::vector<std::uint64_t>> gemm_sums = gather_sums(rt, all_sums);
     const std::vector<double> burn = rt.gather_to_root(burn_rates);
     const std::vector<double> burn_time = rt.gather_to_root(burn_steps);
@@ -278,13 +289,13 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
           b.gemm_rate.emplace_back(burn.begin() + at, burn.begin() + at + b.rounds);
           b.step_time_s.emplace_back(burn_time.begin() + at, burn_time.begin() + at + b.rounds);
         }
-        add(judge_drift("burnin_gemm_drift", "FLOP/s", result.ranks, b.gemm_rate, min_slowdown));
-        if (gpus.available) {
-          b.telemetry = gpus.rounds;
-          add(judge_burnin_telemetry(result.ranks, gpus.rounds, gpus.counters));
-        } else {
-          b.telemetry_note = "no GPU telemetry (" + gpus.note + ")";
+        add(judge_drift("burnin_gemm_drift", "FLOP/s", result.ranks, b.gemm_rate, min_slowdown,
+                        !host));
+        for (std::size_t r = 0; r < gpus.rounds.size(); ++r) {
+          b.telemetry.push_back(gpus.available[r] ? std::optional(gpus.rounds[r]) : std::nullopt);
         }
+        b.telemetry_note = gpus.note();
+        add(judge_burnin_telemetry(result.ranks, gpus, a.duration_s));
         result.burnin = std::move(b);
       }
     }

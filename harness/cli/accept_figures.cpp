@@ -1,5 +1,7 @@
 #include "harness/cli/accept_figures.hpp"
 
+#include <algorithm>
+#include <iterator>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -32,6 +34,11 @@ void check_schema(const nlohmann::json& doc, const std::string& path, const std:
   }
 }
 
+bool is_rate_figure(const std::string& name) {
+  return std::find(std::begin(kRateFigures), std::end(kRateFigures), name) !=
+         std::end(kRateFigures);
+}
+
 }  // namespace
 
 SiteFigures read_floors(const std::string& path) {
@@ -40,11 +47,10 @@ SiteFigures read_floors(const std::string& path) {
   const nlohmann::json doc = parse_json(path, "--floors", what);
   if (doc.is_object()) {
     for (const auto& [key, value] : doc.items()) {
-      if (key != "gemm_rate" && key != "memory_bandwidth" && key != "attention_rate" &&
-          key != "source") {
+      if (!is_rate_figure(key) && key != "source") {
         throw UsageError("--floors " + path + ": unknown key '" + key +
-                         "'; give gemm_rate (FLOP/s), memory_bandwidth (bytes/s), "
-                         "attention_rate (FLOP/s) and source");
+                         "'; give gemm_rate, grouped_gemm_rate, attention_rate (FLOP/s), "
+                         "memory_bandwidth (bytes/s) and source");
       }
     }
   }
@@ -53,7 +59,7 @@ SiteFigures read_floors(const std::string& path) {
   f.floors = true;
   f.source = "--floors " + path +
              (doc.contains("source") ? ": " + doc["source"].get<std::string>() : std::string());
-  for (const char* name : {"gemm_rate", "memory_bandwidth", "attention_rate"}) {
+  for (const char* name : kRateFigures) {
     if (doc.contains(name)) f.value[name][""] = doc[name].get<double>();
   }
   return f;
@@ -68,8 +74,8 @@ SiteFigures read_baseline(const std::string& path) {
   std::map<std::string, std::map<std::string, std::vector<double>>> values;
   for (const nlohmann::json& c : doc["checks"]) {
     const std::string name = c["name"];
-    if ((name != "gemm_rate" && name != "memory_bandwidth" && name != "attention_rate") ||
-        !c["rank"].is_number() || !c["measured"].is_number() || c.contains("report")) {
+    if (!is_rate_figure(name) || !c["rank"].is_number() || !c["measured"].is_number() ||
+        c.contains("report")) {
       continue;
     }
     values[name][sku_of[c["rank"].get<int>()]].push_back(c["measured"].get<double>());

@@ -13,6 +13,10 @@ namespace moebench {
 
 // The figures `accept` judges per rank (larger is better): gemm_rate (FLOP/s) and
 // memory_bandwidth (bytes/s).
+// The per-rank rates of accept's GPU stage that a site's figures may set.
+inline constexpr const char* kRateFigures[] = {"gemm_rate", "grouped_gemm_rate", "attention_rate",
+                                               "memory_bandwidth"};
+
 struct SiteFigures {
   std::map<std::string, std::map<std::string, double>> value;  // figure -> SKU ("": any) -> value
   std::string source;   // for the checks' source: the file and what the values are

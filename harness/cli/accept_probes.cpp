@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "harness/bench/expert_gemm_case.hpp"
 #include "harness/cli/accept_checks.hpp"
 #include "harness/compute/mla_attention_case.hpp"
 #include "harness/core/clock.hpp"
@@ -36,6 +37,21 @@ std::uint64_t checksum(Compute& c, const Mat& m) {
   return fnv1a(host.data(), host.size() * sizeof(float));
 }
 
+// `call` once untimed (plans, caches), then `repeats` times: the median time of one, by the
+// rank's own work.
+template <typename F>
+double median_seconds(Compute& c, int repeats, F&& call) {
+  call();
+  WorkClock clock(c);
+  std::vector<double> times;
+  for (int i = 0; i < repeats; ++i) {
+    const double t0 = clock.now();
+    call();
+    times.push_back(clock.now() - t0);
+  }
+  return std::max(1e-9, median(times));
+}
+
 }  // namespace
 
 GemmProbe probe_gemm(Compute& c, std::int64_t n, int repeats) {
@@ -62,30 +78,27 @@ double probe_attention(Compute& c, const ModelConfig& m, std::int64_t seq, int r
   MlaAttentionCase attention(
       c, MlaDims{m.num_attention_heads, m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim}, seq,
       20261205);
-  attention.forward_backward();  // untimed: plans, caches
-  WorkClock clock(c);
-  std::vector<double> times;
-  for (int i = 0; i < repeats; ++i) {
-    const double t0 = clock.now();
-    attention.forward_backward();
-    times.push_back(clock.now() - t0);
-  }
   return core_attention_flops_per_token(m, seq) * static_cast<double>(seq) /
-         std::max(1e-9, median(times));
+         median_seconds(c, repeats, [&] { attention.forward_backward(); });
+}
+
+double probe_expert_gemms(Compute& c, const ModelConfig& m, std::int64_t experts, std::int64_t rows,
+                          int repeats) {
+  double flops = 0, seconds = 0;
+  for (const GroupedGemmCase& g :
+       expert_gemm_cases(experts, rows, m.hidden_size, m.moe_intermediate_size)) {
+    ExpertGemmCase gemm(c, g, 20261205);
+    flops += g.flops();
+    seconds += median_seconds(c, repeats, [&] { gemm.run(); });
+  }
+  return flops / seconds;
 }
 
 double probe_memory(Compute& c, std::int64_t floats, int repeats) {
   Tensor a = c.alloc(1, floats, DType::f32), b = c.alloc(1, floats, DType::f32);
   c.fill(a.view(), 1.0f);
-  c.copy(a.view(), b.view());
-  WorkClock clock(c);
-  std::vector<double> times;
-  for (int i = 0; i < repeats; ++i) {
-    const double t0 = clock.now();
-    c.copy(a.view(), b.view());
-    times.push_back(clock.now() - t0);
-  }
-  return 2.0 * 4.0 * static_cast<double>(floats) / std::max(1e-9, median(times));
+  return 2.0 * 4.0 * static_cast<double>(floats) /
+         median_seconds(c, repeats, [&] { c.copy(a.view(), b.view()); });
 }
 
 std::vector<std::uint64_t> parameter_sums(Compute& c, const TrainingStep& step) {

@@ -26,6 +26,13 @@ GemmProbe probe_gemm(Compute& c, std::int64_t n, int repeats);
 // causal FLOP count (core_attention_flops_per_token) over the median repeat's time.
 double probe_attention(Compute& c, const ModelConfig& m, std::int64_t seq, int repeats);
 
+// The expert GEMM probe: the six grouped GEMM calls of one MoE layer's experts (forward, dgrad
+// and wgrad of the up and down projections) at `m`'s widths, `experts` experts of `rows` rows
+// each, in the step's precision, `repeats` times after an untimed pass: their FLOPs over the sum
+// of each call's median time.
+double probe_expert_gemms(Compute& c, const ModelConfig& m, std::int64_t experts, std::int64_t rows,
+                          int repeats);
+
 // A streaming copy's rate: bytes read and written over the median repeat's time.
 double probe_memory(Compute& c, std::int64_t floats, int repeats);
 

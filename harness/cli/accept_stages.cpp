@@ -137,55 +137,62 @@ std::vector<DeviceRecord> run_inventory(AcceptJob& job, const NvmlGpuId& gpu_id)
 }
 
 GemmProbe run_gpu_stage(AcceptJob& job, std::int64_t n, const std::vector<DeviceRecord>& devices) {
-  const GemmProbe gemm = probe_gemm(job.compute, n, job.a.sdc_repeats);
-  const double memory =
-      probe_memory(job.compute, job.host ? (std::int64_t{8} << 20) : (std::int64_t{256} << 20), 5);
-  // Core attention at DeepSeek-V3's shapes over 4,096 tokens on a GPU; the step's model over
-  // 512 on the cpu backend (seconds, not minutes, on shared cores).
-  const double attention = job.host ? probe_attention(job.compute, job.c.model, 512, 5)
-                                    : probe_attention(job.compute, preset("deepseek-v3"), 4096, 5);
-  const std::vector<double> rates = job.rt.gather_to_root({gemm.flops_per_s, memory, attention});
+  Compute& c = job.compute;
+  const GemmProbe gemm = probe_gemm(c, n, job.a.sdc_repeats);
+  // The experts' GEMMs and core attention at DeepSeek-V3's shapes on a GPU (8 experts of 4,096
+  // rows: a GPU's share at EP 32 and 4,096 tokens; one layer's attention over 4,096 tokens); at
+  // the tiny model's on the cpu backend, smaller (seconds, not minutes, on shared cores). The
+  // same shapes on every run of a backend, whatever the step runs, so that a --baseline compares.
+  const ModelConfig model = preset(job.host ? "deepseek-v3-tiny" : "deepseek-v3");
+  const std::vector<double> mine = {
+      gemm.flops_per_s, probe_expert_gemms(c, model, job.host ? 4 : 8, job.host ? 128 : 4096, 5),
+      probe_attention(c, model, job.host ? 512 : 4096, 5),
+      probe_memory(c, job.host ? (std::int64_t{8} << 20) : (std::int64_t{256} << 20), 5)};
+  const std::vector<double> rates = job.rt.gather_to_root(mine);
   const std::vector<std::vector<std::uint64_t>> probe_sums =
       gather_sums(job.rt, {gemm.sums.front()});
-  if (job.rt.rank() == 0) {
-    if (!job.system && job.host) job.system = find_system("cpu");
-    if (!job.system && !devices.empty()) {
-      std::string why;
-      job.system = detected_system(devices.front().info.name, job.c, &why);
+  if (job.rt.rank() != 0) return gemm;
+  if (!job.system && job.host) job.system = find_system("cpu");
+  if (!job.system && !devices.empty()) {
+    std::string why;
+    job.system = detected_system(devices.front().info.name, job.c, &why);
+  }
+  // The figures in `mine`'s order, each against the system's peak x the generation's efficiency
+  // for it, as `predict` prices a step (nominal on the cpu system).
+  std::vector<RateSpec> specs;
+  for (const char* name : {"gemm_rate", "grouped_gemm_rate", "attention_rate"}) {
+    specs.push_back(
+        {name, "gpu", "FLOP/s", "", std::nullopt, false, job.a.floor, job.min_slowdown});
+  }
+  specs.push_back({"memory_bandwidth", "gpu", "bytes/s", "", std::nullopt, false, job.a.floor,
+                   job.min_slowdown});
+  if (job.system) {
+    const Hardware hw = hardware_for(*job.system, job.c);
+    const Efficiencies& e = efficiencies_for(*job.system).values;
+    const std::string sys = "system " + job.system->name + ": ";
+    const std::string gen = job.system->generation;
+    const std::string peak = "peak " + std::string(to_string(job.c.precision));
+    const std::pair<double, std::string> expected[] = {
+        {hw.gemm_flops * e.dense_gemm, peak + " x the " + gen + " dense-GEMM efficiency"},
+        {hw.gemm_flops * e.grouped_gemm, peak + " x the " + gen + " grouped-GEMM efficiency"},
+        {hw.attention_flops * e.attention,
+         "the core-attention peak x the " + gen + " attention efficiency"},
+        {hw.memory_bandwidth * e.memory, "memory bandwidth x the " + gen + " memory efficiency"}};
+    for (std::size_t k = 0; k < specs.size(); ++k) {
+      specs[k].expected = expected[k].first;
+      specs[k].nominal = gen == "cpu";
+      specs[k].source = sys + expected[k].second + " (moebench predict's)";
     }
-    RateSpec g{"gemm_rate",  "gpu", "FLOP/s",    "",
-               std::nullopt, false, job.a.floor, job.min_slowdown};
-    RateSpec m{"memory_bandwidth", "gpu", "bytes/s",   "",
-               std::nullopt,       false, job.a.floor, job.min_slowdown};
-    RateSpec at{"attention_rate", "gpu", "FLOP/s",    "",
-                std::nullopt,     false, job.a.floor, job.min_slowdown};
-    if (job.system) {
-      const Hardware hw = hardware_for(*job.system, job.c);
-      const Efficiencies& e = efficiencies_for(*job.system).values;
-      g.expected = hw.gemm_flops * e.dense_gemm;
-      m.expected = hw.memory_bandwidth * e.memory;
-      g.nominal = m.nominal = job.system->generation == "cpu";
-      g.source = "system " + job.system->name + ": peak " + to_string(job.c.precision) + " x the " +
-                 job.system->generation + " dense-GEMM efficiency (moebench predict's)";
-      m.source = "system " + job.system->name + ": memory bandwidth x the " +
-                 job.system->generation + " memory efficiency";
-      at.expected = hw.attention_flops * e.attention;
-      at.nominal = g.nominal;
-      at.source = "system " + job.system->name + ": the core-attention peak x the " +
-                  job.system->generation + " attention efficiency (moebench predict's)";
+  }
+  for (std::size_t i = 0; i < job.result.ranks.size(); ++i) {
+    job.result.ranks[i].gemm_sum = probe_sums[i].front();
+  }
+  for (std::size_t k = 0; k < specs.size(); ++k) {
+    std::vector<double> values;
+    for (std::size_t i = 0; i < job.result.ranks.size(); ++i) {
+      values.push_back(rates[mine.size() * i + k]);
     }
-    std::vector<double> gemm_rates, memory_rates, attention_rates;
-    for (int r = 0; r < job.rt.size(); ++r) {
-      const std::size_t i = static_cast<std::size_t>(r);
-      job.result.ranks[i].gemm_sum = probe_sums[i].front();
-      gemm_rates.push_back(rates[3 * i]);
-      memory_rates.push_back(rates[3 * i + 1]);
-      attention_rates.push_back(rates[3 * i + 2]);
-    }
-    job.add(judge_rates(site_spec(g, job.site, job.result.ranks), job.result.ranks, gemm_rates));
-    job.add(judge_rates(site_spec(m, job.site, job.result.ranks), job.result.ranks, memory_rates));
-    job.add(
-        judge_rates(site_spec(at, job.site, job.result.ranks), job.result.ranks, attention_rates));
+    job.add(judge_rates(site_spec(specs[k], job.site, job.result.ranks), job.result.ranks, values));
   }
   return gemm;
 }
@@ -212,8 +219,7 @@ void run_links(AcceptJob& job) {
   }
 }
 
-void run_collectives(AcceptJob& job, const std::optional<std::string>& nccl_log,
-                     std::string& nccl_why) {
+void run_collectives(AcceptJob& job, NcclLogRequest* nccl_log) {
   job.result.collectives = measure_collectives(
       job.comm, job.compute, job.rt,
       job.host ? std::vector<std::int64_t>{std::int64_t{256} << 10, std::int64_t{4} << 20}
@@ -221,7 +227,9 @@ void run_collectives(AcceptJob& job, const std::optional<std::string>& nccl_log,
                                            std::int64_t{512} << 20},
       job.host ? 3 : 20);
   const std::vector<std::string> transports =
-      job.rt.gather_strings_to_root(nccl_log ? read_nccl_log(*nccl_log, nccl_why) : std::string());
+      job.rt.gather_strings_to_root(nccl_log ? nccl_log->read() : std::string());
+  const std::vector<std::string> why = job.rt.gather_strings_to_root(
+      nccl_log ? nccl_log->why() : std::string("the collectives run over MPI, not NCCL"));
   if (job.rt.rank() == 0) {
     std::vector<std::optional<NcclTransports>> seen;
     for (std::size_t i = 0; i < transports.size(); ++i) {
@@ -239,7 +247,7 @@ void run_collectives(AcceptJob& job, const std::optional<std::string>& nccl_log,
       expect.nvlink = hw.nvlink_domain > 1;
       expect.scale_out_bytes_per_s = hw.scale_out.bandwidth_bytes_per_s;
     }
-    job.add(judge_transports(job.result.ranks, seen, expect, nccl_why));
+    job.add(judge_transports(job.result.ranks, seen, expect, why));
     RateSpec k{"collective_busbw", "collectives", "bytes/s",   "",
                std::nullopt,       false,         job.a.floor, job.min_slowdown};
     if (job.system) {

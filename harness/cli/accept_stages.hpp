@@ -13,6 +13,7 @@
 #include "harness/cli/accept_checks.hpp"
 #include "harness/cli/accept_figures.hpp"
 #include "harness/cli/accept_probes.hpp"
+#include "harness/cli/nccl_log.hpp"
 #include "harness/cli/options.hpp"
 #include "harness/cli/run_setup.hpp"
 #include "harness/comm/communicator.hpp"
@@ -62,9 +63,8 @@ GemmProbe run_gpu_stage(AcceptJob& job, std::int64_t n, const std::vector<Device
 void run_links(AcceptJob& job);
 
 // 3b. Collectives over every rank at a few sizes (nccl-tests' bus bandwidth) against the
-// bandwidth of the links they cross, and the transport NCCL used (its log at `nccl_log`, where
-// it was asked for; `nccl_why` says why not otherwise).
-void run_collectives(AcceptJob& job, const std::optional<std::string>& nccl_log,
-                     std::string& nccl_why);
+// bandwidth of the links they cross, and the transport NCCL used (its log, where it was asked
+// for: null on the cpu backend, whose collectives run over MPI).
+void run_collectives(AcceptJob& job, NcclLogRequest* nccl_log);
 
 }  // namespace moebench

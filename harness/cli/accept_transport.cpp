@@ -48,7 +48,7 @@ std::string summary(const NcclTransports& t) {
 std::vector<AcceptCheck> judge_transports(const std::vector<AcceptRank>& ranks,
                                           const std::vector<std::optional<NcclTransports>>& seen,
                                           const TransportExpectation& expect,
-                                          const std::string& why) {
+                                          const std::vector<std::string>& why) {
   std::vector<AcceptCheck> out;
   std::vector<std::vector<std::string>> found(ranks.size());
   std::set<std::string> distinct;
@@ -62,7 +62,8 @@ std::vector<AcceptCheck> judge_transports(const std::vector<AcceptRank>& ranks,
   }
   if (read == 0) {
     out.push_back(cluster_check("collective_transport", "collectives", "info",
-                                "NCCL's transports not known (" + why + ")"));
+                                "NCCL's transports not known (" +
+                                    (why.empty() ? std::string("no reason") : why.front()) + ")"));
     return out;
   }
   // Every rank read and every one failing alike: a setting of the job or the fabric, not a node.
@@ -80,7 +81,14 @@ std::vector<AcceptCheck> judge_transports(const std::vector<AcceptRank>& ranks,
     }
   }
   for (std::size_t i = 0; i < ranks.size() && i < seen.size(); ++i) {
-    if (!seen[i]) continue;
+    if (!seen[i]) {
+      AcceptCheck c = rank_check("collective_transport", "collectives", ranks[i]);
+      c.status = "info";
+      c.reason = rank_text(ranks[i]) + ": NCCL's transports not known (" +
+                 (i < why.size() && !why[i].empty() ? why[i] : std::string("no reason")) + ")";
+      out.push_back(c);
+      continue;
+    }
     AcceptCheck c = rank_check("collective_transport", "collectives", ranks[i]);
     c.source = "NCCL's log (NCCL_DEBUG=INFO)";
     c.status = found[i].empty() ? "pass" : "fail";

@@ -23,13 +23,14 @@ struct TransportExpectation {
   double scale_out_bytes_per_s = 0;
 };
 
-// One check a rank (`collective_transport`, stage collectives) where every rank's log was read:
-// TCP sockets where an RDMA network is expected, or SHM between GPUs where NVLink is, fail it.
-// When every rank fails for the same reason, one check of the cluster's (a setting, not a
-// node). Where no rank's log could be read, one `info` check with `why`.
+// One check a rank (`collective_transport`, stage collectives) whose log was read: TCP sockets
+// where an RDMA network is expected, or SHM between GPUs where NVLink is, fail it; every rank
+// failing for the same reason is one check of the cluster's (a setting, not a node). A rank whose
+// log was not read is an `info` check with its reason (`why`, by rank); no rank's at all, one
+// `info` check with rank 0's.
 std::vector<AcceptCheck> judge_transports(const std::vector<AcceptRank>& ranks,
                                           const std::vector<std::optional<NcclTransports>>& seen,
                                           const TransportExpectation& expect,
-                                          const std::string& why);
+                                          const std::vector<std::string>& why);
 
 }  // namespace moebench

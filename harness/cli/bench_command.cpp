@@ -12,6 +12,7 @@
 #include "harness/backends/registry/registry.hpp"
 #include "harness/bench/bench.hpp"
 #include "harness/bench/bench_report.hpp"
+#include "harness/bench/expert_gemm_case.hpp"
 #include "harness/cli/commands.hpp"
 #include "harness/compute/mla_attention_case.hpp"
 #include "harness/core/clock.hpp"
@@ -168,24 +169,11 @@ GemmCaseResult measure_grouped(Compute& c, const GroupedGemmCase& g, int warmup,
   check_fits(bpe * static_cast<double>(e) *
                  static_cast<double>(g.a_rows() * g.a_cols() + g.b_rows() * g.b_cols() + g.m * g.n),
              c, "the expert GEMM " + g.name);
-  // The experts' operands stacked by rows, as the step keeps them (rows of one expert
-  // contiguous), each problem a slice.
-  Tensor a = c.alloc(e * g.a_rows(), g.a_cols());
-  Tensor b = c.alloc(e * g.b_rows(), g.b_cols());
-  Tensor out = c.alloc(e * g.m, g.n);
-  c.fill_random(a, 12, 1, 1.0f);
-  c.fill_random(b, 12, 2, 1.0f);
-  std::vector<GemmProblem> problems;
-  for (std::int64_t i = 0; i < e; ++i) {
-    problems.push_back({a.view().row_slice(i * g.a_rows(), g.a_rows()),
-                        b.view().row_slice(i * g.b_rows(), g.b_rows()),
-                        out.view().row_slice(i * g.m, g.m)});
-  }
+  ExpertGemmCase gemm(c, g, 12);
   GemmCaseResult r;
   r.gemm = g;
   // linear_grouped_gemm: the experts' GEMMs in the step's precision (--precision).
-  r.time_s = time_calls(c, warmup, iterations,
-                        [&] { c.linear_grouped_gemm(g.trans_a, g.trans_b, 1.0f, problems, 0.0f); });
+  r.time_s = time_calls(c, warmup, iterations, [&] { gemm.run(); });
   c.set_grouped_gemm_impl(GroupedGemmImpl::loop);
   return r;
 }
@@ -197,8 +185,6 @@ GemmCaseResult measure_grouped(Compute& c, const GroupedGemmCase& g, int warmup,
 AttentionCaseResult measure_attention(Compute& c, const ModelConfig& m, std::int64_t seq,
                                       AttentionImpl impl, int warmup, int iterations) {
   const MlaDims d{m.num_attention_heads, m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim};
-  const AttentionShape s{
-      1, seq, d.heads, d.dq(), d.dv, 1.0f / std::sqrt(static_cast<float>(d.dq())), true};
   const double elements =
       static_cast<double>(seq) *
       static_cast<double>(2 * d.heads * d.dq() + 2 * d.kv_width() + 2 * d.dr + 2 * d.heads * d.dv);

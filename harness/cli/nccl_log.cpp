@@ -2,12 +2,12 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <regex>
-
-#include "harness/core/host.hpp"
 
 namespace moebench {
 
@@ -47,32 +47,44 @@ NcclTransports nccl_transports_from_json(const nlohmann::json& j) {
   return t;
 }
 
-std::optional<std::string> request_nccl_log(std::string& why) {
+NcclLogRequest::NcclLogRequest() {
   for (const char* v : {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"}) {
     if (const char* set = std::getenv(v); set != nullptr && *set != '\0') {
-      why = std::string(v) + " is set (" + set + "): NCCL's log is the user's, not read";
-      return std::nullopt;
+      why_ = std::string(v) + " is set (" + set + "): NCCL's log is the user's, not read";
+      return;
     }
   }
+  // A directory of this process's own (mode 0700): NCCL opens its file with fopen, which would
+  // follow a link another user left at a predictable name.
   const char* tmp = std::getenv("TMPDIR");
-  const std::string path = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
-                           "/moebench-nccl-" + host_name() + "-" + std::to_string(getpid()) +
-                           ".log";
+  std::string dir =
+      std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/moebench-nccl-XXXXXX";
+  if (mkdtemp(dir.data()) == nullptr) {
+    why_ = "no directory for NCCL's log could be made as " + dir + " (" + std::strerror(errno) +
+           "): NCCL's transports not read";
+    return;
+  }
+  dir_ = dir;
+  path_ = dir_ + "/nccl.log";
   setenv("NCCL_DEBUG", "INFO", 1);
   setenv("NCCL_DEBUG_SUBSYS", "INIT", 1);
-  setenv("NCCL_DEBUG_FILE", path.c_str(), 1);
-  return path;
+  setenv("NCCL_DEBUG_FILE", path_.c_str(), 1);
 }
 
-std::string read_nccl_log(const std::string& path, std::string& why) {
-  std::ifstream f(path);
+NcclLogRequest::~NcclLogRequest() {
+  if (dir_.empty()) return;
+  std::remove(path_.c_str());
+  rmdir(dir_.c_str());
+}
+
+std::string NcclLogRequest::read() {
+  if (path_.empty()) return std::string();
+  std::ifstream f(path_);
   if (!f) {
-    why = "NCCL wrote no log at " + path;
+    why_ = "NCCL wrote no log at " + path_;
     return std::string();
   }
-  const NcclTransports t = parse_nccl_transports(f);
-  std::remove(path.c_str());
-  return to_json(t).dump();
+  return to_json(parse_nccl_transports(f)).dump();
 }
 
 }  // namespace moebench

@@ -7,7 +7,6 @@
 
 #include <istream>
 #include <map>
-#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -26,13 +25,25 @@ NcclTransports parse_nccl_transports(std::istream& log);
 nlohmann::ordered_json to_json(const NcclTransports& t);
 NcclTransports nccl_transports_from_json(const nlohmann::json& j);
 
-// Before NCCL starts on this rank: where its log will be (NCCL_DEBUG_FILE, under TMPDIR or
-// /tmp, named for the host and process), or nullopt where the user set NCCL_DEBUG,
-// NCCL_DEBUG_SUBSYS or NCCL_DEBUG_FILE (theirs wins; `why` says so).
-std::optional<std::string> request_nccl_log(std::string& why);
+// NCCL's log for this process, asked for before NCCL starts: NCCL_DEBUG=INFO,
+// NCCL_DEBUG_SUBSYS=INIT and NCCL_DEBUG_FILE in a directory of its own (mkdtemp under TMPDIR,
+// else /tmp), removed with what is in it when this object goes, however the job ends. Nothing is
+// asked where the user set NCCL_DEBUG, NCCL_DEBUG_SUBSYS or NCCL_DEBUG_FILE (theirs wins) or no
+// such directory can be made; why() then says so.
+class NcclLogRequest {
+ public:
+  NcclLogRequest();
+  ~NcclLogRequest();
+  NcclLogRequest(const NcclLogRequest&) = delete;
+  NcclLogRequest& operator=(const NcclLogRequest&) = delete;
+  bool requested() const { return !path_.empty(); }
+  const std::string& path() const { return path_; }
+  const std::string& why() const { return why_; }
+  // What the log says so far, as to_json's text; "" where it cannot be read (why() then says so).
+  std::string read();
 
-// The log at `path` parsed, as JSON text (to_json), and the file removed; "" where it cannot be
-// read (`why` then says so).
-std::string read_nccl_log(const std::string& path, std::string& why);
+ private:
+  std::string dir_, path_, why_;
+};
 
 }  // namespace moebench

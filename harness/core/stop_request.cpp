@@ -1,5 +1,6 @@
 #include "harness/core/stop_request.hpp"
 
+#include <atomic>
 #include <csignal>
 #include <sstream>
 
@@ -10,9 +11,12 @@ namespace moebench {
 
 namespace {
 
-volatile std::sig_atomic_t g_signal = 0;
+// Set by the handler, read by the main thread and by rank 0's watchers (run's, accept's): an
+// atomic, lock-free and so safe in a signal handler.
+std::atomic<int> g_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 extern "C" void on_stop_signal(int sig) {
-  g_signal = sig;
+  g_signal.store(sig);
 }
 
 StoppedWaitHook& hook() {
@@ -30,11 +34,11 @@ void install_stop_handlers() {
 }
 
 int stop_signal() {
-  return g_signal;
+  return g_signal.load();
 }
 
 void clear_stop_signal() {
-  g_signal = 0;
+  g_signal.store(0);
   g_hook_ran = false;
   g_seen = false;
 }

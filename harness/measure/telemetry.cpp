@@ -87,6 +87,7 @@ RoundTelemetry summarize_round(const std::vector<GpuSample>& samples) {
     slowdown += (*g.clock_event_reasons & kSlowdownReasons) != 0;
     cap += (*g.clock_event_reasons & kClockEventSwPowerCap) != 0;
   }
+  r.reason_samples = with_reasons;
   if (with_reasons > 0) {
     r.slowdown_share = static_cast<double>(slowdown) / with_reasons;
     r.power_cap_share = static_cast<double>(cap) / with_reasons;

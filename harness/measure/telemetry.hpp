@@ -50,6 +50,8 @@ constexpr std::uint64_t kSlowdownReasons =
 // slowdown reason (kSlowdownReasons) and with the software power cap.
 struct RoundTelemetry {
   int samples = 0;
+  int reason_samples = 0;  // those with clocks-event reasons, of which the shares are
+
   std::optional<double> sm_clock_mhz, temperature_c, power_w;
   double slowdown_share = 0;
   double power_cap_share = 0;

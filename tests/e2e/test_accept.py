@@ -71,7 +71,8 @@ def test_clean_machine_passes(ctx):
         e2e.check(doc["burnin"] is None, "no burn-in without --duration", r)
         e2e.check(len({x["node_name"] for x in doc["ranks"]}) == 2, "two emulated nodes", r)
         names = {c["name"] for c in doc["checks"]}
-        for want in ("inventory", "gemm_rate", "attention_rate", "memory_bandwidth", "link",
+        for want in ("inventory", "gemm_rate", "grouped_gemm_rate", "attention_rate",
+                     "memory_bandwidth", "link",
                      "collective_busbw", "collective_transport",
                      "verification", "health", "sdc_same_step", "sdc_replicas", "sdc_gemm"):
             e2e.check(want in names, "a %s check in %r" % (want, sorted(names)), r)
@@ -303,8 +304,9 @@ def test_nvml_inventory_names_its_node(ctx):
 def test_burn_in_telemetry_names_a_hot_gpu(ctx):
     """The burn-in's GPU telemetry through the NVML stand-in: every rank's clock, temperature and
     power a round, each rank's `burnin_telemetry` passing; then rank 1's GPU in hardware thermal
-    slowdown (MOEBENCH_FAKE_NVML rank=1:throttle=64): its check alone fails, naming the share, and
-    drain.txt names its node alone."""
+    slowdown (MOEBENCH_FAKE_NVML rank=1:throttle=64) and rank 2's GPU unknown to NVML (absent=1):
+    rank 1's check alone fails, naming the share, rank 2's is `info` with the reason while the
+    others keep their telemetry, and drain.txt names rank 1's node alone."""
     with fake_nvml(ctx):
         with tempfile.TemporaryDirectory() as tmp:
             r, doc, drain = accept(ctx, os.path.join(tmp, "clean"), ["--duration", "2s"])
@@ -320,7 +322,7 @@ def test_burn_in_telemetry_names_a_hot_gpu(ctx):
             tel = [c for c in doc["checks"] if c["name"] == "burnin_telemetry"]
             e2e.check(len(tel) == 4 and all(c["status"] == "pass" for c in tel),
                       "four GPUs, each passing: %r" % tel, r)
-            os.environ["MOEBENCH_FAKE_NVML"] = "rank=1:throttle=64"
+            os.environ["MOEBENCH_FAKE_NVML"] = "rank=1:throttle=64;rank=2:absent=1"
             r, doc, drain = accept(ctx, os.path.join(tmp, "hot"), ["--duration", "2s"],
                                    rc=ACCEPTANCE)
             bad = [(c["name"], c["rank"]) for c in doc["checks"] if c["status"] == "fail"]
@@ -330,6 +332,14 @@ def test_burn_in_telemetry_names_a_hot_gpu(ctx):
                       "up to 92 C" in hot[0]["reason"], "the share and why: %r" % hot[0], r)
             e2e.check(len(drain) == 1 and "NodeName=%s " % node_of(doc, 1) in drain[0],
                       "its node alone: %r" % drain, r)
+            absent = [c for c in doc["checks"] if c["name"] == "burnin_telemetry" and
+                      c["rank"] == 2]
+            b = doc["burnin"]
+            e2e.check(absent[0]["status"] == "info" and "no GPU telemetry" in absent[0]["reason"]
+                      and b["ranks"][2]["telemetry"] is None and
+                      b["telemetry_note"].startswith("rank 2: NVML does not know") and
+                      all(b["ranks"][i]["telemetry"] is not None for i in (0, 1, 3)),
+                      "rank 2 without telemetry, the others with: %r" % absent, r)
 
 
 def test_bad_flags_are_one_line(ctx):

@@ -7,6 +7,7 @@
 //   MOEBENCH_FAKE_NVML="rank=3:ecc=2;rank=2:power_w=500,nvlinks_down=2,pcie_width=8,remap_pending=1"
 //   MOEBENCH_FAKE_NVML="rank=1:throttle=64"   (clocks-event reasons, here HW thermal slowdown: the
 //                                               GPU also reads 1350 MHz and 92 C)
+//   MOEBENCH_FAKE_NVML="rank=2:absent=1"      (NVML does not know rank 2's GPU)
 //
 // Only the functions moebench calls are here, with nvml.h's signatures (handles are opaque).
 #include <cstdio>
@@ -23,6 +24,7 @@ struct Gpu {
   unsigned pcie_width = 16;
   unsigned remap_pending = 0;
   unsigned long long throttle = 0;  // nvmlClocksEventReason bits
+  bool absent = false;              // NVML does not know the rank's GPU
 };
 
 int my_rank() {
@@ -59,6 +61,7 @@ Gpu gpu() {
       if (key == "pcie_width") g.pcie_width = static_cast<unsigned>(value);
       if (key == "remap_pending") g.remap_pending = static_cast<unsigned>(value);
       if (key == "throttle") g.throttle = value;
+      if (key == "absent") g.absent = value != 0;
     }
   }
   return g;
@@ -92,7 +95,7 @@ int nvmlSystemGetDriverVersion(char* out, unsigned length) {
 }
 
 int nvmlDeviceGetHandleByIndex_v2(unsigned index, void** device) {
-  if (index >= kGpus) return kInvalid;
+  if (index >= kGpus || gpu().absent) return kInvalid;
   *device = reinterpret_cast<void*>(static_cast<std::size_t>(index) + 1);
   return kOk;
 }

@@ -194,6 +194,23 @@ TEST_CASE("accept: a rank whose rate fell during the burn-in fails; the others p
   CHECK(of_rank(checks, 2).reason.find("(0.40x): it fell") != std::string::npos);
   CHECK(of_rank(checks, 1).status == "pass");
   CHECK(of_rank(checks, 3).status == "pass");
+  // Six rounds: the median of the first two against that of the last two. One slow last round
+  // (100, 30: a median of 65) does not fail; two do (35, 30).
+  const auto six = judge_drift("burnin_gemm_drift", "FLOP/s", ranks,
+                               {{100, 100, 100, 100, 100, 30},
+                                {100, 100, 100, 100, 35, 30},
+                                {100, 100, 100, 100, 100, 100},
+                                {100, 100, 100, 100, 100, 100}},
+                               1.0);
+  CHECK(of_rank(six, 0).status == "pass");
+  CHECK(of_rank(six, 0).measured == 65.0);
+  CHECK(of_rank(six, 1).status == "fail");
+  CHECK(of_rank(six, 1).reason.find("median of 2 rounds") != std::string::npos);
+  // Not judged (the cpu backend): stated, passing.
+  const auto stated = judge_drift("burnin_gemm_drift", "FLOP/s", ranks,
+                                  {{100, 40}, {100, 40}, {100, 40}, {100, 40}}, 1.0, false);
+  CHECK(of_rank(stated, 2).status == "pass");
+  CHECK(of_rank(stated, 2).reason.find("stated, not judged") != std::string::npos);
   AcceptResult r;
   r.ranks = ranks;
   r.node_names = node_names(ranks);

@@ -31,8 +31,10 @@ TEST_CASE("accept --floors: the site's floors, each figure optional, anything el
   CHECK_FALSE(site_value(f, "memory_bandwidth", "any GPU"));
   CHECK(f.source.find("site spec 7") != std::string::npos);
   CHECK_NOTHROW(check_site_skus(f, {"H200", "B200"}));  // a floor for any SKU
-  const SiteFigures a = read_floors(write(dir, "a.json", R"({"attention_rate": 3e14})"));
+  const SiteFigures a =
+      read_floors(write(dir, "a.json", R"({"attention_rate": 3e14, "grouped_gemm_rate": 5e14})"));
   CHECK(site_value(a, "attention_rate", "any GPU") == 3e14);
+  CHECK(site_value(a, "grouped_gemm_rate", "any GPU") == 5e14);
   CHECK_FALSE(site_value(a, "gemm_rate", "any GPU"));
   CHECK_THROWS_WITH_AS(read_floors(write(dir, "typo.json", R"({"gemm_rat": 6e14})")),
                        doctest::Contains("unknown key 'gemm_rat'"), UsageError);
@@ -79,8 +81,7 @@ TEST_CASE("accept --baseline: each figure's median over the baseline's ranks of 
   CHECK_FALSE(site_value(f, "gemm_rate", "B200"));
   CHECK_NOTHROW(check_site_skus(f, {"H200", "H100"}));
   CHECK_THROWS_WITH_AS(check_site_skus(f, {"H200", "B200"}),
-                       doctest::Contains("_rate for B200 (it has H100, H200)"),
-                       UsageError);
+                       doctest::Contains("_rate for B200 (it has H100, H200)"), UsageError);
   CHECK_THROWS_WITH_AS(read_baseline(write(dir, "run.json", R"({"kind": "moebench.run"})")),
                        doctest::Contains("accept.schema.json"), UsageError);
 }

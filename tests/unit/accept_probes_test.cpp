@@ -1,7 +1,8 @@
 // accept's probes on the cpu backend: the GEMM probe gives the same checksum in every repeat and
 // in a second probe (the same seed everywhere), a rate above zero, and another checksum where one
 // output value is corrupted (the sdc fault); the attention probe runs core attention forward and
-// backward at the tiny model's shapes and gives a finite rate above zero.
+// backward, and the expert GEMM probe the six grouped calls, at the tiny model's shapes: each a
+// finite rate above zero.
 #include "harness/cli/accept_probes.hpp"
 
 #include <cmath>
@@ -27,11 +28,14 @@ TEST_CASE("accept probes: the GEMM's checksums repeat, and a corrupted value cha
   CHECK(probe_gemm(*bad, 64, 1).sums.front() != p.sums.front());
 }
 
-TEST_CASE("accept probes: core attention at the tiny model's shapes") {
+TEST_CASE("accept probes: core attention and the experts' GEMMs at the tiny model's shapes") {
   CpuCompute c(1);
   const double rate = probe_attention(c, preset("deepseek-v3-tiny"), 64, 2);
   CHECK(std::isfinite(rate));
   CHECK(rate > 0);
+  const double experts = probe_expert_gemms(c, preset("deepseek-v3-tiny"), 2, 16, 2);
+  CHECK(std::isfinite(experts));
+  CHECK(experts > 0);
 }
 
 }  // namespace

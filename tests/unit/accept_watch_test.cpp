@@ -1,11 +1,13 @@
 // accept's stop watch: nothing is written while no rank is known or no signal is pending; once
 // both, the last published state is written once, within polls, with an `interrupted` check
-// naming the signal and the stage in flight (or the stage it came after); an inactive watch (a
-// rank other than 0) never writes.
+// naming the signal and the stage in flight (or the stage it came after), with the meta published
+// beside the result; an inactive watch (a rank other than 0) never writes; a write that throws
+// ends nothing.
 #include "harness/cli/accept_watch.hpp"
 
 #include <atomic>
 #include <csignal>
+#include <stdexcept>
 #include <thread>
 
 #include <doctest/doctest.h>
@@ -20,16 +22,21 @@ struct Written {
   int calls = 0;
   std::string stage;
   std::size_t stages = 0;
+  std::string system;
   AcceptCheck why;
+  bool throws = false;
 };
 
 AcceptWatch::Write recorder(Written& w) {
-  return [&w](const AcceptResult& r, const std::string& stage, double, const AcceptCheck& why) {
+  return [&w](const AcceptResult& r, const nlohmann::ordered_json& meta, const std::string& stage,
+              double, const AcceptCheck& why) {
     std::lock_guard<std::mutex> lock(w.mutex);
     ++w.calls;
     w.stage = stage;
     w.stages = r.stages.size();
+    w.system = meta.is_object() ? meta.value("system", "") : "";
     w.why = why;
+    if (w.throws) throw std::runtime_error("disk full");
   };
 }
 
@@ -61,18 +68,19 @@ TEST_CASE("accept watch: the published state is written once, on a signal, once 
   Written w;
   {
     AcceptWatch watch(true, recorder(w));
-    watch.publish(AcceptResult{}, "inventory", Clock::now());
+    watch.publish(AcceptResult{}, {}, "inventory", Clock::now());
     std::raise(SIGUSR1);
     // No rank known: nothing to name, nothing written (20 polls).
     std::this_thread::sleep_for(20 * AcceptWatch::kPoll);
     CHECK(calls(w) == 0);
-    watch.publish(known(2), "links", Clock::now());
+    watch.publish(known(2), {{"system", "cpu"}}, "links", Clock::now());
     REQUIRE(wait_for_write(w));
     std::this_thread::sleep_for(20 * AcceptWatch::kPoll);
     CHECK(calls(w) == 1);
   }
   CHECK(w.stage == "links");
   CHECK(w.stages == 2);
+  CHECK(w.system == "cpu");  // the meta published with the result
   CHECK(w.why.name == "interrupted");
   CHECK(w.why.status == "fail");
   CHECK(w.why.stage == "links");
@@ -92,11 +100,29 @@ TEST_CASE("accept watch: between stages the check names the stage it came after;
   Written w;
   {
     AcceptWatch watch(false, recorder(w));
-    watch.publish(known(1), "gpu", Clock::now());
+    watch.publish(known(1), {}, "gpu", Clock::now());
     std::raise(SIGTERM);
     std::this_thread::sleep_for(20 * AcceptWatch::kPoll);
   }
   CHECK(calls(w) == 0);
+  clear_stop_signal();
+  for (const int sig : kStopSignals) std::signal(sig, SIG_DFL);
+}
+
+TEST_CASE("accept watch: a write that throws is one line, not the end of the process") {
+  clear_stop_signal();
+  install_stop_handlers();
+  Written w;
+  w.throws = true;
+  {
+    AcceptWatch watch(true, recorder(w));
+    watch.publish(known(1), {}, "", Clock::now());
+    std::raise(SIGTERM);
+    REQUIRE(wait_for_write(w));
+  }
+  CHECK(calls(w) == 1);
+  CAPTURE(w.why.reason);
+  CHECK(w.why.reason.find("SIGTERM arrived after stage inventory") == 0);
   clear_stop_signal();
   for (const int sig : kStopSignals) std::signal(sig, SIG_DFL);
 }

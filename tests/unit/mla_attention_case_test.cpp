@@ -9,15 +9,10 @@
 #include <doctest/doctest.h>
 
 #include "harness/backends/cpu/cpu_compute.hpp"
+#include "tests/unit/cpu_fixture.hpp"
 
 namespace moebench {
 namespace {
-
-std::vector<float> host(Compute& c, Mat m) {
-  std::vector<float> v(static_cast<std::size_t>(m.rows * m.cols));
-  c.download(m, v.data());
-  return v;
-}
 
 TEST_CASE("mla attention case: finite, the same for a seed, another for another seed") {
   CpuCompute c(1);
@@ -26,16 +21,17 @@ TEST_CASE("mla attention case: finite, the same for a seed, another for another 
   CHECK(a.shape().seq_len == 32);
   CHECK(a.shape().heads == 4);
   for (MlaAttentionCase* x : {&a, &b, &other}) x->forward_backward();
-  const std::vector<float> out = host(c, a.output()), grad = host(c, a.query_gradient());
+  const std::vector<float> out = test::read(c, a.output()),
+                           grad = test::read(c, a.query_gradient());
   for (float v : out) REQUIRE(std::isfinite(v));
   for (float v : grad) REQUIRE(std::isfinite(v));
-  CHECK(out == host(c, b.output()));
-  CHECK(grad == host(c, b.query_gradient()));
-  CHECK(out != host(c, other.output()));
+  CHECK(out == test::read(c, b.output()));
+  CHECK(grad == test::read(c, b.query_gradient()));
+  CHECK(out != test::read(c, other.output()));
   // forward() alone gives forward_backward()'s output.
   MlaAttentionCase f(c, d, 32, 7);
   f.forward();
-  CHECK(host(c, f.output()) == out);
+  CHECK(test::read(c, f.output()) == out);
 }
 
 }  // namespace

@@ -4,7 +4,10 @@
 // relies on; and the request, which leaves a user's own NCCL_DEBUG settings alone.
 #include "harness/cli/nccl_log.hpp"
 
+#include <sys/stat.h>
+
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 
 #include <doctest/doctest.h>
@@ -73,21 +76,38 @@ TEST_CASE("nccl log: through JSON and back") {
 
 TEST_CASE("nccl log: the request sets NCCL's debug variables, but never over a user's") {
   for (const char* v : {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"}) unsetenv(v);
-  std::string why;
-  const std::optional<std::string> path = request_nccl_log(why);
-  REQUIRE(path.has_value());
-  CHECK(path->find("moebench-nccl-") != std::string::npos);
-  CHECK(std::string(std::getenv("NCCL_DEBUG")) == "INFO");
-  CHECK(std::string(std::getenv("NCCL_DEBUG_SUBSYS")) == "INIT");
-  CHECK(std::string(std::getenv("NCCL_DEBUG_FILE")) == *path);
-  // A log that is not there: nothing, and why.
-  CHECK(read_nccl_log(*path + ".absent", why).empty());
-  CHECK(why.find("no log") != std::string::npos);
+  std::string dir;
+  {
+    NcclLogRequest log;
+    REQUIRE(log.requested());
+    CHECK(std::string(std::getenv("NCCL_DEBUG")) == "INFO");
+    CHECK(std::string(std::getenv("NCCL_DEBUG_SUBSYS")) == "INIT");
+    CHECK(std::string(std::getenv("NCCL_DEBUG_FILE")) == log.path());
+    dir = log.path().substr(0, log.path().rfind('/'));
+    CHECK(dir.find("moebench-nccl-") != std::string::npos);
+    // Its own directory, for this user alone.
+    struct stat st {};
+    REQUIRE(stat(dir.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0700);
+    // Nothing written yet: nothing read, and why.
+    CHECK(log.read().empty());
+    CHECK(log.why().find("no log") != std::string::npos);
+    // What NCCL writes is read.
+    std::ofstream(log.path()) << "h:1:1 [0] NCCL INFO Using network IB\n";
+    const std::string text = log.read();
+    REQUIRE(!text.empty());
+    CHECK(nccl_transports_from_json(nlohmann::json::parse(text)).network == "IB");
+  }
+  // Gone with the request, however the job ends.
+  struct stat gone {};
+  CHECK(stat(dir.c_str(), &gone) != 0);
   // A user's NCCL_DEBUG=WARN: theirs, untouched, and the reason says so.
   for (const char* v : {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"}) unsetenv(v);
   setenv("NCCL_DEBUG", "WARN", 1);
-  CHECK(!request_nccl_log(why).has_value());
-  CHECK(why.find("NCCL_DEBUG is set (WARN)") == 0);
+  NcclLogRequest theirs;
+  CHECK(!theirs.requested());
+  CHECK(theirs.why().find("NCCL_DEBUG is set (WARN)") == 0);
+  CHECK(theirs.read().empty());
   CHECK(std::string(std::getenv("NCCL_DEBUG")) == "WARN");
   CHECK(std::getenv("NCCL_DEBUG_FILE") == nullptr);
   unsetenv("NCCL_DEBUG");
