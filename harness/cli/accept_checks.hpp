@@ -132,10 +132,12 @@ std::vector<AcceptCheck> judge_checksums(const std::string& name, const std::str
 
 // The link test's outliers (linkcheck's analysis): a rank with two or more slow links is its
 // node's failure; a single slow link, whose end cannot be told, its node's when both ends share
-// one, else the cluster's; one passing check when there is none.
+// one, else the cluster's, or stated only (`info`) where single links are not `judged` (the cpu
+// backend: ranks share cores, and one exchange can meet a descheduled rank); one passing check
+// when there is none.
 std::vector<AcceptCheck> judge_links(const std::vector<AcceptRank>& ranks,
                                      const std::vector<LinkSample>& samples,
-                                     const LinkAnalysis& analysis);
+                                     const LinkAnalysis& analysis, bool single_links_judged = true);
 
 // A rate each rank measured round after round in the burn-in (larger is better): a rank whose
 // last third of the rounds (their median; a round at least) fell more than `min_slowdown` below

@@ -215,7 +215,9 @@ void run_links(AcceptJob& job) {
     if (job.host) {
       std::erase_if(analysis.outliers, [](const LinkOutlier& x) { return x.metric == "latency"; });
     }
-    job.add(judge_links(job.result.ranks, links.samples, analysis));
+    // One slow link alone is stated there too (a CI run saw one link 11x its class's median on a
+    // clean machine); a slow port, two or more links of a rank, still fails.
+    job.add(judge_links(job.result.ranks, links.samples, analysis, !job.host));
   }
 }
 

@@ -168,6 +168,16 @@ TEST_CASE(
   CHECK(checks.front().rank == -1);
   CHECK(checks.front().node == 1);
   CHECK(checks.front().reason.find("inside the node of b") != std::string::npos);
+  // Single links not judged (the cpu backend): stated; a slow port still fails.
+  checks = judge_links(ranks, {}, a, false);
+  REQUIRE(checks.size() == 1);
+  CHECK(checks.front().status == "info");
+  CHECK(checks.front().reason.find("stated, not judged") != std::string::npos);
+  a.outliers = {outlier(0, 3), outlier(1, 3)};
+  checks = judge_links(ranks, {}, a, false);
+  REQUIRE(checks.size() == 1);
+  CHECK(checks.front().status == "fail");
+  CHECK(checks.front().rank == 3);
   a.outliers.clear();
   checks = judge_links(ranks, std::vector<LinkSample>(12), a);
   REQUIRE(checks.size() == 1);
