@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <functional>
 #include <iostream>
 #include <mutex>
 #include <numeric>
@@ -101,22 +100,6 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
   const auto say = [&](const std::string& line) { job.say(line); };
   const auto add = [&](const std::vector<AcceptCheck>& more) { job.add(more); };
   auto stage_start = Clock::now();
-  std::function<void(const std::string&)> publish = [](const std::string&) {};
-  // After each stage every rank agrees on a pending stop signal (Slurm's time limit, scancel):
-  // the stages after it do not run.
-  const auto end_stage = [&](const std::string& name, bool check_stop = true) {
-    const double t = seconds_since(stage_start);
-    result.stages.push_back({name, t});
-    say(name + " done in " + strprintf("%.1f", t) + " s");
-    stage_start = Clock::now();
-    publish("");
-    if (!check_stop) return;
-    if (const int sig = static_cast<int>(rt.allreduce_max(static_cast<double>(stop_signal())))) {
-      throw Error(ExitCode::interrupted, signal_name(sig) + " arrived in stage " + name +
-                                             ": the stages after it did not run");
-    }
-  };
-
   const std::int64_t n = a.gemm_n.value_or(host ? 1024 : 8192);
   const auto meta = [&](const AcceptResult& r) {
     return nlohmann::ordered_json{{"tool_version", kToolVersion},
@@ -156,8 +139,22 @@ int accept_command(const CliOptions& given, MpiRuntime& rt) {
                     });
   // Only copies cross to the watch's thread: the result, and the meta (which names the system
   // the gpu stage may detect meanwhile).
-  publish = [&](const std::string& in_flight) {
+  const auto publish = [&](const std::string& in_flight) {
     if (rt.rank() == 0) watch.publish(result, meta(result), in_flight, stage_start);
+  };
+  // After each stage every rank agrees on a pending stop signal (Slurm's time limit, scancel):
+  // the stages after it do not run.
+  const auto end_stage = [&](const std::string& name, bool check_stop = true) {
+    const double t = seconds_since(stage_start);
+    result.stages.push_back({name, t});
+    say(name + " done in " + strprintf("%.1f", t) + " s");
+    stage_start = Clock::now();
+    publish("");
+    if (!check_stop) return;
+    if (const int sig = static_cast<int>(rt.allreduce_max(static_cast<double>(stop_signal())))) {
+      throw Error(ExitCode::interrupted, signal_name(sig) + " arrived in stage " + name +
+                                             ": the stages after it did not run");
+    }
   };
   const auto begin_stage = [&](const std::string& name) {
     stage_now = name;
